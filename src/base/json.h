@@ -1,0 +1,32 @@
+/* Thin helpers over cJSON for reading configuration files with clear errors. */
+#ifndef IV_BASE_JSON_H
+#define IV_BASE_JSON_H
+
+#include <cJSON.h>
+#include <stdint.h>
+#include "base/err.h"
+
+/* Parses a JSON file (bounded size); the caller frees with cJSON_Delete. */
+int iv_json_load_file(const char *path, size_t max_size, cJSON **out, iv_err *err);
+/* Parses a buffer of known length. */
+int iv_json_parse(const char *buf, size_t len, const char *what, cJSON **out, iv_err *err);
+
+/* Typed getters: return def when the key is absent or JSON null. A present
+ * key of the wrong type is an error only in the *_req / *_chk forms. */
+int64_t iv_json_int(const cJSON *obj, const char *key, int64_t def);
+double iv_json_num(const cJSON *obj, const char *key, double def);
+int iv_json_bool(const cJSON *obj, const char *key, int def);
+const char *iv_json_str(const cJSON *obj, const char *key, const char *def);
+
+/* Checked forms: -1 with a message naming `what` and key on a type error. */
+int iv_json_int_chk(const cJSON *obj, const char *key, int64_t def, int64_t *out, const char *what,
+                    iv_err *err);
+int iv_json_num_chk(const cJSON *obj, const char *key, double def, double *out, const char *what,
+                    iv_err *err);
+int iv_json_bool_chk(const cJSON *obj, const char *key, int def, int *out, const char *what,
+                     iv_err *err);
+
+/* True when v is a JSON number holding an integer that fits int64. */
+int iv_json_is_integer(const cJSON *v);
+
+#endif

@@ -1,0 +1,35 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: infinity_v3 [serve] --model-id DIR [options]\n"
+            "       infinity_v3 embed --model-id DIR [--all|--sparse] < inputs\n"
+            "       infinity_v3 predict --model-id DIR < inputs\n"
+            "       infinity_v3 tokenize --tokenizer DIR_OR_FILE [--pair] < inputs\n"
+            "Run a subcommand with --help for its options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 1 && argv[1][0] != '-') {
+        const char *sub = argv[1];
+        for (const iv_command *c = iv_commands; c->name; c++)
+            if (!strcmp(c->name, sub)) return c->run(argc - 1, argv + 1);
+        fprintf(stderr, "infinity_v3: unknown subcommand '%s'\n", sub);
+        usage(stderr);
+        return 2;
+    }
+    /* No subcommand: serve, like the peers. */
+    for (const iv_command *c = iv_commands; c->name; c++)
+        if (!strcmp(c->name, "serve")) return c->run(argc, argv);
+    usage(stderr);
+    return 2;
+}

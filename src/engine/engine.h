@@ -1,0 +1,84 @@
+/* The engine: one loaded checkpoint (config, weights, family, heads,
+ * sentence-transformers metadata, tokenizer) and the one call the CLI and
+ * the server use to run packed batches through it. */
+#ifndef IV_ENGINE_ENGINE_H
+#define IV_ENGINE_ENGINE_H
+
+#include <stdint.h>
+#include "base/err.h"
+#include "engine/st_meta.h"
+#include "tokenizer/tokenizer.h"
+
+/* What a request asks for. */
+typedef enum iv_task {
+    IV_TASK_EMBED = 0,      /* pooled sentence vector (after ST Dense layers; not normalised) */
+    IV_TASK_EMBED_ALL,      /* last hidden state per token */
+    IV_TASK_SPARSE,         /* SPLADE vocabulary-sized vector per sequence */
+    IV_TASK_CLASSIFY,       /* sequence classification logits (rerank = 1 label) */
+    IV_TASK_TOKEN_CLASSIFY, /* per-token logits */
+    IV_TASK_COUNT
+} iv_task;
+
+/* Capability bits, one per task. */
+#define IV_CAN(task) (1u << (task))
+
+typedef struct iv_engine_opts {
+    const char *device;   /* "cpu" (default) */
+    const char *dtype;    /* "float32" (default on CPU) */
+    int max_batch_tokens; /* 0: engine default */
+    int pooling_override; /* iv_pool_mode or 0 */
+} iv_engine_opts;
+
+typedef struct iv_engine iv_engine;
+
+/* Loads a checkpoint directory. Unknown architectures, missing tensors, wrong
+ * shapes and non-safetensors checkpoints are rejected with a clear error. */
+int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts *opts, iv_err *err);
+void iv_engine_free(iv_engine *e);
+
+/* One sequence of a batch, already tokenized. */
+typedef struct iv_seq_input {
+    const int32_t *ids;
+    const int32_t *type_ids; /* NULL: all 0 */
+    int len;
+    const uint8_t *key_mask; /* NULL: every token is a key */
+} iv_seq_input;
+
+/* Results of one forward: for sequence s, rows[s] rows of `cols` floats at
+ * data + offsets[s] (rows = 1 for pooled/classify/sparse, len for per-token). */
+typedef struct iv_outputs {
+    int n_seqs;
+    int cols;
+    float *data;
+    int64_t *offsets; /* [n_seqs + 1] */
+    int *rows;        /* [n_seqs] */
+} iv_outputs;
+void iv_outputs_free(iv_outputs *o);
+
+/* Runs n sequences as one packed batch. Thread-safe: calls are serialised
+ * per engine (one replica). Ids out of the vocabulary and sequences longer
+ * than iv_engine_max_input_length are IV_E_INVALID. */
+int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out,
+                  iv_err *err);
+
+/* Description of the loaded model. */
+unsigned iv_engine_capabilities(const iv_engine *e);  /* IV_CAN bits */
+int iv_engine_hidden_size(const iv_engine *e);
+int iv_engine_embedding_dim(const iv_engine *e);      /* pooled output width */
+int iv_engine_max_input_length(const iv_engine *e);   /* tokens, specials included */
+int iv_engine_num_labels(const iv_engine *e);          /* 0 when not a classifier */
+const char *iv_engine_label(const iv_engine *e, int i); /* id2label, or "LABEL_i" */
+int iv_engine_vocab_size(const iv_engine *e);
+const char *iv_engine_architecture(const iv_engine *e); /* e.g. "BertModel" */
+const char *iv_engine_model_type(const iv_engine *e);   /* e.g. "bert" */
+const iv_st_meta *iv_engine_st_meta(const iv_engine *e);
+/* The checkpoint's tokenizer, or NULL when it has no tokenizer.json. */
+const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e);
+/* Peak activation bytes of one batch so far. */
+size_t iv_engine_peak_activation_bytes(const iv_engine *e);
+
+/* Post-processing of one pooled embedding in place: Matryoshka truncation to
+ * `dimensions` (0 = keep) then optional L2 normalisation. Returns the new length. */
+int iv_embedding_finish(float *vec, int dim, int dimensions, int normalize);
+
+#endif

@@ -1,0 +1,56 @@
+/* sentence-transformers metadata of a checkpoint directory: modules.json and
+ * the modules it lists (Pooling, Dense, Normalize), sentence_bert_config.json
+ * (max_seq_length) and config_sentence_transformers.json (prompts). Absent
+ * files give the defaults; unknown module types are rejected by name. */
+#ifndef IV_ENGINE_ST_META_H
+#define IV_ENGINE_ST_META_H
+
+#include "base/err.h"
+#include "ops/ops.h"
+
+typedef enum iv_pool_mode {
+    IV_POOL_NONE = 0, /* no Pooling module: the model decides (e.g. classifiers) */
+    IV_POOL_CLS,
+    IV_POOL_MEAN,
+    IV_POOL_MAX,
+    IV_POOL_LAST,
+    IV_POOL_MEAN_SQRT_LEN,
+    IV_POOL_WEIGHTED_MEAN,
+} iv_pool_mode;
+
+#define IV_ST_MAX_DENSE 4
+#define IV_ST_MAX_PROMPTS 32
+
+typedef struct iv_st_dense {
+    char dir[4096];      /* module directory (holds model.safetensors) */
+    int in_features, out_features;
+    int bias;
+    iv_act act;          /* activation_function, e.g. torch.nn.modules.activation.Tanh */
+} iv_st_dense;
+
+typedef struct iv_st_prompt {
+    char *name, *text;
+} iv_st_prompt;
+
+typedef struct iv_st_meta {
+    int present;                 /* modules.json found */
+    iv_pool_mode pool;
+    int pool_include_prompt;     /* Pooling include_prompt (default true) */
+    int n_dense;
+    iv_st_dense dense[IV_ST_MAX_DENSE];
+    int normalize;               /* a Normalize module is listed */
+    int max_seq_length;          /* 0 when absent */
+    int do_lower_case;
+    int n_prompts;
+    iv_st_prompt prompts[IV_ST_MAX_PROMPTS];
+    char *default_prompt_name;   /* NULL when absent */
+    char *similarity_fn;         /* "cosine", "dot", ... or NULL */
+} iv_st_meta;
+
+int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err);
+void iv_st_meta_free(iv_st_meta *m);
+/* The prompt text for name, or NULL. */
+const char *iv_st_meta_prompt(const iv_st_meta *m, const char *name);
+const char *iv_pool_mode_name(iv_pool_mode m);
+
+#endif

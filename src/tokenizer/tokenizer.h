@@ -1,0 +1,70 @@
+/* Public tokenizer API: a tokenizer.json pipeline (added tokens, normalizer,
+ * pre-tokenizer, model, post-processor, decoder) identical in output to the
+ * Hugging Face `tokenizers` library. Immutable and thread-safe after load;
+ * encode from any number of threads at once. */
+#ifndef IV_TOKENIZER_TOKENIZER_H
+#define IV_TOKENIZER_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/err.h"
+
+typedef struct iv_tokenizer iv_tokenizer;
+
+typedef enum iv_trunc_strategy {
+    IV_TRUNC_LONGEST_FIRST = 0,
+    IV_TRUNC_ONLY_FIRST,
+    IV_TRUNC_ONLY_SECOND,
+} iv_trunc_strategy;
+
+typedef struct iv_encode_opts {
+    int add_special_tokens;    /* apply the post-processor's template */
+    int max_length;            /* 0: no truncation; else total length incl. specials */
+    iv_trunc_strategy strategy;
+    int truncate_left;         /* 1: drop tokens from the start */
+    int want_tokens;           /* fill iv_encoding.tokens */
+} iv_encode_opts;
+
+/* Defaults: add_special_tokens=1, no truncation, right side, longest_first. */
+iv_encode_opts iv_encode_opts_default(void);
+
+typedef struct iv_encoding {
+    int len;
+    int32_t *ids;
+    int32_t *type_ids;
+    uint8_t *special_mask;   /* 1 for tokens added by the post-processor */
+    int32_t *offsets;        /* [len][2] byte offsets (start, end) into the input of its sequence */
+    int32_t *seq_index;      /* [len]: 0 first text, 1 pair text, -1 added special token */
+    char **tokens;           /* [len] token strings, when want_tokens */
+    int n_truncated;         /* tokens dropped by truncation */
+} iv_encoding;
+
+/* Loads tokenizer.json from a file path, or from a directory (tokenizer.json
+ * plus tokenizer_config.json when present). */
+int iv_tokenizer_load(iv_tokenizer **out, const char *path, iv_err *err);
+void iv_tokenizer_free(iv_tokenizer *tok);
+
+/* Encodes text (and pair when non-NULL). Inputs must be valid UTF-8; invalid
+ * UTF-8 is IV_E_INVALID. */
+int iv_tokenizer_encode(const iv_tokenizer *tok, const char *text, size_t text_len, const char *pair,
+                        size_t pair_len, const iv_encode_opts *opts, iv_encoding *out, iv_err *err);
+void iv_encoding_free(iv_encoding *enc);
+
+/* Decodes ids to a malloc'd UTF-8 string through the decoder. */
+int iv_tokenizer_decode(const iv_tokenizer *tok, const int32_t *ids, int n, int skip_special_tokens,
+                        char **out, iv_err *err);
+
+int iv_tokenizer_vocab_size(const iv_tokenizer *tok);
+/* -1 when absent. */
+int32_t iv_tokenizer_token_to_id(const iv_tokenizer *tok, const char *token);
+/* NULL when out of range. */
+const char *iv_tokenizer_id_to_token(const iv_tokenizer *tok, int32_t id);
+/* Number of special tokens the post-processor adds for a single (pair=0) or a pair input. */
+int iv_tokenizer_num_special_tokens(const iv_tokenizer *tok, int pair);
+/* model_max_length from tokenizer_config.json, or 0 when not given. */
+int iv_tokenizer_model_max_length(const iv_tokenizer *tok);
+
+/* Converts byte offsets to Unicode code point offsets (as the Python library reports). */
+int32_t iv_utf8_byte_to_char_offset(const char *text, size_t len, int32_t byte_off);
+
+#endif
