@@ -2,8 +2,7 @@
 
 #include <stddef.h>
 
+/* One line per subcommand; each lives in src/cli/cmd_<name>.c. */
 const iv_command iv_commands[] = {
-    {"embed", iv_cmd_embed},
-    {"predict", iv_cmd_predict},
     {NULL, NULL},
 };
