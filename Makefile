@@ -10,7 +10,7 @@ BUILD   ?= build/release
 OPT     ?= -O3 -march=native -DNDEBUG
 SAN     ?=
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-	-Wshadow -Wstrict-prototypes -fopenmp -pthread -g -Isrc $(PKG_CFLAGS)
+	-Wshadow -Wstrict-prototypes -fopenmp -pthread -g -Isrc -Itests $(PKG_CFLAGS)
 CFLAGS  = $(CFLAGS_BASE) $(OPT) $(SAN)
 LDLIBS  = $(PKG_LIBS) -fopenmp -pthread -lm $(SAN)
 
