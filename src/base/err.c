@@ -24,6 +24,12 @@ int iv_err_prefix(iv_err *err, const char *fmt, ...)
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s%s", head, old);
+    size_t hn = strlen(head);
+    if (hn >= sizeof err->msg) hn = sizeof err->msg - 1;
+    memcpy(err->msg, head, hn);
+    size_t on = strnlen(old, sizeof old);
+    if (on > sizeof err->msg - 1 - hn) on = sizeof err->msg - 1 - hn;
+    memcpy(err->msg + hn, old, on);
+    err->msg[hn + on] = 0;
     return -1;
 }
