@@ -10,7 +10,7 @@ BUILD   ?= build/release
 OPT     ?= -O3 -march=native -DNDEBUG
 SAN     ?=
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-	-Wshadow -Wstrict-prototypes -fopenmp -pthread -g -Isrc -Itests $(PKG_CFLAGS)
+	-Wshadow -Wstrict-prototypes -Wno-format-truncation -fopenmp -pthread -g -Isrc -Itests $(PKG_CFLAGS)
 CFLAGS  = $(CFLAGS_BASE) $(OPT) $(SAN)
 LDLIBS  = $(PKG_LIBS) -fopenmp -pthread -lm $(SAN)
 
@@ -24,7 +24,8 @@ all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo "CC $<"
+	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libiv.a: $(LIB_OBJ)
 	@rm -f $@

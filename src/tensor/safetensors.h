@@ -17,7 +17,7 @@ typedef struct iv_weights iv_weights;
 
 /* Opens the weights of a checkpoint directory: model.safetensors, or the
  * shards named by model.safetensors.index.json. A directory holding only
- * pytorch_model.bin (or *.pt/*.pth) is rejected with a message saying
+ * pytorch_model.bin (or .pt / .pth files) is rejected with a message saying
  * safetensors is required. */
 int iv_weights_open_dir(iv_weights **out, const char *dir, iv_err *err);
 /* Opens one .safetensors file. */

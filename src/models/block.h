@@ -1,0 +1,76 @@
+/* The one transformer block every family runs. A family describes its
+ * quirks as data (iv_block_spec for the whole stack, iv_layer for each
+ * layer's weights and per-layer switches); block.c turns that into op calls.
+ *
+ *   post-norm (BERT):   h = N1(x + O(attn(QKV(x))));  y = N2(h + D(act(U(h))))
+ *   pre-norm (Llama):   h = x + O(attn(QKV(N1(x))));  y = h + D(act(U(N2(h))))
+ *   sandwich (Gemma):   h = x + P1(O(attn(QKV(N1(x))))); y = h + P2(D(act(U(N2(h)))))
+ */
+#ifndef IV_MODELS_BLOCK_H
+#define IV_MODELS_BLOCK_H
+
+#include "base/arena.h"
+#include "engine/batch.h"
+#include "ops/ops.h"
+
+typedef enum iv_norm_kind {
+    IV_NORM_LAYER = 0, /* LayerNorm (bias optional) */
+    IV_NORM_RMS,       /* RMSNorm x * w */
+    IV_NORM_RMS_PLUS1, /* Gemma RMSNorm x * (1 + w) */
+} iv_norm_kind;
+
+typedef enum iv_norm_place { IV_NORM_POST = 0, IV_NORM_PRE, IV_NORM_SANDWICH } iv_norm_place;
+
+typedef struct iv_norm {
+    const iv_tensor *w, *b; /* NULL when absent: identity for the whole norm if both NULL and !present */
+    int present;            /* 0: this norm is skipped (ModernBERT layer 0 attn_norm) */
+} iv_norm;
+
+typedef struct iv_block_spec {
+    int hidden, n_heads, n_kv_heads, head_dim, intermediate;
+    iv_norm_kind norm_kind;
+    iv_norm_place norm_place;
+    float norm_eps;
+    int causal;
+    float attn_scale;   /* 0: 1/sqrt(head_dim) */
+    iv_act act;
+    int gated;          /* MLP up projection is [2I, H] feeding a GLU */
+    int act_on_first;   /* GLU: act(first half) * second (1) or first * act(second) (0) */
+    int rope_interleaved;
+    int rot_dim;        /* rotary dims per head; 0 = no rotary */
+    float qk_norm_eps;  /* per-head q/k RMSNorm eps (when q_norm/k_norm weights exist) */
+} iv_block_spec;
+
+typedef struct iv_layer {
+    /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
+    const iv_tensor *qkv_w, *qkv_b;
+    const iv_tensor *o_w, *o_b;
+    const iv_tensor *q_norm_w, *k_norm_w; /* per-head RMSNorm before RoPE, or NULL */
+    iv_norm attn_norm;       /* N1 */
+    iv_norm mlp_norm;        /* N2 */
+    iv_norm post_attn_norm;  /* P1 (sandwich) */
+    iv_norm post_mlp_norm;   /* P2 (sandwich) */
+    const iv_tensor *up_w, *up_b;     /* [I or 2I, H] */
+    const iv_tensor *down_w, *down_b; /* [H, I] */
+    int window_left, window_right;    /* -1: unlimited */
+    const float *inv_freq;            /* rotary frequencies [rot_dim/2], or NULL */
+} iv_layer;
+
+/* Per-forward attention extras shared by all layers. */
+typedef struct iv_attn_extras {
+    const float *alibi_slopes;
+    const float *bias;
+    const int64_t *bias_offsets;
+    const int32_t *positions; /* rotary positions per token */
+} iv_attn_extras;
+
+/* Runs layers [0, n_layers) over x [T, hidden] in place. Scratch comes from arena. */
+int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const iv_layer *layers,
+                           int n_layers, const iv_batch *batch, const iv_attn_extras *extras, float *x,
+                           iv_arena *arena);
+
+/* Applies a norm of spec's kind: y = norm(x + r). */
+void iv_block_norm(const iv_ops *ops, const iv_block_spec *spec, const iv_norm *n, iv_view y, iv_view x,
+                   const float *r);
+
+#endif

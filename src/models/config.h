@@ -1,0 +1,38 @@
+/* config.json parsed into the fields most families share. Family files read
+ * their own extra keys from `json` (kept alive with the config). */
+#ifndef IV_MODELS_CONFIG_H
+#define IV_MODELS_CONFIG_H
+
+#include <cJSON.h>
+#include "base/err.h"
+
+#define IV_MAX_LABELS 256
+
+typedef struct iv_hf_config {
+    cJSON *json;               /* the whole config.json */
+    char architecture[128];    /* architectures[0], or "" */
+    char model_type[64];
+    int has_auto_map;          /* custom code referenced: families must opt in */
+    int hidden_size;
+    int num_layers;
+    int num_heads;
+    int num_kv_heads;          /* defaults to num_heads */
+    int head_dim;              /* defaults to hidden_size / num_heads */
+    int intermediate_size;
+    char hidden_act[32];
+    int max_position_embeddings;
+    int type_vocab_size;
+    int vocab_size;
+    double layer_norm_eps;     /* layer_norm_eps, else rms_norm_eps, else 1e-12 */
+    int pad_token_id;          /* -1 when absent */
+    int num_labels;            /* from id2label, else num_labels, else 2 */
+    char *labels[IV_MAX_LABELS]; /* id2label names, or NULL */
+    char problem_type[48];
+} iv_hf_config;
+
+int iv_hf_config_load(iv_hf_config *cfg, const char *model_dir, iv_err *err);
+void iv_hf_config_free(iv_hf_config *cfg);
+/* Architecture names ending in this suffix, e.g. "ForSequenceClassification". */
+int iv_arch_has_suffix(const iv_hf_config *cfg, const char *suffix);
+
+#endif

@@ -1,0 +1,138 @@
+#include "models/encoder_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include "models/loader.h"
+
+static int ld_linear(iv_model *m, const char *base, int64_t out, int64_t in, const iv_tensor **w,
+                     const iv_tensor **b, iv_err *err)
+{
+    char name[256];
+    snprintf(name, sizeof name, "%s.weight", base);
+    if (iv_ld(m, name, out, in, w, err)) return -1;
+    snprintf(name, sizeof name, "%s.bias", base);
+    return iv_ld_opt(m, name, out, -1, b, err);
+}
+
+int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
+{
+    const iv_hf_config *c = &m->cfg;
+    int act = iv_act_from_name(c->hidden_act);
+    if (act < 0) return iv_errf(err, IV_E_UNSUPPORTED, "unsupported hidden_act \"%s\"", c->hidden_act);
+    if (c->intermediate_size <= 0) return iv_errf(err, IV_E_FORMAT, "config.json: intermediate_size missing");
+    if (c->num_kv_heads != c->num_heads || c->head_dim * c->num_heads != c->hidden_size)
+        return iv_errf(err, IV_E_FORMAT, "config.json: heads do not divide hidden_size");
+    iv_block_spec *s = &m->block;
+    *s = (iv_block_spec){
+        .hidden = c->hidden_size, .n_heads = c->num_heads, .n_kv_heads = c->num_heads,
+        .head_dim = c->head_dim, .intermediate = c->intermediate_size,
+        .norm_kind = IV_NORM_LAYER, .norm_place = IV_NORM_POST, .norm_eps = (float)c->layer_norm_eps,
+        .act = (iv_act)act,
+    };
+    m->n_layers = c->num_layers;
+    m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
+    if (!m->layers) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    const int64_t H = c->hidden_size, I = c->intermediate_size;
+    for (int l = 0; l < m->n_layers; l++) {
+        iv_layer *L = &m->layers[l];
+        char pre[128], name[384];
+        snprintf(pre, sizeof pre, nm->layer_fmt, l);
+        const iv_tensor *qw, *kw, *vw, *qb, *kb, *vb;
+#define LIN(field, out, in, w, b)                                                   \
+    do {                                                                          \
+        snprintf(name, sizeof name, "%s%s", pre, field);                          \
+        if (ld_linear(m, name, out, in, w, b, err)) return -1;                    \
+    } while (0)
+        LIN(nm->q, H, H, &qw, &qb);
+        LIN(nm->k, H, H, &kw, &kb);
+        LIN(nm->v, H, H, &vw, &vb);
+        LIN(nm->o, H, H, &L->o_w, &L->o_b);
+        LIN(nm->up, I, H, &L->up_w, &L->up_b);
+        LIN(nm->down, H, I, &L->down_w, &L->down_b);
+#undef LIN
+        if (iv_fuse_qkv(m, qw, kw, vw, qb, kb, vb, &L->qkv_w, &L->qkv_b, err)) return -1;
+        snprintf(name, sizeof name, "%s%s", pre, nm->attn_norm);
+        if (iv_ld_layer_norm(m, name, H, 0, &L->attn_norm, err)) return -1;
+        snprintf(name, sizeof name, "%s%s", pre, nm->mlp_norm);
+        if (iv_ld_layer_norm(m, name, H, 0, &L->mlp_norm, err)) return -1;
+        L->window_left = L->window_right = -1;
+    }
+    return 0;
+}
+
+static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_prefix, int64_t in,
+                     iv_act act, int required, iv_err *err)
+{
+    char w[256], b[256];
+    snprintf(w, sizeof w, "%s.weight", base);
+    snprintf(b, sizeof b, "%s.bias", base);
+    char full[384];
+    snprintf(full, sizeof full, "%s%s", under_prefix ? m->prefix : "", w);
+    const iv_tensor *t = iv_weights_find(m->weights, full);
+    if (!t) {
+        if (required) return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing head tensor \"%s\"", full);
+        st->w = NULL;
+        return 0;
+    }
+    if (t->ndim != 2 || t->shape[1] != in)
+        return iv_errf(err, IV_E_FORMAT, "head tensor \"%s\" does not take %lld inputs", full, (long long)in);
+    int64_t out = t->shape[0];
+    if (under_prefix) {
+        if (iv_ld(m, w, out, in, &st->w, err) || iv_ld_opt(m, b, out, -1, &st->b, err)) return -1;
+    } else {
+        if (iv_ld_top(m, w, out, in, &st->w, err) || iv_ld_top_opt(m, b, out, -1, &st->b, err)) return -1;
+    }
+    st->act = act;
+    return 0;
+}
+
+int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_under_prefix, iv_act first_act,
+                          const char *second, iv_err *err)
+{
+    const int64_t H = m->cfg.hidden_size;
+    *h = (iv_head){0};
+    if (head_step(m, &h->steps[0], first, first_under_prefix, H, first_act, 1, err)) return -1;
+    const int64_t mid = h->steps[0].w->shape[0];
+    if (head_step(m, &h->steps[1], second, 0, mid, IV_ACT_NONE, 1, err)) return -1;
+    h->n_steps = 2;
+    h->out_dim = (int)h->steps[1].w->shape[0];
+    return 0;
+}
+
+int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_dim, iv_err *err)
+{
+    *h = (iv_head){0};
+    if (head_step(m, &h->steps[0], name, 0, in_dim, IV_ACT_NONE, 1, err)) return -1;
+    h->n_steps = 1;
+    h->out_dim = (int)h->steps[0].w->shape[0];
+    return 0;
+}
+
+int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *norm, const char *decoder,
+                     const char *bias, iv_err *err)
+{
+    const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0];
+    iv_head *h = &m->mlm_head;
+    *h = (iv_head){0};
+    if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
+    if (h->steps[0].w->shape[0] != H) return iv_errf(err, IV_E_FORMAT, "MLM transform must keep the hidden size");
+    iv_norm ln;
+    if (iv_ld_layer_norm(m, norm, H, 1, &ln, err)) return -1;
+    h->steps[0].ln_w = ln.w;
+    h->steps[0].ln_b = ln.b;
+    h->steps[0].ln_eps = m->block.norm_eps;
+    char name[256];
+    snprintf(name, sizeof name, "%s.weight", decoder);
+    iv_head_step *dec = &h->steps[1];
+    if (iv_ld_top_opt(m, name, V, H, &dec->w, err)) return -1;
+    if (!dec->w) dec->w = m->embed.word; /* tied to the input embeddings, as saved by transformers */
+    if (iv_ld_top_opt(m, bias, V, -1, &dec->b, err)) return -1;
+    if (!dec->b) {
+        snprintf(name, sizeof name, "%s.bias", decoder);
+        if (iv_ld_top_opt(m, name, V, -1, &dec->b, err)) return -1;
+    }
+    dec->act = IV_ACT_NONE;
+    h->n_steps = 2;
+    h->out_dim = (int)V;
+    return 0;
+}

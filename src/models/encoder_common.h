@@ -1,0 +1,35 @@
+/* What BERT-like post-norm encoders (BERT, RoBERTa, DistilBERT, MPNet, ...)
+ * share: the layer layout with family-specific tensor names, and the usual
+ * task heads. Family files pass their names as data. */
+#ifndef IV_MODELS_ENCODER_COMMON_H
+#define IV_MODELS_ENCODER_COMMON_H
+
+#include "models/model.h"
+
+typedef struct iv_encoder_names {
+    const char *layer_fmt;            /* e.g. "encoder.layer.%d." */
+    const char *q, *k, *v, *o;        /* linear layers (".weight"/".bias" appended) */
+    const char *attn_norm;            /* LayerNorm after attention */
+    const char *up, *down;            /* MLP */
+    const char *mlp_norm;             /* LayerNorm after the MLP */
+} iv_encoder_names;
+
+/* Fills m->block (post-norm LayerNorm, non-gated MLP, act from config) and
+ * m->layers from the names. Requires m->cfg fields and m->prefix. */
+int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *names, iv_err *err);
+
+/* Heads. Each returns 0 with an empty head when `required` is 0 and the
+ * tensors are absent. `base` names are taken as is (no backbone prefix)
+ * unless under_prefix is set. */
+/* dense(+tanh) then out_proj: RoBERTa/MPNet "classifier.dense" + "classifier.out_proj";
+ * BERT: pooler.dense + classifier; DistilBERT: pre_classifier (+relu) + classifier. */
+int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_under_prefix, iv_act first_act,
+                          const char *second, iv_err *err);
+/* One linear: token classifiers. */
+int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_dim, iv_err *err);
+/* MLM: transform dense -> act -> LayerNorm -> decoder (tied to word
+ * embeddings when its weight is absent) + bias (`bias`, else decoder.bias). */
+int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *norm, const char *decoder,
+                     const char *bias, iv_err *err);
+
+#endif

@@ -1,0 +1,25 @@
+/* A model family: the config keys, weight names and quirks that are truly
+ * its own. To add a family, write models/family_<name>.c with one iv_family
+ * and list it in models/registry.c. */
+#ifndef IV_MODELS_FAMILY_H
+#define IV_MODELS_FAMILY_H
+
+#include "models/model.h"
+
+typedef struct iv_family {
+    const char *name;
+    const char *const *model_types; /* NULL-terminated config.json model_type values */
+    /* Fills m->embed, m->block, m->layers, heads from m->cfg and m->weights.
+     * Must reject architectures and config switches it does not implement. */
+    int (*load)(iv_model *m, iv_err *err);
+} iv_family;
+
+const iv_family *iv_family_find(const char *model_type);
+/* Comma-separated list of supported model types, for error messages. */
+const char *iv_family_supported_list(void);
+
+extern const iv_family iv_family_bert;
+extern const iv_family iv_family_distilbert;
+extern const iv_family iv_family_mpnet;
+
+#endif

@@ -1,0 +1,92 @@
+/* BERT and the RoBERTa line (RoBERTa, XLM-RoBERTa, CamemBERT): post-norm
+ * encoders with learned absolute positions. RoBERTa-style checkpoints start
+ * positions after padding_idx and put their classifier on <s> through
+ * classifier.dense/out_proj instead of BERT's pooler. */
+#include <string.h>
+
+#include "base/json.h"
+
+#include "models/encoder_common.h"
+#include "models/family.h"
+#include "models/loader.h"
+
+static const iv_encoder_names k_bert_names = {
+    .layer_fmt = "encoder.layer.%d.",
+    .q = "attention.self.query", .k = "attention.self.key", .v = "attention.self.value",
+    .o = "attention.output.dense", .attn_norm = "attention.output.LayerNorm",
+    .up = "intermediate.dense", .down = "output.dense", .mlp_norm = "output.LayerNorm",
+};
+
+static const char *const k_archs[] = {
+    "BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForTokenClassification",
+    "BertForPreTraining",
+    "RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification", "RobertaForTokenClassification",
+    "XLMRobertaModel", "XLMRobertaForMaskedLM", "XLMRobertaForSequenceClassification",
+    "XLMRobertaForTokenClassification",
+    "CamembertModel", "CamembertForMaskedLM", "CamembertForSequenceClassification",
+    "CamembertForTokenClassification",
+    NULL,
+};
+
+static int load_embeddings(iv_model *m, int roberta, iv_err *err)
+{
+    const iv_hf_config *c = &m->cfg;
+    const int64_t H = c->hidden_size;
+    iv_embed_spec *e = &m->embed;
+    if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err) ||
+        iv_ld_table(m, "embeddings.position_embeddings.weight", H, 1, &e->position, err) ||
+        iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 0, &e->token_type, err))
+        return -1;
+    if (roberta) {
+        e->pos_mode = IV_POS_PADDING_IDX;
+        e->padding_idx = c->pad_token_id >= 0 ? c->pad_token_id : 1;
+    }
+    return iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err);
+}
+
+static int load_heads(iv_model *m, int roberta, iv_err *err)
+{
+    if (iv_arch_has_suffix(&m->cfg, "ForSequenceClassification")) {
+        m->seq_head_pool = IV_SEQ_POOL_FIRST;
+        if (roberta) return iv_load_two_step_head(m, &m->seq_head, "classifier.dense", 0, IV_ACT_TANH,
+                                                  "classifier.out_proj", err);
+        return iv_load_two_step_head(m, &m->seq_head, "pooler.dense", 1, IV_ACT_TANH, "classifier", err);
+    }
+    if (iv_arch_has_suffix(&m->cfg, "ForTokenClassification"))
+        return iv_load_linear_head(m, &m->token_head, "classifier", m->cfg.hidden_size, err);
+    if (iv_arch_has_suffix(&m->cfg, "ForMaskedLM") || iv_arch_has_suffix(&m->cfg, "ForPreTraining")) {
+        if (roberta) /* RobertaLMHead applies exact GELU whatever hidden_act says. */
+            return iv_load_mlm_head(m, "lm_head.dense", IV_ACT_GELU, "lm_head.layer_norm", "lm_head.decoder",
+                                    "lm_head.bias", err);
+        int act = iv_act_from_name(m->cfg.hidden_act);
+        return iv_load_mlm_head(m, "cls.predictions.transform.dense", (iv_act)act,
+                                "cls.predictions.transform.LayerNorm", "cls.predictions.decoder",
+                                "cls.predictions.bias", err);
+    }
+    return 0;
+}
+
+static int bert_load(iv_model *m, iv_err *err)
+{
+    const iv_hf_config *c = &m->cfg;
+    const int roberta = strcmp(c->model_type, "bert") != 0;
+    if (c->has_auto_map)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json references custom code (auto_map) for model_type \"%s\"; this checkpoint "
+                       "is not plain %s (e.g. Jina BERT) and is not supported by this family",
+                       c->model_type, c->model_type);
+    const char *pet = iv_json_str(c->json, "position_embedding_type", "absolute");
+    if (strcmp(pet, "absolute"))
+        return iv_errf(err, IV_E_UNSUPPORTED, "position_embedding_type \"%s\" is not supported (only absolute)", pet);
+    if (c->architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
+    static const char *const bert_prefixes[] = {"bert.", "", NULL};
+    static const char *const roberta_prefixes[] = {"roberta.", "xlm_roberta.", "camembert.", "", NULL};
+    if (iv_detect_prefix(m, roberta ? roberta_prefixes : bert_prefixes, "embeddings.word_embeddings.weight", err))
+        return -1;
+    if (load_embeddings(m, roberta, err)) return -1;
+    if (iv_load_encoder_layers(m, &k_bert_names, err)) return -1;
+    return load_heads(m, roberta, err);
+}
+
+static const char *const k_types[] = {"bert", "roberta", "xlm-roberta", "camembert", NULL};
+const iv_family iv_family_bert = {"bert", k_types, bert_load};

@@ -1,0 +1,136 @@
+/* The forward pass shared by every family: embeddings -> block stack ->
+ * final norm. Everything family-specific arrives as data in iv_model. */
+#include <math.h>
+#include <string.h>
+
+#include "models/model.h"
+
+/* Token positions per the family's rule (see iv_pos_mode). */
+static void compute_positions(const iv_model *m, const iv_batch *b, int32_t *pos)
+{
+    for (int s = 0; s < b->n_seqs; s++) {
+        int32_t start = b->cu_seqlens[s], end = b->cu_seqlens[s + 1];
+        if (m->embed.pos_mode == IV_POS_PADDING_IDX) {
+            const int pad = m->embed.padding_idx;
+            int32_t count = 0;
+            for (int32_t t = start; t < end; t++) {
+                if (b->ids[t] != pad) count++;
+                pos[t] = b->ids[t] != pad ? pad + count : pad;
+            }
+        } else {
+            for (int32_t t = start; t < end; t++) pos[t] = t - start;
+        }
+    }
+}
+
+static void embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos, float *x, iv_arena *arena)
+{
+    const iv_ops *ops = m->ops;
+    const int64_t T = b->n_tokens, H = m->block.hidden;
+    iv_view xv = {x, T, H, H};
+    ops->embed(ops, xv, m->embed.word, b->ids, 0);
+    if (m->embed.scale != 0 && m->embed.scale != 1) ops->scale(ops, xv, xv, m->embed.scale);
+    if (m->embed.position) ops->embed(ops, xv, m->embed.position, pos, 1);
+    if (m->embed.token_type) {
+        const int32_t *types = b->type_ids;
+        if (!types) {
+            int32_t *zeros = iv_arena_alloc(arena, (size_t)T * sizeof(int32_t));
+            memset(zeros, 0, (size_t)T * sizeof(int32_t));
+            types = zeros;
+        }
+        ops->embed(ops, xv, m->embed.token_type, types, 1);
+    }
+    if (m->embed.norm.present) {
+        /* Embedding norms are LayerNorms in every family that has one so far. */
+        ops->layer_norm(ops, xv, xv, NULL, m->embed.norm.w, m->embed.norm.b, m->block.norm_eps);
+    }
+}
+
+/* T5-style bidirectional bucket of relative position (key - query), in
+ * float32 arithmetic exactly as transformers computes it. */
+static int rel_bucket(int rel, int num_buckets, int max_distance)
+{
+    int ret = 0, n = -rel;
+    num_buckets /= 2;
+    if (n < 0) ret += num_buckets;
+    n = n < 0 ? -n : n;
+    const int max_exact = num_buckets / 2;
+    if (n < max_exact) return ret + n;
+    float v = logf((float)n / (float)max_exact) / (float)log((double)max_distance / max_exact) *
+              (float)(num_buckets - max_exact);
+    int large = max_exact + (int)v;
+    if (large > num_buckets - 1) large = num_buckets - 1;
+    return ret + large;
+}
+
+/* Per-sequence [heads, L, L] bias blocks from the bucket table. */
+static int build_rel_bias(const iv_model *m, const iv_batch *b, iv_arena *arena, iv_attn_extras *ex)
+{
+    const iv_rel_bias_spec *rb = &m->rel_bias;
+    const int H = m->block.n_heads;
+    int64_t *offsets = iv_arena_alloc(arena, (size_t)(b->n_seqs + 1) * sizeof(int64_t));
+    if (!offsets) return -1;
+    int64_t total = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        offsets[s] = total;
+        int64_t L = iv_batch_seqlen(b, s);
+        total += (int64_t)H * L * L;
+    }
+    offsets[b->n_seqs] = total;
+    float *bias = iv_arena_alloc(arena, (size_t)total * sizeof(float));
+    if (!bias) return -1;
+    const float *table = rb->table->data; /* [buckets, heads] */
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int L = iv_batch_seqlen(b, s);
+        float *blk = bias + offsets[s];
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < L; j++) {
+                int bucket = rel_bucket(j - i, rb->num_buckets, rb->max_distance);
+                for (int h = 0; h < H; h++) blk[((int64_t)h * L + i) * L + j] = table[bucket * H + h];
+            }
+    }
+    ex->bias = bias;
+    ex->bias_offsets = offsets;
+    return 0;
+}
+
+int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err)
+{
+    const int64_t T = b->n_tokens, H = m->block.hidden;
+    float *x = iv_arena_alloc(arena, (size_t)(T * H) * sizeof(float));
+    int32_t *pos = iv_arena_alloc(arena, (size_t)T * sizeof(int32_t));
+    if (!x || !pos) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
+    compute_positions(m, b, pos);
+    embed_tokens(m, b, pos, x, arena);
+
+    iv_attn_extras ex = {.positions = pos};
+    if (m->rel_bias.table && build_rel_bias(m, b, arena, &ex))
+        return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
+    if (iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, &ex, x, arena))
+        return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
+    if (m->final_norm.present) {
+        iv_view xv = {x, T, H, H};
+        iv_block_norm(m->ops, &m->block, &m->final_norm, xv, xv, NULL);
+    }
+    *hidden = x;
+    return 0;
+}
+
+int iv_head_apply(const iv_ops *ops, const iv_head *h, const float *in, int64_t rows, int64_t in_cols,
+                  float *out, iv_arena *arena)
+{
+    const float *cur = in;
+    int64_t cur_cols = in_cols;
+    for (int i = 0; i < h->n_steps; i++) {
+        const iv_head_step *st = &h->steps[i];
+        const int64_t oc = st->w->shape[0];
+        float *dst = i == h->n_steps - 1 ? out : iv_arena_alloc(arena, (size_t)(rows * oc) * sizeof(float));
+        if (!dst) return -1;
+        iv_view y = {dst, rows, oc, oc}, x = {(float *)cur, rows, cur_cols, cur_cols};
+        ops->linear(ops, y, x, st->w, st->b, st->act, NULL);
+        if (st->ln_w) ops->layer_norm(ops, y, y, NULL, st->ln_w, st->ln_b, st->ln_eps);
+        cur = dst;
+        cur_cols = oc;
+    }
+    return 0;
+}

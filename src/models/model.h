@@ -1,0 +1,95 @@
+/* A loaded model: embeddings, the block stack, a final norm and the task
+ * heads its architecture carries, all as data filled in by a family file
+ * (models/family_*.c) and run by the shared code in model.c and block.c. */
+#ifndef IV_MODELS_MODEL_H
+#define IV_MODELS_MODEL_H
+
+#include "base/arena.h"
+#include "engine/batch.h"
+#include "models/block.h"
+#include "models/config.h"
+#include "tensor/safetensors.h"
+
+/* How token positions are derived. */
+typedef enum iv_pos_mode {
+    IV_POS_INDEX = 0,    /* 0, 1, 2, ... within each sequence */
+    IV_POS_PADDING_IDX,  /* RoBERTa: padding_idx + 1 + count of non-pad tokens so far; pad -> padding_idx */
+} iv_pos_mode;
+
+typedef struct iv_embed_spec {
+    const iv_tensor *word;      /* [V, H] */
+    const iv_tensor *position;  /* [P, H] learned absolute positions, or NULL */
+    const iv_tensor *token_type; /* [types, H], or NULL */
+    iv_pos_mode pos_mode;
+    int padding_idx;
+    float scale;                /* multiplies word embeddings (Gemma sqrt(H)); 0 = 1 */
+    iv_norm norm;               /* embedding LayerNorm (present=0 when none) */
+} iv_embed_spec;
+
+/* T5/MPNet bidirectional relative-position buckets, added to every layer's scores. */
+typedef struct iv_rel_bias_spec {
+    const iv_tensor *table; /* [num_buckets, n_heads], or NULL */
+    int num_buckets, max_distance;
+} iv_rel_bias_spec;
+
+/* A small head: up to IV_HEAD_MAX_STEPS of linear -> activation -> optional
+ * LayerNorm, applied row-wise (BERT pooler + classifier, RoBERTa
+ * classifier.dense + out_proj, MLM transform + decoder, ...). */
+#define IV_HEAD_MAX_STEPS 4
+typedef struct iv_head_step {
+    const iv_tensor *w, *b;
+    iv_act act;
+    const iv_tensor *ln_w, *ln_b; /* LayerNorm after the activation, when ln_w */
+    float ln_eps;
+} iv_head_step;
+
+typedef struct iv_head {
+    int n_steps;
+    iv_head_step steps[IV_HEAD_MAX_STEPS];
+    int out_dim;
+} iv_head;
+
+/* Which token feeds a sequence-level head. */
+typedef enum iv_seq_pool { IV_SEQ_POOL_FIRST = 0, IV_SEQ_POOL_MEAN, IV_SEQ_POOL_LAST } iv_seq_pool;
+
+typedef struct iv_model {
+    iv_hf_config cfg;
+    const struct iv_family *family;
+    iv_weights *weights;
+    const iv_ops *ops;
+    char prefix[64];           /* backbone prefix found in the checkpoint ("bert.", "" ...) */
+
+    iv_embed_spec embed;
+    iv_block_spec block;
+    int n_layers;
+    iv_layer *layers;
+    iv_norm final_norm;         /* after the last layer (pre-norm families), present=0 when none */
+    iv_rel_bias_spec rel_bias;
+
+    iv_head seq_head;           /* sequence classification (n_steps 0 when absent) */
+    iv_seq_pool seq_head_pool;
+    iv_head token_head;         /* token classification */
+    iv_head mlm_head;           /* masked-LM logits (SPLADE) */
+
+    /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
+    void **owned;
+    int n_owned, cap_owned;
+} iv_model;
+
+int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err);
+void iv_model_free(iv_model *m);
+
+/* Runs the backbone over a packed batch; *hidden receives [T, hidden] final
+ * states in arena memory. Token ids and lengths must already be validated
+ * (iv_model_check_batch). */
+int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err);
+/* Validates ids against the vocabulary and lengths against positions. */
+int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err);
+/* Longest sequence the model accepts (position table, or a large bound for rotary models). */
+int iv_model_max_length(const iv_model *m);
+
+/* Applies a head row-wise: out [rows, head->out_dim] from in [rows, in_cols]. */
+int iv_head_apply(const iv_ops *ops, const iv_head *h, const float *in, int64_t rows, int64_t in_cols,
+                  float *out, iv_arena *arena);
+
+#endif
