@@ -42,6 +42,8 @@ typedef struct iv_seq_input {
     const int32_t *type_ids; /* NULL: all 0 */
     int len;
     const uint8_t *key_mask; /* NULL: every token is a key */
+    int prompt_len;          /* leading prompt tokens, left out of pooling when the
+                                Pooling module has include_prompt=false */
 } iv_seq_input;
 
 /* Results of one forward: for sequence s, rows[s] rows of `cols` floats at

@@ -1,0 +1,271 @@
+/* The engine: loads everything a checkpoint directory holds and runs packed
+ * batches through model and head. One replica, calls serialised by a mutex;
+ * the server's batcher feeds it batches built by token budget. */
+#include "engine/engine.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/arena.h"
+#include "base/file.h"
+#include "heads/pooling.h"
+#include "heads/st_dense.h"
+#include "heads/task_heads.h"
+#include "models/model.h"
+
+struct iv_engine {
+    iv_model *model;
+    iv_st_meta meta;
+    iv_st_dense_stack dense;
+    iv_tokenizer *tok;
+    iv_pool_mode pool;
+    unsigned caps;
+    int embed_dim;
+    int max_len;
+    char label_buf[IV_MAX_LABELS][16];
+    iv_arena arena;
+    pthread_mutex_t lock;
+};
+
+static const iv_ops *pick_ops(const iv_engine_opts *o, iv_err *err)
+{
+    const char *dev = o && o->device ? o->device : "cpu";
+    const char *dt = o && o->dtype ? o->dtype : "float32";
+    if (strcmp(dev, "cpu") != 0)
+        return iv_errf(err, IV_E_UNSUPPORTED, "device \"%s\" is not available in this build (use cpu)", dev), NULL;
+    if (strcmp(dt, "float32") != 0)
+        return iv_errf(err, IV_E_UNSUPPORTED, "dtype \"%s\" is not supported on cpu (use float32)", dt), NULL;
+    return iv_cpu_ops();
+}
+
+static unsigned derive_capabilities(const iv_engine *e)
+{
+    const iv_model *m = e->model;
+    unsigned caps = IV_CAN(IV_TASK_EMBED_ALL);
+    if (m->seq_head.n_steps) caps |= IV_CAN(IV_TASK_CLASSIFY);
+    if (m->token_head.n_steps) caps |= IV_CAN(IV_TASK_TOKEN_CLASSIFY);
+    if (m->mlm_head.n_steps) caps |= IV_CAN(IV_TASK_SPARSE);
+    /* Sentence embeddings need a pooling rule: the checkpoint's Pooling
+     * module, or one chosen by the operator. Classifier checkpoints have none. */
+    if (e->pool != IV_POOL_NONE) caps |= IV_CAN(IV_TASK_EMBED);
+    return caps;
+}
+
+int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
+{
+    *out = NULL;
+    const iv_ops *ops = pick_ops(opts, err);
+    if (!ops) return -1;
+    iv_engine *e = calloc(1, sizeof *e);
+    if (!e) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    pthread_mutex_init(&e->lock, NULL);
+    iv_arena_init(&e->arena);
+    if (iv_model_load(&e->model, model_dir, ops, err)) goto fail;
+    if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
+    e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
+    const int H = e->model->block.hidden;
+    if (iv_st_dense_load(&e->dense, &e->meta, H, err)) goto fail;
+    e->embed_dim = e->dense.n ? e->dense.out_dim : H;
+    char tok_path[4096];
+    iv_path_join(tok_path, sizeof tok_path, model_dir, "tokenizer.json");
+    if (iv_file_exists(tok_path) && iv_tokenizer_load(&e->tok, model_dir, err)) {
+        iv_err_prefix(err, "tokenizer: ");
+        goto fail;
+    }
+    e->max_len = iv_model_max_length(e->model);
+    if (e->meta.max_seq_length > 0 && e->meta.max_seq_length < e->max_len) e->max_len = e->meta.max_seq_length;
+    e->caps = derive_capabilities(e);
+    *out = e;
+    return 0;
+fail:
+    iv_engine_free(e);
+    return -1;
+}
+
+void iv_engine_free(iv_engine *e)
+{
+    if (!e) return;
+    iv_model_free(e->model);
+    iv_st_dense_free(&e->dense);
+    iv_st_meta_free(&e->meta);
+    if (e->tok) iv_tokenizer_free(e->tok);
+    iv_arena_free(&e->arena);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+void iv_outputs_free(iv_outputs *o)
+{
+    free(o->data);
+    free(o->offsets);
+    free(o->rows);
+    memset(o, 0, sizeof *o);
+}
+
+static const char *task_name(iv_task t)
+{
+    static const char *names[] = {"embeddings", "per-token embeddings", "sparse embeddings",
+                                  "sequence classification", "token classification"};
+    return (unsigned)t < IV_TASK_COUNT ? names[t] : "?";
+}
+
+/* Packs sequences into one batch (arena memory). */
+static int pack(iv_engine *e, const iv_seq_input *seqs, int n, iv_batch *b, int **skip, iv_err *err)
+{
+    int64_t total = 0;
+    int any_types = 0, any_mask = 0;
+    for (int i = 0; i < n; i++) {
+        if (seqs[i].len <= 0) return iv_errf(err, IV_E_INVALID, "input %d is empty", i);
+        if (seqs[i].len > e->max_len)
+            return iv_errf(err, IV_E_INVALID, "input %d has %d tokens; the maximum is %d", i, seqs[i].len,
+                           e->max_len);
+        total += seqs[i].len;
+        any_types |= seqs[i].type_ids != NULL;
+        any_mask |= seqs[i].key_mask != NULL;
+    }
+    int32_t *ids = iv_arena_alloc(&e->arena, (size_t)total * sizeof(int32_t));
+    int32_t *types = any_types ? iv_arena_alloc(&e->arena, (size_t)total * sizeof(int32_t)) : NULL;
+    uint8_t *mask = any_mask ? iv_arena_alloc(&e->arena, (size_t)total) : NULL;
+    int32_t *cu = iv_arena_alloc(&e->arena, (size_t)(n + 1) * sizeof(int32_t));
+    *skip = iv_arena_alloc(&e->arena, (size_t)n * sizeof(int));
+    if (!ids || !cu || !*skip || (any_types && !types) || (any_mask && !mask))
+        return iv_errf(err, IV_E_NOMEM, "out of memory packing %lld tokens", (long long)total);
+    int64_t off = 0;
+    cu[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const iv_seq_input *s = &seqs[i];
+        memcpy(ids + off, s->ids, (size_t)s->len * sizeof(int32_t));
+        if (types) {
+            if (s->type_ids) memcpy(types + off, s->type_ids, (size_t)s->len * sizeof(int32_t));
+            else memset(types + off, 0, (size_t)s->len * sizeof(int32_t));
+        }
+        if (mask) {
+            if (s->key_mask) memcpy(mask + off, s->key_mask, (size_t)s->len);
+            else memset(mask + off, 1, (size_t)s->len);
+        }
+        (*skip)[i] = e->meta.pool_include_prompt ? 0 : s->prompt_len;
+        off += s->len;
+        cu[i + 1] = (int32_t)off;
+    }
+    *b = (iv_batch){.n_seqs = n, .n_tokens = total, .ids = ids, .type_ids = types, .cu_seqlens = cu,
+                    .key_mask = mask};
+    return iv_model_check_batch(e->model, b, err);
+}
+
+static int alloc_outputs(iv_outputs *o, const iv_batch *b, int cols, int per_token)
+{
+    o->n_seqs = b->n_seqs;
+    o->cols = cols;
+    o->offsets = malloc((size_t)(b->n_seqs + 1) * sizeof(int64_t));
+    o->rows = malloc((size_t)b->n_seqs * sizeof(int));
+    int64_t total_rows = per_token ? b->n_tokens : b->n_seqs;
+    o->data = malloc((size_t)(total_rows * cols) * sizeof(float) + 1);
+    if (!o->offsets || !o->rows || !o->data) return -1;
+    int64_t off = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        o->offsets[s] = off;
+        o->rows[s] = per_token ? iv_batch_seqlen(b, s) : 1;
+        off += (int64_t)o->rows[s] * cols;
+    }
+    o->offsets[b->n_seqs] = off;
+    return 0;
+}
+
+static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out, iv_err *err)
+{
+    const iv_model *m = e->model;
+    iv_batch b;
+    int *skip = NULL;
+    if (pack(e, seqs, n, &b, &skip, err)) return -1;
+    float *hidden;
+    if (iv_model_forward(m, &b, &e->arena, &hidden, err)) return -1;
+    const int H = m->block.hidden;
+    int rc = 0;
+    switch (task) {
+    case IV_TASK_EMBED: {
+        if (alloc_outputs(out, &b, e->embed_dim, 0)) goto oom;
+        float *pooled = e->dense.n ? iv_arena_alloc(&e->arena, (size_t)n * H * sizeof(float)) : out->data;
+        if (!pooled || iv_pool(&b, hidden, H, e->pool, skip, pooled)) goto oom;
+        if (e->dense.n && iv_st_dense_apply(m->ops, &e->dense, pooled, n, H, out->data, &e->arena)) goto oom;
+        break;
+    }
+    case IV_TASK_EMBED_ALL:
+        if (alloc_outputs(out, &b, H, 1)) goto oom;
+        memcpy(out->data, hidden, (size_t)(b.n_tokens * H) * sizeof(float));
+        break;
+    case IV_TASK_CLASSIFY:
+        if (alloc_outputs(out, &b, m->seq_head.out_dim, 0)) goto oom;
+        rc = iv_head_classify(m, &b, hidden, out->data, &e->arena);
+        break;
+    case IV_TASK_TOKEN_CLASSIFY:
+        if (alloc_outputs(out, &b, m->token_head.out_dim, 1)) goto oom;
+        rc = iv_head_token_classify(m, &b, hidden, out->data, &e->arena);
+        break;
+    case IV_TASK_SPARSE:
+        if (alloc_outputs(out, &b, m->mlm_head.out_dim, 0)) goto oom;
+        rc = iv_head_splade(m, &b, hidden, out->data, &e->arena);
+        break;
+    default:
+        return iv_errf(err, IV_E_INTERNAL, "unknown task");
+    }
+    if (rc) goto oom;
+    return 0;
+oom:
+    return iv_errf(err, IV_E_NOMEM, "out of memory running a batch of %lld tokens", (long long)b.n_tokens);
+}
+
+int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out, iv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if ((unsigned)task >= IV_TASK_COUNT || !(e->caps & IV_CAN(task)))
+        return iv_errf(err, IV_E_UNSUPPORTED, "this model (%s) does not support %s",
+                       e->model->cfg.architecture[0] ? e->model->cfg.architecture : e->model->cfg.model_type,
+                       task_name(task));
+    if (n <= 0) return iv_errf(err, IV_E_INVALID, "no inputs");
+    pthread_mutex_lock(&e->lock);
+    int rc = run_locked(e, task, seqs, n, out, err);
+    iv_arena_reset(&e->arena);
+    pthread_mutex_unlock(&e->lock);
+    if (rc) iv_outputs_free(out);
+    return rc;
+}
+
+unsigned iv_engine_capabilities(const iv_engine *e) { return e->caps; }
+int iv_engine_hidden_size(const iv_engine *e) { return e->model->block.hidden; }
+int iv_engine_embedding_dim(const iv_engine *e) { return e->embed_dim; }
+int iv_engine_max_input_length(const iv_engine *e) { return e->max_len; }
+int iv_engine_num_labels(const iv_engine *e)
+{
+    if (e->model->seq_head.n_steps) return e->model->seq_head.out_dim;
+    if (e->model->token_head.n_steps) return e->model->token_head.out_dim;
+    return 0;
+}
+const char *iv_engine_label(const iv_engine *e, int i)
+{
+    if (i < 0 || i >= IV_MAX_LABELS) return "";
+    if (e->model->cfg.labels[i]) return e->model->cfg.labels[i];
+    snprintf(((iv_engine *)e)->label_buf[i], sizeof e->label_buf[i], "LABEL_%d", i);
+    return e->label_buf[i];
+}
+int iv_engine_vocab_size(const iv_engine *e) { return (int)e->model->embed.word->shape[0]; }
+const char *iv_engine_architecture(const iv_engine *e) { return e->model->cfg.architecture; }
+const char *iv_engine_model_type(const iv_engine *e) { return e->model->cfg.model_type; }
+const iv_st_meta *iv_engine_st_meta(const iv_engine *e) { return &e->meta; }
+const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e) { return e->tok; }
+size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak; }
+
+int iv_embedding_finish(float *vec, int dim, int dimensions, int normalize)
+{
+    if (dimensions > 0 && dimensions < dim) dim = dimensions;
+    if (normalize) {
+        double ss = 0;
+        for (int i = 0; i < dim; i++) ss += (double)vec[i] * vec[i];
+        /* F.normalize: x / max(||x||, 1e-12) */
+        float norm = (float)sqrt(ss);
+        if (norm < 1e-12f) norm = 1e-12f;
+        for (int i = 0; i < dim; i++) vec[i] /= norm;
+    }
+    return dim;
+}

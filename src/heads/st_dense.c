@@ -1,0 +1,50 @@
+#include "heads/st_dense.h"
+
+#include <string.h>
+
+int iv_st_dense_load(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, iv_err *err)
+{
+    memset(d, 0, sizeof *d);
+    int width = in_dim;
+    for (int i = 0; i < meta->n_dense; i++) {
+        const iv_st_dense *m = &meta->dense[i];
+        if (m->in_features != width)
+            return iv_errf(err, IV_E_FORMAT, "Dense module %s expects %d inputs but receives %d", m->dir,
+                           m->in_features, width);
+        if (iv_weights_open_dir(&d->weights[i], m->dir, err)) return iv_err_prefix(err, "Dense module: ");
+        d->n = i + 1;
+        int64_t ws[2] = {m->out_features, m->in_features}, bs[1] = {m->out_features};
+        if (iv_weights_f32(d->weights[i], "linear.weight", 2, ws, &d->w[i], err))
+            return iv_err_prefix(err, "Dense module %s: ", m->dir);
+        if (m->bias && iv_weights_f32(d->weights[i], "linear.bias", 1, bs, &d->b[i], err))
+            return iv_err_prefix(err, "Dense module %s: ", m->dir);
+        d->act[i] = m->act;
+        width = m->out_features;
+    }
+    d->out_dim = d->n ? width : 0;
+    return 0;
+}
+
+void iv_st_dense_free(iv_st_dense_stack *d)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->weights[i]) iv_weights_close(d->weights[i]);
+    memset(d, 0, sizeof *d);
+}
+
+int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, const float *x, int64_t rows, int64_t in,
+                      float *out, iv_arena *arena)
+{
+    const float *cur = x;
+    int64_t cols = in;
+    for (int i = 0; i < d->n; i++) {
+        const int64_t oc = d->w[i]->shape[0];
+        float *dst = i == d->n - 1 ? out : iv_arena_alloc(arena, (size_t)(rows * oc) * sizeof(float));
+        if (!dst) return -1;
+        iv_view y = {dst, rows, oc, oc}, xv = {(float *)cur, rows, cols, cols};
+        ops->linear(ops, y, xv, d->w[i], d->b[i], d->act[i], NULL);
+        cur = dst;
+        cols = oc;
+    }
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* sentence-transformers Dense modules (2_Dense, 3_Dense, ...): a linear
+ * layer with an activation applied to the pooled embedding. */
+#ifndef IV_HEADS_ST_DENSE_H
+#define IV_HEADS_ST_DENSE_H
+
+#include "base/arena.h"
+#include "engine/st_meta.h"
+#include "tensor/safetensors.h"
+
+typedef struct iv_st_dense_stack {
+    int n;
+    iv_weights *weights[IV_ST_MAX_DENSE];
+    const iv_tensor *w[IV_ST_MAX_DENSE], *b[IV_ST_MAX_DENSE];
+    iv_act act[IV_ST_MAX_DENSE];
+    int out_dim; /* width after the last layer (0 when n == 0) */
+} iv_st_dense_stack;
+
+/* Loads the Dense modules listed in meta; in_dim is the pooled width. */
+int iv_st_dense_load(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, iv_err *err);
+void iv_st_dense_free(iv_st_dense_stack *d);
+/* x [rows, in] -> out [rows, out_dim]. */
+int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, const float *x, int64_t rows, int64_t in,
+                      float *out, iv_arena *arena);
+
+#endif
