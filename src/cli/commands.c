@@ -4,5 +4,7 @@
 
 /* One line per subcommand; each lives in src/cli/cmd_<name>.c. */
 const iv_command iv_commands[] = {
+    {"embed", iv_cmd_embed},
+    {"predict", iv_cmd_predict},
     {NULL, NULL},
 };

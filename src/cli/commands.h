@@ -10,5 +10,8 @@ typedef struct iv_command {
 
 extern const iv_command iv_commands[];
 
+int iv_cmd_embed(int argc, char **argv);
+int iv_cmd_predict(int argc, char **argv);
+
 
 #endif

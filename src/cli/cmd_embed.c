@@ -1,0 +1,100 @@
+/* `infinity_v3 embed`: sentence embeddings (like TEI /embed), per-token
+ * states (--all, like /embed_all) or SPLADE vectors (--sparse, like
+ * /embed_sparse), one JSON line per input line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_input.h"
+#include "cli/commands.h"
+
+typedef struct embed_opts {
+    int normalize;
+    int dimensions;
+} embed_opts;
+
+static void emit_embedding(void *ctx, const iv_engine *e, const float *rows, int n_rows, int cols, iv_strbuf *out)
+{
+    const embed_opts *o = ctx;
+    float *v = malloc((size_t)cols * sizeof(float));
+    if (!v) return;
+    memcpy(v, rows, (size_t)cols * sizeof(float));
+    int n = iv_embedding_finish(v, cols, o->dimensions, o->normalize);
+    iv_sb_float_array(out, v, (size_t)n);
+    free(v);
+}
+
+static void emit_all(void *ctx, const iv_engine *e, const float *rows, int n_rows, int cols, iv_strbuf *out)
+{
+    iv_sb_putc(out, '[');
+    for (int r = 0; r < n_rows; r++) {
+        if (r) iv_sb_putc(out, ',');
+        iv_sb_float_array(out, rows + (size_t)r * cols, (size_t)cols);
+    }
+    iv_sb_putc(out, ']');
+}
+
+static void emit_sparse(void *ctx, const iv_engine *e, const float *rows, int n_rows, int cols, iv_strbuf *out)
+{
+    iv_sb_putc(out, '[');
+    int first = 1;
+    for (int i = 0; i < cols; i++) {
+        if (rows[i] == 0.0f) continue;
+        iv_sb_printf(out, "%s{\"index\":%d,\"value\":", first ? "" : ",", i);
+        iv_sb_float(out, rows[i]);
+        iv_sb_putc(out, '}');
+        first = 0;
+    }
+    iv_sb_putc(out, ']');
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: infinity_v3 embed --model-id DIR [--all | --sparse] [--no-normalize] [--dimensions N]\n"
+            "         [--prompt-name NAME] [--no-truncate] [--truncate-left] [--batch-tokens N] < inputs\n"
+            "Each input line is text, a JSON string, a JSON array of token ids, or {\"text\"|\"ids\": ...}.\n");
+}
+
+int iv_cmd_embed(int argc, char **argv)
+{
+    iv_cli_common c;
+    iv_cli_common_init(&c);
+    embed_opts o = {.normalize = 1, .dimensions = 0};
+    iv_task task = IV_TASK_EMBED;
+    for (int i = 1; i < argc;) {
+        int r = iv_cli_common_arg(&c, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r == 0) continue;
+        const char *a = argv[i];
+        if (!strcmp(a, "--all")) task = IV_TASK_EMBED_ALL;
+        else if (!strcmp(a, "--sparse")) task = IV_TASK_SPARSE;
+        else if (!strcmp(a, "--no-normalize")) o.normalize = 0;
+        else if (!strcmp(a, "--dimensions") && i + 1 < argc) {
+            o.dimensions = atoi(argv[++i]);
+            if (o.dimensions <= 0) {
+                fprintf(stderr, "infinity_v3: --dimensions must be positive\n");
+                return 2;
+            }
+        } else {
+            if (strcmp(a, "--help") && strcmp(a, "-h")) fprintf(stderr, "infinity_v3 embed: unknown option %s\n", a);
+            usage();
+            return strcmp(a, "--help") && strcmp(a, "-h") ? 2 : 0;
+        }
+        i++;
+    }
+    iv_engine *e;
+    iv_cli_run run = {.task = task, .batch_tokens = c.batch_tokens, .emit_ctx = &o};
+    if (iv_cli_open(&c, &e, &run.input_opts)) return 1;
+    if (o.dimensions > iv_engine_embedding_dim(e)) {
+        fprintf(stderr, "infinity_v3: --dimensions %d exceeds the embedding size %d\n", o.dimensions,
+                iv_engine_embedding_dim(e));
+        iv_engine_free(e);
+        return 2;
+    }
+    run.engine = e;
+    run.emit = task == IV_TASK_EMBED ? emit_embedding : task == IV_TASK_EMBED_ALL ? emit_all : emit_sparse;
+    int failed = iv_cli_process(&run, stdin);
+    iv_engine_free(e);
+    return failed ? 1 : 0;
+}

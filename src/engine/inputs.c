@@ -1,0 +1,101 @@
+#include "engine/inputs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+iv_input_opts iv_input_opts_default(void)
+{
+    iv_input_opts o = {.prompt = NULL, .truncate = 1, .truncate_left = 0, .add_special_tokens = 1};
+    return o;
+}
+
+static int prepare_ids(const iv_engine *e, const iv_input *in, const iv_input_opts *o, iv_prepared *out,
+                       iv_err *err)
+{
+    const int max = iv_engine_max_input_length(e), vocab = iv_engine_vocab_size(e);
+    if (in->n_ids <= 0) return iv_errf(err, IV_E_INVALID, "input is empty");
+    int n = in->n_ids, start = 0;
+    if (n > max) {
+        if (!o->truncate)
+            return iv_errf(err, IV_E_INVALID, "input has %d tokens, more than the model's maximum of %d", n, max);
+        start = o->truncate_left ? n - max : 0;
+        n = max;
+    }
+    out->own_ids = malloc((size_t)n * sizeof(int32_t));
+    if (!out->own_ids) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        int32_t id = in->ids[start + i];
+        if (id < 0 || id >= vocab)
+            return iv_errf(err, IV_E_INVALID, "token id %d is outside the vocabulary (size %d)", id, vocab);
+        out->own_ids[i] = id;
+    }
+    out->seq.ids = out->own_ids;
+    out->seq.len = n;
+    return 0;
+}
+
+static int prepare_text(const iv_engine *e, const iv_input *in, const iv_input_opts *o, iv_prepared *out,
+                        iv_err *err)
+{
+    const iv_tokenizer *tok = iv_engine_tokenizer(e);
+    if (!tok) return iv_errf(err, IV_E_UNSUPPORTED, "this model has no tokenizer.json; send token ids instead");
+    if (in->text_len == 0 && (!in->pair || in->pair_len == 0)) return iv_errf(err, IV_E_INVALID, "input is empty");
+    const int max = iv_engine_max_input_length(e);
+    iv_encode_opts eo = iv_encode_opts_default();
+    eo.add_special_tokens = o->add_special_tokens;
+    /* Encode untruncated first when truncation is off, so the error can say how long the input is. */
+    eo.max_length = o->truncate ? max : 0;
+    eo.truncate_left = o->truncate_left;
+
+    const char *text = in->text;
+    size_t len = in->text_len;
+    char *joined = NULL;
+    if (o->prompt && *o->prompt) {
+        size_t pl = strlen(o->prompt);
+        joined = malloc(pl + len + 1);
+        if (!joined) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        memcpy(joined, o->prompt, pl);
+        memcpy(joined + pl, in->text, len);
+        joined[pl + len] = 0;
+        text = joined;
+        len += pl;
+        /* sentence-transformers: prompt_length = len(tokenize(prompt)) - 1. */
+        iv_encoding penc;
+        iv_encode_opts po = iv_encode_opts_default();
+        if (iv_tokenizer_encode(tok, o->prompt, pl, NULL, 0, &po, &penc, err)) {
+            free(joined);
+            return -1;
+        }
+        out->seq.prompt_len = penc.len > 0 ? penc.len - 1 : 0;
+        iv_encoding_free(&penc);
+    }
+    int rc = iv_tokenizer_encode(tok, text, len, in->pair, in->pair_len, &eo, &out->enc, err);
+    free(joined);
+    if (rc) return -1;
+    if (out->enc.len > max)
+        return iv_errf(err, IV_E_INVALID, "input has %d tokens, more than the model's maximum of %d", out->enc.len,
+                       max);
+    if (out->enc.len == 0) return iv_errf(err, IV_E_INVALID, "input produced no tokens");
+    out->seq.ids = out->enc.ids;
+    out->seq.type_ids = out->enc.type_ids;
+    out->seq.len = out->enc.len;
+    return 0;
+}
+
+int iv_prepare_input(const iv_engine *e, const iv_input *in, const iv_input_opts *opts, iv_prepared *out,
+                     iv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    iv_input_opts def = iv_input_opts_default();
+    const iv_input_opts *o = opts ? opts : &def;
+    int rc = in->ids ? prepare_ids(e, in, o, out, err) : prepare_text(e, in, o, out, err);
+    if (rc) iv_prepared_free(out);
+    return rc;
+}
+
+void iv_prepared_free(iv_prepared *p)
+{
+    iv_encoding_free(&p->enc);
+    free(p->own_ids);
+    memset(p, 0, sizeof *p);
+}

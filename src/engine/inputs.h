@@ -1,0 +1,40 @@
+/* Turning one request input (text, text pair, or token ids) into a sequence
+ * the engine runs: prompt prepending, tokenization, truncation and the
+ * length check. Shared by the CLI and every HTTP route. */
+#ifndef IV_ENGINE_INPUTS_H
+#define IV_ENGINE_INPUTS_H
+
+#include "engine/engine.h"
+
+typedef struct iv_input {
+    const char *text;      /* UTF-8, or NULL when ids are given */
+    size_t text_len;
+    const char *pair;      /* second text (rerank/predict pairs), or NULL */
+    size_t pair_len;
+    const int32_t *ids;    /* pre-tokenized input (used as is), or NULL */
+    int n_ids;
+} iv_input;
+
+typedef struct iv_input_opts {
+    const char *prompt;    /* prepended to text (sentence-transformers prompts), or NULL */
+    int truncate;          /* cut to the model's limit instead of failing */
+    int truncate_left;
+    int add_special_tokens; /* default 1 */
+} iv_input_opts;
+
+iv_input_opts iv_input_opts_default(void);
+
+typedef struct iv_prepared {
+    iv_seq_input seq;      /* points into the owned buffers below */
+    iv_encoding enc;       /* when tokenized */
+    int32_t *own_ids;      /* when ids were given */
+} iv_prepared;
+
+/* Errors: IV_E_INVALID for empty inputs, invalid UTF-8, ids out of range,
+ * or too long with truncate off (message names the limit); IV_E_UNSUPPORTED
+ * when text is given but the model has no tokenizer. */
+int iv_prepare_input(const iv_engine *e, const iv_input *in, const iv_input_opts *opts, iv_prepared *out,
+                     iv_err *err);
+void iv_prepared_free(iv_prepared *p);
+
+#endif
