@@ -13,19 +13,33 @@
 /* Headers above this size are rejected (the format's own reference limit). */
 #define IV_SAFETENSORS_MAX_HEADER (100u << 20)
 
+/* Thread-safety: opening builds every index; afterwards the find, count,
+ * name, prefix and metadata calls only read and may run on any thread.
+ * iv_weights_f32 may convert and cache, so call it during model load only,
+ * from one thread (tensors it returned stay valid until close). */
+
 typedef struct iv_weights iv_weights;
 
 /* Opens the weights of a checkpoint directory: model.safetensors, or the
  * shards named by model.safetensors.index.json. A directory holding only
- * pytorch_model.bin (or .pt / .pth files) is rejected with a message saying
- * safetensors is required. */
+ * pytorch_model.bin (or other .bin, .pt or .pth files) is rejected with a
+ * message saying safetensors is required. */
 int iv_weights_open_dir(iv_weights **out, const char *dir, iv_err *err);
 /* Opens one .safetensors file. */
 int iv_weights_open_file(iv_weights **out, const char *path, iv_err *err);
+/* Parses a safetensors image already in memory, with the same checks as a
+ * file (the file path maps and calls this parser; the fuzz target calls it
+ * directly). Tensors point into data, which must outlive w; `what` names the
+ * image in error messages. */
+int iv_weights_open_memory(iv_weights **out, const void *data, size_t size, const char *what,
+                           iv_err *err);
 void iv_weights_close(iv_weights *w);
 
 /* The raw tensor as stored (file dtype, CPU, pointing into the mapping;
- * data may be unaligned for its dtype). NULL when absent. */
+ * data may be unaligned for its dtype). NULL when absent, and for a tensor
+ * of more than IV_MAX_DIMS dims: those (Conv3d kernels of vision towers) are
+ * validated, counted and named so a text-only load still opens the file, but
+ * cannot be loaded (iv_weights_f32 says why). */
 const iv_tensor *iv_weights_find(const iv_weights *w, const char *name);
 int iv_weights_count(const iv_weights *w);
 const char *iv_weights_name(const iv_weights *w, int i);
@@ -33,7 +47,9 @@ const char *iv_weights_name(const iv_weights *w, int i);
 int iv_weights_has_prefix(const iv_weights *w, const char *prefix);
 
 /* The tensor as an aligned F32 CPU tensor: points into the mapping when the
- * file holds aligned F32, else converted once and cached (owned by w).
+ * file holds F32 at a 4-byte aligned address (the usual case: writers pad
+ * the header to 8 bytes), else converted once into a 64-byte aligned copy
+ * cached in w, so a second call returns the same tensor.
  * Errors when absent (IV_E_NOTFOUND, naming the tensor), when the dtype is
  * not a float type, or when shape (ndim dims) does not match; pass ndim=0
  * to skip the shape check. */
