@@ -1,0 +1,93 @@
+#include "golden_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/file.h"
+#include "base/json.h"
+#include "test.h"
+
+int golden_load(golden_case *g, const char *dir)
+{
+    memset(g, 0, sizeof *g);
+    char path[4096];
+    iv_err err = {0};
+    iv_path_join(path, sizeof path, dir, "cases.json");
+    if (iv_json_load_file(path, 64u << 20, &g->json, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        return -1;
+    }
+    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(g->json, "inputs");
+    g->n = cJSON_GetArraySize(inputs);
+    g->ids = calloc((size_t)g->n, sizeof *g->ids);
+    g->types = calloc((size_t)g->n, sizeof *g->types);
+    g->lens = calloc((size_t)g->n, sizeof *g->lens);
+    for (int i = 0; i < g->n; i++) {
+        const cJSON *in = cJSON_GetArrayItem(inputs, i);
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(in, "ids");
+        const cJSON *types = cJSON_GetObjectItemCaseSensitive(in, "type_ids");
+        int n = cJSON_GetArraySize(ids);
+        g->lens[i] = n;
+        g->ids[i] = malloc((size_t)n * sizeof(int32_t));
+        for (int k = 0; k < n; k++) g->ids[i][k] = (int32_t)cJSON_GetArrayItem(ids, k)->valuedouble;
+        if (cJSON_IsArray(types) && cJSON_GetArraySize(types) == n) {
+            g->types[i] = malloc((size_t)n * sizeof(int32_t));
+            for (int k = 0; k < n; k++) g->types[i][k] = (int32_t)cJSON_GetArrayItem(types, k)->valuedouble;
+        }
+    }
+    iv_path_join(path, sizeof path, dir, "expected.safetensors");
+    if (iv_weights_open_file(&g->expected, path, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void golden_free(golden_case *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        free(g->ids[i]);
+        free(g->types[i]);
+    }
+    free(g->ids);
+    free(g->types);
+    free(g->lens);
+    cJSON_Delete(g->json);
+    if (g->expected) iv_weights_close(g->expected);
+    memset(g, 0, sizeof *g);
+}
+
+const iv_tensor *golden_expected(golden_case *g, const char *name, int i)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%d", name, i);
+    if (!iv_weights_find(g->expected, key)) return NULL;
+    const iv_tensor *t;
+    iv_err err = {0};
+    return iv_weights_f32(g->expected, key, 0, NULL, &t, &err) ? NULL : t;
+}
+
+int golden_has_output(const golden_case *g, const char *name)
+{
+    const cJSON *outs = cJSON_GetObjectItemCaseSensitive(g->json, "outputs");
+    const cJSON *o;
+    cJSON_ArrayForEach(o, outs) if (cJSON_IsString(o) && !strcmp(o->valuestring, name)) return 1;
+    return 0;
+}
+
+int golden_compare(const char *what, const float *got, const float *want, int64_t rows, int64_t cols,
+                   double min_cos, double max_abs)
+{
+    int fails = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        double c = iv_test_cosine(got + r * cols, want + r * cols, cols);
+        double d = iv_test_max_abs_diff(got + r * cols, want + r * cols, cols);
+        if (c < min_cos || d > max_abs) {
+            if (fails < 3)
+                iv_test_fail(__FILE__, __LINE__, "%s row %lld: cosine %.7f (min %.6f), max abs err %.2e (max %.0e)",
+                             what, (long long)r, c, min_cos, d, max_abs);
+            fails++;
+        }
+    }
+    return fails;
+}

@@ -1,0 +1,28 @@
+/* Shared by the golden tests: a fixture directory's cases.json inputs and
+ * expected.safetensors outputs (format: tests/fixtures/models/README.md). */
+#ifndef IV_TESTS_GOLDEN_UTIL_H
+#define IV_TESTS_GOLDEN_UTIL_H
+
+#include <cJSON.h>
+#include "engine/engine.h"
+#include "tensor/safetensors.h"
+
+typedef struct golden_case {
+    int n;
+    int32_t **ids, **types;
+    int *lens;
+    cJSON *json;         /* whole cases.json */
+    iv_weights *expected;
+} golden_case;
+
+int golden_load(golden_case *g, const char *dir);
+void golden_free(golden_case *g);
+/* expected "<name>.<i>" as f32, or NULL. */
+const iv_tensor *golden_expected(golden_case *g, const char *name, int i);
+int golden_has_output(const golden_case *g, const char *name);
+/* Compares rows of got against want with cosine >= min_cos per row and max
+ * abs error <= max_abs; reports failures naming what. Returns failures. */
+int golden_compare(const char *what, const float *got, const float *want, int64_t rows, int64_t cols,
+                   double min_cos, double max_abs);
+
+#endif

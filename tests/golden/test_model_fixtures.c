@@ -1,0 +1,131 @@
+/* Every tiny checkpoint under tests/fixtures/models/ run through the engine
+ * and compared with what transformers / sentence-transformers produced
+ * (tools/gen_fixtures.py). All inputs of a fixture run as ONE packed batch
+ * while the references were computed one sequence at a time, so these also
+ * prove sequence isolation. FP32 tolerances: cosine >= 0.99999 per vector
+ * and max abs error <= 1e-4. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "engine/engine.h"
+#include "golden_util.h"
+#include "test.h"
+
+#define MIN_COS 0.99999
+#define MAX_ABS 1e-4
+
+static int run_task(iv_engine *e, golden_case *g, iv_task task, iv_outputs *out)
+{
+    iv_seq_input *seqs = calloc((size_t)g->n, sizeof *seqs);
+    for (int i = 0; i < g->n; i++) seqs[i] = (iv_seq_input){.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i]};
+    iv_err err = {0};
+    int rc = iv_engine_run(e, task, seqs, g->n, out, &err);
+    if (rc) iv_test_fail(__FILE__, __LINE__, "run failed: %s", err.msg);
+    free(seqs);
+    return rc;
+}
+
+/* Compares output `name` (rows per input as the engine returns them). */
+static void check_output(const char *fixture, iv_engine *e, golden_case *g, const char *name, iv_task task,
+                         int dimensions, int normalize)
+{
+    iv_outputs out;
+    if (run_task(e, g, task, &out)) return;
+    for (int i = 0; i < g->n; i++) {
+        const iv_tensor *want = golden_expected(g, name, i);
+        if (!want) {
+            iv_test_fail(__FILE__, __LINE__, "%s: expected %s.%d missing", fixture, name, i);
+            continue;
+        }
+        float *got = out.data + out.offsets[i];
+        int64_t rows = out.rows[i], cols = out.cols;
+        if (task == IV_TASK_EMBED) cols = iv_embedding_finish(got, out.cols, dimensions, normalize);
+        char what[256];
+        snprintf(what, sizeof what, "%s %s.%d", fixture, name, i);
+        if (iv_tensor_numel(want) != rows * cols) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %lld values, expected %lld", what, (long long)(rows * cols),
+                         (long long)iv_tensor_numel(want));
+            continue;
+        }
+        golden_compare(what, got, want->data, rows, cols, MIN_COS, MAX_ABS);
+    }
+    iv_outputs_free(&out);
+}
+
+/* The same hidden states whether a sequence runs alone or packed with others. */
+static void check_isolation(const char *fixture, iv_engine *e, golden_case *g)
+{
+    iv_outputs all;
+    if (run_task(e, g, IV_TASK_EMBED_ALL, &all)) return;
+    for (int i = 0; i < g->n; i++) {
+        iv_seq_input one = {.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i]};
+        iv_outputs single;
+        iv_err err = {0};
+        if (iv_engine_run(e, IV_TASK_EMBED_ALL, &one, 1, &single, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %s", fixture, err.msg);
+            continue;
+        }
+        double d = iv_test_max_abs_diff(single.data, all.data + all.offsets[i], (int64_t)g->lens[i] * all.cols);
+        CHECK_MSG(d <= 1e-5, "%s input %d: packed vs alone differ by %.2e", fixture, i, d);
+        iv_outputs_free(&single);
+    }
+    iv_outputs_free(&all);
+}
+
+static void check_fixture(const char *dir, const char *name)
+{
+    golden_case g;
+    if (golden_load(&g, dir)) return;
+    iv_engine *e;
+    iv_err err = {0};
+    if (iv_engine_load(&e, dir, NULL, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s: load failed: %s", name, err.msg);
+        golden_free(&g);
+        return;
+    }
+    const int before = iv_test_failed();
+    const int st_normalize = iv_engine_st_meta(e)->normalize;
+    if (golden_has_output(&g, "hidden")) {
+        check_output(name, e, &g, "hidden", IV_TASK_EMBED_ALL, 0, 0);
+        check_isolation(name, e, &g);
+    }
+    if (golden_has_output(&g, "pooled")) check_output(name, e, &g, "pooled", IV_TASK_EMBED, 0, st_normalize);
+    if (golden_has_output(&g, "pooled_dim16")) check_output(name, e, &g, "pooled_dim16", IV_TASK_EMBED, 16, 1);
+    if (golden_has_output(&g, "logits")) check_output(name, e, &g, "logits", IV_TASK_CLASSIFY, 0, 0);
+    if (golden_has_output(&g, "token_logits"))
+        check_output(name, e, &g, "token_logits", IV_TASK_TOKEN_CLASSIFY, 0, 0);
+    if (golden_has_output(&g, "sparse")) check_output(name, e, &g, "sparse", IV_TASK_SPARSE, 0, 0);
+    printf("    %-20s %s\n", name, iv_test_failed() == before ? "ok" : "FAILED");
+    iv_engine_free(e);
+    golden_free(&g);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+TEST(golden_tiny_model_fixtures)
+{
+    char root[4096];
+    iv_path_join(root, sizeof root, iv_test_fixtures_dir(), "models");
+    DIR *d = opendir(root);
+    REQUIRE(d != NULL);
+    char *names[256];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 256) {
+        char cases[4096 + 300];
+        snprintf(cases, sizeof cases, "%s/%s/cases.json", root, de->d_name);
+        if (de->d_name[0] != '.' && iv_file_exists(cases)) names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    CHECK_MSG(n >= 10, "only %d fixtures found under %s", n, root);
+    for (int i = 0; i < n; i++) {
+        char dir[4096 + 300];
+        snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+        check_fixture(dir, names[i]);
+        free(names[i]);
+    }
+}
