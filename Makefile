@@ -63,8 +63,10 @@ run: deps models
 
 # libFuzzer targets: every tests/fuzz/fuzz_*.c becomes build/fuzz/fuzz_*, linked
 # against a clang-built, coverage-instrumented libiv.a (ASan + UBSan). Not part
-# of `make test`. Run one for a minute with, e.g.:
-#   build/fuzz/fuzz_safetensors -max_total_time=60 build/fuzz/corpus_safetensors tests/fuzz/seeds/safetensors
+# of `make test`; needs clang with libFuzzer and OpenMP (Debian: apt-get install
+# clang libclang-rt-14-dev libomp-14-dev). Run one for a minute with, e.g.:
+#   mkdir -p build/fuzz/corpus_safetensors && build/fuzz/fuzz_safetensors -max_total_time=60 \
+#     -dict=tests/fuzz/safetensors.dict build/fuzz/corpus_safetensors tests/fuzz/seeds/safetensors
 FUZZ_CC   ?= clang
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz:
