@@ -128,6 +128,9 @@ typedef struct iv_http_download_req {
  * checksum). */
 int iv_http_download(const iv_http_download_req *req, long *status, iv_err *err);
 
+/* "12.3 MB": decimal units, as the hub shows sizes. */
+void iv_human_bytes(char *out, size_t cap, double bytes);
+
 /* ---- hub_download.c ---- */
 
 /* Downloads what the engine needs of repo r at revision from endpoint into

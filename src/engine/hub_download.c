@@ -220,10 +220,9 @@ static int fetch_file(const hub_ctx *h, const char *file, iv_err *err)
             .label = file,
         };
         if (!isatty(STDERR_FILENO)) {
-            if (m.size >= 0)
-                IV_INFO("downloading %s/%s (%.3g MB)", r->id, file, (double)m.size / 1e6);
-            else
-                IV_INFO("downloading %s/%s", r->id, file);
+            char size[32] = "size unknown";
+            if (m.size >= 0) iv_human_bytes(size, sizeof size, (double)m.size);
+            IV_INFO("downloading %s/%s (%s)", r->id, file, size);
         }
         long status;
         rc = iv_http_download(&req, &status, err);

@@ -171,6 +171,8 @@ int iv_http_head(const char *url, const char *token, iv_http_meta *m, iv_err *er
         CURL *c = easy_new(cur, token, &hdrs, errbuf, &rh);
         if (!c) return iv_errf(err, IV_E_NOMEM, "cannot create a curl handle");
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        /* Sizes and etags describe the raw file: ask for it uncompressed. */
+        curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "identity");
         curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
         CURLcode rc = curl_easy_perform(c);
         char *redirect = NULL;
@@ -280,7 +282,7 @@ static double seconds_between(struct timespec a, struct timespec b)
     return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 }
 
-static void human(char *out, size_t cap, double bytes)
+void iv_human_bytes(char *out, size_t cap, double bytes)
 {
     const char *units[] = {"B", "kB", "MB", "GB", "TB"};
     int u = 0;
@@ -298,9 +300,9 @@ static void progress_draw(progress *p, int64_t done, int final)
     p->drawn = 1;
     double dt = seconds_between(p->t0, now);
     char got[32], total[32], rate[32];
-    human(got, sizeof got, (double)done);
-    human(total, sizeof total, (double)(p->total > 0 ? p->total : done));
-    human(rate, sizeof rate, dt > 0 ? (double)(done - p->session_start) / dt : 0);
+    iv_human_bytes(got, sizeof got, (double)done);
+    iv_human_bytes(total, sizeof total, (double)(p->total > 0 ? p->total : done));
+    iv_human_bytes(rate, sizeof rate, dt > 0 ? (double)(done - p->session_start) / dt : 0);
     char bar[31];
     int pct = p->total > 0 ? (int)(100 * done / p->total) : 0;
     int fill = p->total > 0 ? (int)(30 * done / p->total) : 0;
@@ -425,6 +427,8 @@ int iv_http_download(const iv_http_download_req *req, long *status, iv_err *err)
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
         curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+        /* Byte ranges and the checksum refer to the raw file. */
+        curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "identity");
         /* A stalled transfer (under 1 byte/s for 60 s) counts as broken. */
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);

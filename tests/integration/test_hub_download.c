@@ -261,6 +261,19 @@ TEST(hub_download_resumes_partial_incomplete_with_range)
     world_close(&w);
 }
 
+TEST(hub_download_verifies_finished_incomplete_without_fetching)
+{
+    /* A previous run got every byte but stopped before the rename. */
+    hub_world w;
+    REQUIRE(world_open(&w) == 0);
+    leave_partial(&w, WEIGHTS_LEN);
+    int rc = resolve(&w, TINY_ID, NULL);
+    CHECK_MSG(rc == 0, "resolve failed: %s", w.err.msg);
+    CHECK_EQ_INT(fake_hub_count(w.hub, "GET /cdn/"), 0);
+    check_weights(&w);
+    world_close(&w);
+}
+
 TEST(hub_download_restarts_when_server_ignores_range)
 {
     hub_world w;
