@@ -56,6 +56,13 @@ static int status_error(const hub_ctx *h, long status, const char *code, const c
                         iv_err *err)
 {
     const char *id = h->repo->id;
+    /* Without a token the hub answers 401 for a missing repository too, as
+     * it cannot tell the caller whether a private one exists. */
+    if ((status == 401 || status == 403) && !strcmp(code, "RepoNotFound") && !h->token[0])
+        return iv_errf(err, IV_E_NOTFOUND,
+                       "model %s not found on the hub at %s, or it is gated or private: check "
+                       "the id, or set HF_TOKEN to a token with access (HTTP %ld)",
+                       id, h->endpoint, status);
     if (status == 401 || status == 403) {
         if (h->token[0])
             return iv_errf(err, IV_E_IO,

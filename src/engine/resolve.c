@@ -103,6 +103,10 @@ int iv_resolve_model(const char *model_id, const iv_resolve_opts *opts, char *ou
     else
         snprintf(expanded, sizeof expanded, "%s", model_id);
     if (iv_dir_exists(expanded)) return resolve_dir(expanded, revision, out_dir, cap, err);
+    if (iv_file_exists(expanded))
+        return iv_errf(err, IV_E_INVALID,
+                       "%s is a file; --model-id takes the directory holding config.json",
+                       expanded);
     if (looks_like_path(model_id))
         return iv_errf(err, IV_E_NOTFOUND, "model directory %s does not exist", expanded);
     if (!iv_hub_id_valid(model_id))

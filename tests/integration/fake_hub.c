@@ -198,8 +198,12 @@ static enum MHD_Result api_revision(fake_hub *h, struct MHD_Connection *c, const
     const char *rest;
     fake_repo *r = find_repo(h, path, &rest);
     if (!authorised(h, c)) return send_text(c, 401, "{\"error\":\"gated\"}", NULL);
+    /* Like the hub: an unknown repository is 401 to anonymous callers, 404 to others. */
     if (!r || strncmp(rest, "revision/", 9))
-        return send_text(c, 404, "{\"error\":\"Repository not found\"}", "RepoNotFound");
+        return send_text(c,
+                         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization") ? 404
+                                                                                           : 401,
+                         "{\"error\":\"Repository not found\"}", "RepoNotFound");
     const char *rev = rest + 9;
     if (!revision_known(r, rev, strlen(rev)))
         return send_text(c, 404, "{\"error\":\"Invalid rev id\"}", "RevisionNotFound");

@@ -332,10 +332,18 @@ TEST(hub_download_unknown_model_is_not_found)
 {
     hub_world w;
     REQUIRE(world_open(&w) == 0);
+    /* Anonymous: the hub's 401 may hide a private repository, so both are named. */
     CHECK_EQ_INT(resolve(&w, "acme/no-such-model", NULL), -1);
     CHECK_EQ_INT(w.err.code, IV_E_NOTFOUND);
-    CHECK_CONTAINS(w.err.msg, "not found on the hub");
-    CHECK_CONTAINS(w.err.msg, "acme/no-such-model");
+    CHECK_CONTAINS(w.err.msg, "model acme/no-such-model not found on the hub");
+    CHECK_CONTAINS(w.err.msg, "set HF_TOKEN");
+    /* With a token, a plain 404. */
+    setenv("HF_TOKEN", "hf_any", 1);
+    CHECK_EQ_INT(resolve(&w, "acme/no-such-model", NULL), -1);
+    CHECK_EQ_INT(w.err.code, IV_E_NOTFOUND);
+    CHECK_CONTAINS(w.err.msg, "model acme/no-such-model not found on the hub");
+    CHECK(strstr(w.err.msg, "HF_TOKEN") == NULL);
+    unsetenv("HF_TOKEN");
     CHECK_EQ_INT(resolve(&w, TINY_ID, "no-such-branch"), -1);
     CHECK_EQ_INT(w.err.code, IV_E_NOTFOUND);
     CHECK_CONTAINS(w.err.msg, "revision 'no-such-branch'");

@@ -97,6 +97,12 @@ TEST(resolve_local_directory_errors)
     CHECK_CONTAINS(err.msg, "does not exist");
     CHECK_EQ_INT(iv_resolve_model("./no/such/dir", NULL, out, sizeof out, &err), -1);
     CHECK_CONTAINS(err.msg, "does not exist");
+    char file[PATH_MAX + 20];
+    snprintf(file, sizeof file, "%s/config.json", tmp);
+    REQUIRE(rt_write_str(file, "{}") == 0);
+    CHECK_EQ_INT(iv_resolve_model(file, NULL, out, sizeof out, &err), -1);
+    CHECK_EQ_INT(err.code, IV_E_INVALID);
+    CHECK_CONTAINS(err.msg, "is a file");
     rt_rmtree(tmp);
 }
 
