@@ -75,13 +75,20 @@ static void expect_load_error(void (*edit)(cJSON *), int copy_weights, const cha
     cleanup(dir);
 }
 
+/* Sets key to v whether or not the config already has it. */
+static void set_key(cJSON *c, const char *key, cJSON *v)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(c, key);
+    cJSON_AddItemToObject(c, key, v);
+}
+
 static void set_unknown_type(cJSON *c)
 {
-    cJSON_ReplaceItemInObject(c, "model_type", cJSON_CreateString("frobnicator"));
+    set_key(c, "model_type", cJSON_CreateString("frobnicator"));
 }
 static void set_unknown_arch(cJSON *c)
 {
-    cJSON_ReplaceItemInObject(c, "architectures", cJSON_CreateStringArray((const char *[]){"BertForFrobbing"}, 1));
+    set_key(c, "architectures", cJSON_CreateStringArray((const char *[]){"BertForFrobbing"}, 1));
 }
 static void set_auto_map(cJSON *c)
 {
@@ -90,19 +97,19 @@ static void set_auto_map(cJSON *c)
 }
 static void set_more_layers(cJSON *c)
 {
-    cJSON_ReplaceItemInObject(c, "num_hidden_layers", cJSON_CreateNumber(cJSON_GetObjectItem(c, "num_hidden_layers")->valuedouble + 1));
+    set_key(c, "num_hidden_layers", cJSON_CreateNumber(cJSON_GetObjectItem(c, "num_hidden_layers")->valuedouble + 1));
 }
 static void set_wrong_intermediate(cJSON *c)
 {
-    cJSON_ReplaceItemInObject(c, "intermediate_size", cJSON_CreateNumber(cJSON_GetObjectItem(c, "intermediate_size")->valuedouble + 8));
+    set_key(c, "intermediate_size", cJSON_CreateNumber(cJSON_GetObjectItem(c, "intermediate_size")->valuedouble + 8));
 }
 static void set_alibi(cJSON *c)
 {
-    cJSON_ReplaceItemInObject(c, "position_embedding_type", cJSON_CreateString("alibi"));
+    set_key(c, "position_embedding_type", cJSON_CreateString("alibi"));
 }
 static void set_bad_act(cJSON *c)
 {
-    cJSON_ReplaceItemInObject(c, "hidden_act", cJSON_CreateString("swishglu_unknown"));
+    set_key(c, "hidden_act", cJSON_CreateString("swishglu_unknown"));
 }
 
 TEST(model_rejects_unknown_model_type) { expect_load_error(set_unknown_type, 1, "unsupported model_type \"frobnicator\"", IV_E_UNSUPPORTED); }
