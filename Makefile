@@ -7,10 +7,12 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 BUILD   ?= build/release
-OPT     ?= -O3 -march=native -DNDEBUG
+# The CPU kernels use AVX2/FMA; ARCH picks the target (native by default).
+ARCH    ?= -march=native
+OPT     ?= -O3 -DNDEBUG
 SAN     ?=
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-	-Wshadow -Wstrict-prototypes -Wno-format-truncation -fopenmp -pthread -g -Isrc -Itests $(PKG_CFLAGS)
+	-Wshadow -Wstrict-prototypes -Wno-format-truncation -fopenmp -pthread -g $(ARCH) -Isrc -Itests $(PKG_CFLAGS)
 CFLAGS  = $(CFLAGS_BASE) $(OPT) $(SAN)
 LDLIBS  = $(PKG_LIBS) -fopenmp -pthread -lm $(SAN)
 
