@@ -63,7 +63,7 @@ static int qwen_windows(iv_model *m, int pplx, iv_err *err)
     int found, any = 0, rc = iv_decoder_layer_types(m, sliding, &found, err);
     const int64_t window = iv_json_int(j, "sliding_window", 0);
     if (!rc && !found && iv_json_bool(j, "use_sliding_window", 0) && window > 0) {
-        const int from = (int)iv_json_int(j, "max_window_layers", m->n_layers);
+        const int from = (int)iv_json_int(j, "max_window_layers", 28); /* transformers' default */
         for (int l = from < 0 ? 0 : from; l < m->n_layers; l++) sliding[l] = 1;
     }
     for (int l = 0; l < m->n_layers; l++) any |= sliding[l];
