@@ -131,6 +131,8 @@ static int load_heads(iv_model *m, iv_err *err)
 
 int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err)
 {
+    if (d->default_head_dim > 0 && !cJSON_GetObjectItemCaseSensitive(m->cfg.json, "head_dim"))
+        m->cfg.head_dim = d->default_head_dim;
     const iv_hf_config *c = &m->cfg;
     if (c->architecture[0] && iv_require_architecture(m, d->archs, err)) return -1;
     static const char *const prefixes[] = {"model.", "", NULL};

@@ -18,6 +18,8 @@ typedef struct iv_decoder_desc {
     int qkv_bias;               /* q/k/v biased whatever attention_bias says (Qwen2) */
     int qk_norm;                /* self_attn.q_norm / k_norm per head (Qwen3, Gemma3) */
     const char *act_key;        /* config key of the MLP activation (NULL: "hidden_act") */
+    int default_head_dim;       /* head_dim when config.json has no such key (the config class's
+                                   default: Qwen3, Ministral3 128, Gemma3 256); 0: hidden / heads */
     /* Routed MLPs (Qwen3-MoE): moe_layers[l] != 0 marks layer l; the other fields
      * are copied into every routed layer. NULL: all layers dense. */
     const unsigned char *moe_layers;

@@ -85,7 +85,7 @@ static int gemma3_load(iv_model *m, iv_err *err)
                        "gemma3_text with \"is_causal\": false is not supported (use use_bidirectional_attention)");
     const iv_decoder_desc d = {
         .archs = k_archs, .norm_kind = IV_NORM_RMS_PLUS1, .sandwich = 1, .qk_norm = 1,
-        .act_key = "hidden_activation",
+        .act_key = "hidden_activation", .default_head_dim = 256,
     };
     if (iv_decoder_load(m, &d, err)) return -1;
     m->block.causal = !bidirectional;

@@ -59,7 +59,8 @@ static int mistral_load(iv_model *m, iv_err *err)
                        "%s config with layer_types (alternating attention) is not supported; transformers' %s "
                        "ignores it too",
                        c->model_type, c->model_type);
-    const iv_decoder_desc d = {.archs = ministral3 ? k_ministral3_archs : k_mistral_archs, .norm_kind = IV_NORM_RMS};
+    const iv_decoder_desc d = {.archs = ministral3 ? k_ministral3_archs : k_mistral_archs, .norm_kind = IV_NORM_RMS,
+                               .default_head_dim = ministral3 ? 128 : 0};
     if (iv_decoder_load(m, &d, err)) return -1;
     int64_t window = iv_json_int(c->json, "sliding_window", 0);
     if (window < 0) return iv_errf(err, IV_E_FORMAT, "config.json: sliding_window must be positive");

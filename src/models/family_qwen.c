@@ -93,6 +93,7 @@ static int qwen_load(iv_model *m, iv_err *err)
         .norm_kind = IV_NORM_RMS,
         .qkv_bias = qwen2,
         .qk_norm = !qwen2,
+        .default_head_dim = !qwen2 && !moe ? 128 : 0, /* Qwen3Config's default; Qwen2 / Qwen3-MoE: hidden / heads */
     };
     unsigned char *moe_layers = NULL;
     int rc = 0;
