@@ -19,7 +19,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz
+.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz bench-ops
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -60,6 +60,13 @@ fixtures:
 run: deps models
 	$(MAKE) $(BUILD)/infinity_v3
 	$(BUILD)/infinity_v3 serve --model-id .cache/models/all-MiniLM-L6-v2 --port 7997
+
+# Op micro-benchmark: GFLOP/s of sgemm, linear and attention (bench/bench_ops.c).
+bench-ops: $(BUILD)/bench_ops
+	$(BUILD)/bench_ops
+
+$(BUILD)/bench_ops: $(BUILD)/bench/bench_ops.o $(BUILD)/libiv.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 clean:
 	rm -rf build
