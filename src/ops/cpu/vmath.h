@@ -20,7 +20,9 @@
 /* Without AVX, GCC warns that 32-byte vector arguments change the ABI. These
  * helpers are always inlined and never cross a library boundary, so the
  * warning does not apply (GCC still prints an informational note). */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 /* Every function taking or returning a vector is forced inline, so no call
  * ever passes one by value (and -O1 builds stay fast enough for tests). */
 #define IV_VINLINE static inline __attribute__((always_inline))
