@@ -73,7 +73,7 @@ run: deps models
 FUZZ_CC   ?= clang
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz:
-	$(MAKE) fuzz-bins BUILD=build/fuzz CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer -Wno-unknown-warning-option" \
+	$(MAKE) fuzz-bins BUILD=build/fuzz CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer -Wno-unknown-warning-option -Wno-pass-failed" \
 		SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
 
 fuzz-bins: $(FUZZ_BIN)
