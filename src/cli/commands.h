@@ -10,5 +10,7 @@ typedef struct iv_command {
 
 extern const iv_command iv_commands[];
 
+int iv_cmd_tokenize(int argc, char **argv);
+
 
 #endif
