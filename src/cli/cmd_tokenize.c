@@ -16,6 +16,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: infinity_v3 tokenize --tokenizer DIR_OR_FILE [options] < inputs.jsonl\n"
             "  Each input line is a JSON string, or a [text, pair] array.\n"
+            "  (--model-id DIR is accepted as a synonym of --tokenizer)\n"
             "  --no-special-tokens       do not add the post-processor's special tokens\n"
             "  --pair                    require every line to be a [text, pair] array\n"
             "  --max-length N            truncate to N tokens (special tokens included)\n"
@@ -157,7 +158,7 @@ int iv_cmd_tokenize(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--tokenizer") && i + 1 < argc) {
+        } else if ((!strcmp(a, "--tokenizer") || !strcmp(a, "--model-id")) && i + 1 < argc) {
             path = argv[++i];
         } else if (!strcmp(a, "--no-special-tokens")) {
             opts.add_special_tokens = 0;

@@ -11,12 +11,6 @@
 
 #define UNK_PENALTY 10.0
 
-static int32_t trie_child(const tok_model *m, int32_t node, unsigned char b)
-{
-    uint64_t v;
-    return tok_u64map_get(&m->trie, (uint64_t)(uint32_t)node << 8 | b, &v) ? (int32_t)v : -1;
-}
-
 int tok_load_unigram(const cJSON *j, tok_model *m, iv_err *err)
 {
     const char *what = "model (Unigram)";
@@ -35,14 +29,8 @@ int tok_load_unigram(const cJSON *j, tok_model *m, iv_err *err)
     m->scores = malloc(sizeof *m->scores * (size_t)(n ? n : 1));
     m->id_str = calloc((size_t)(n ? n : 1), sizeof *m->id_str);
     m->id_len = calloc((size_t)(n ? n : 1), sizeof *m->id_len);
-    if (!m->scores || !m->id_str || !m->id_len || tok_strmap_init(&m->vocab, n) ||
-        tok_u64map_init(&m->trie, n * 4))
+    if (!m->scores || !m->id_str || !m->id_len || tok_strmap_init(&m->vocab, n))
         return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-    int32_t node_cap = n * 2 + 16;
-    m->node_piece = malloc(sizeof *m->node_piece * (size_t)node_cap);
-    if (!m->node_piece) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-    m->node_piece[0] = -1;
-    m->n_nodes = 1;
     m->min_score = 1.0 / 0.0;
     int id = 0;
     const cJSON *it;
@@ -66,27 +54,13 @@ int tok_load_unigram(const cJSON *j, tok_model *m, iv_err *err)
     }
     /* Trie over all pieces; a terminal node holds the id the piece maps to
      * (the last occurrence when a piece repeats, as the library's map). */
+    if (tok_trie_init(&m->trie, n * 2 + 16))
+        return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
     for (int i = 0; i < n; i++) {
-        const char *p = m->id_str[i];
-        int32_t plen = m->id_len[i], node = 0;
-        if (plen == 0) continue;
-        for (int32_t k = 0; k < plen; k++) {
-            int32_t child = trie_child(m, node, (unsigned char)p[k]);
-            if (child < 0) {
-                if (m->n_nodes == node_cap) {
-                    node_cap *= 2;
-                    int32_t *np = realloc(m->node_piece, sizeof *np * (size_t)node_cap);
-                    if (!np) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-                    m->node_piece = np;
-                }
-                child = m->n_nodes++;
-                m->node_piece[child] = -1;
-                if (tok_u64map_put(&m->trie, (uint64_t)(uint32_t)node << 8 | (unsigned char)p[k], (uint64_t)child))
-                    return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-            }
-            node = child;
-        }
-        m->node_piece[node] = tok_strmap_get(&m->vocab, p, plen);
+        if (m->id_len[i] == 0) continue;
+        if (tok_trie_insert(&m->trie, m->id_str[i], m->id_len[i],
+                            tok_strmap_get(&m->vocab, m->id_str[i], m->id_len[i])))
+            return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
     }
     for (int b = 0; b < 256; b++) {
         char name[8];
@@ -122,9 +96,9 @@ int tok_unigram_tokenize(tok_ctx *c, const tok_model *m, const char *s, int32_t 
         int has_single = 0;
         int32_t node = 0;
         for (int32_t k = start; k < len; k++) {
-            node = trie_child(m, node, (unsigned char)s[k]);
+            node = tok_trie_child(&m->trie, node, (unsigned char)s[k]);
             if (node < 0) break;
-            int32_t id = m->node_piece[node];
+            int32_t id = m->trie.term[node];
             if (id < 0) continue;
             int32_t end = k + 1;
             double cand = m->scores[id] + base;
@@ -151,42 +125,46 @@ int tok_unigram_tokenize(tok_ctx *c, const tok_model *m, const char *s, int32_t 
         start += mblen;
     }
 
-    /* Walk back; consecutive unknown pieces fuse into one string. The
-     * pieces are collected in reverse, as (start, end) byte ranges. */
+    /* Walk back; consecutive unknown pieces fuse into one string. Pieces
+     * are collected in reverse as (start, end, id); a fused unknown run has
+     * id -1 and is looked up as a string, as the library does. */
     int32_t pcap = 16, pn = 0;
-    int32_t *pieces = tok_alloc(&c->a, sizeof *pieces * 2 * (size_t)pcap);
+    int32_t *pieces = tok_alloc(&c->a, sizeof *pieces * 3 * (size_t)pcap);
     int32_t end = len, unk_end = -1;
     while (end > 0) {
         best_node *b = &best[end];
         int32_t st = b->start < 0 ? 0 : b->start;
-        if (pn + 2 > pcap) pieces = tok_grow(&c->a, pieces, &pcap, pn + 2, sizeof *pieces * 2);
+        if (pn + 2 > pcap) pieces = tok_grow(&c->a, pieces, &pcap, pn + 2, sizeof *pieces * 3);
         if (b->id == m->unk_id) {
             if (unk_end < 0) unk_end = end;
         } else {
             if (unk_end >= 0) {
-                pieces[2 * pn] = end;
-                pieces[2 * pn + 1] = unk_end;
+                pieces[3 * pn] = end;
+                pieces[3 * pn + 1] = unk_end;
+                pieces[3 * pn + 2] = -1;
                 pn++;
                 unk_end = -1;
             }
-            pieces[2 * pn] = st;
-            pieces[2 * pn + 1] = end;
+            pieces[3 * pn] = st;
+            pieces[3 * pn + 1] = end;
+            pieces[3 * pn + 2] = b->id;
             pn++;
         }
         end = st;
     }
     if (unk_end >= 0) {
-        if (pn + 1 > pcap) pieces = tok_grow(&c->a, pieces, &pcap, pn + 1, sizeof *pieces * 2);
-        pieces[2 * pn] = 0;
-        pieces[2 * pn + 1] = unk_end;
+        if (pn + 1 > pcap) pieces = tok_grow(&c->a, pieces, &pcap, pn + 1, sizeof *pieces * 3);
+        pieces[3 * pn] = 0;
+        pieces[3 * pn + 1] = unk_end;
+        pieces[3 * pn + 2] = -1;
         pn++;
     }
 
     int32_t tcap = pn + 4, tn = 0;
     tok_token *toks = tok_alloc(&c->a, sizeof *toks * (size_t)tcap);
     for (int32_t p = pn - 1; p >= 0; p--) {
-        int32_t ps = pieces[2 * p], pe = pieces[2 * p + 1], plen = pe - ps;
-        int32_t id = tok_strmap_get(&m->vocab, s + ps, plen);
+        int32_t ps = pieces[3 * p], pe = pieces[3 * p + 1], plen = pe - ps;
+        int32_t id = pieces[3 * p + 2] >= 0 ? pieces[3 * p + 2] : tok_strmap_get(&m->vocab, s + ps, plen);
         if (id < 0 && m->byte_fallback) {
             int all = 1;
             for (int32_t k = ps; k < pe && all; k++) all = m->byte_ids[(unsigned char)s[k]] >= 0;

@@ -26,6 +26,19 @@ int tok_load_wordpiece(const cJSON *j, tok_model *m, iv_err *err)
     m->unk_id = tok_strmap_get(&m->vocab, m->unk_token, m->unk_len);
     if (m->unk_id < 0)
         return iv_errf(err, IV_E_FORMAT, "%s: unk_token \"%s\" is not in the vocabulary", what, unk);
+    /* Longest-match tries: every key as is (first piece of a word), and the
+     * keys that start with the prefix, without it (following pieces). Values
+     * are vocab entry indices (key and id). */
+    if (tok_trie_init(&m->trie, m->vocab.n * 4) || tok_trie_init(&m->trie2, m->vocab.n * 2))
+        return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
+    for (int i = 0; i < m->vocab.n; i++) {
+        const tok_strmap_ent *e = &m->vocab.ents[i];
+        if (tok_trie_insert(&m->trie, e->key, e->len, i))
+            return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
+        if (e->len >= m->prefix_len && !memcmp(e->key, m->prefix, (size_t)m->prefix_len) &&
+            tok_trie_insert(&m->trie2, e->key + m->prefix_len, e->len - m->prefix_len, i))
+            return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
+    }
     return 0;
 }
 
@@ -37,34 +50,25 @@ int tok_wordpiece_tokenize(tok_ctx *c, const tok_model *m, const char *s, int32_
     tok_token *toks = tok_alloc(&c->a, sizeof *toks * (size_t)cap);
     *out = toks;
     if (tok_utf8_count(s, len) > m->max_chars) goto unknown;
-    /* Candidate buffer: prefix + the longest possible substring. */
-    char *buf = tok_alloc(&c->a, (size_t)(m->prefix_len + len + 1));
-    memcpy(buf, m->prefix, (size_t)m->prefix_len);
+    /* Greedy longest match first: the longest vocabulary entry that prefixes
+     * the rest of the word (with the continuing prefix after the first piece). */
     int32_t start = 0;
     while (start < len) {
-        int32_t end = len;
-        const tok_strmap_ent *found = NULL;
-        while (start < end) {
-            const char *key;
-            int32_t klen;
-            if (start > 0) {
-                memcpy(buf + m->prefix_len, s + start, (size_t)(end - start));
-                key = buf;
-                klen = m->prefix_len + end - start;
-            } else {
-                key = s;
-                klen = end;
+        const tok_trie *t = start == 0 ? &m->trie : &m->trie2;
+        int32_t node = 0, best_end = -1, best = -1;
+        for (int32_t k = start; k < len; k++) {
+            node = tok_trie_child(t, node, (unsigned char)s[k]);
+            if (node < 0) break;
+            if (t->term[node] >= 0) {
+                best = t->term[node];
+                best_end = k + 1;
             }
-            found = tok_strmap_find(&m->vocab, key, klen);
-            if (found) break;
-            /* Step back one char. */
-            end--;
-            while (end > start && ((unsigned char)s[end] & 0xC0) == 0x80) end--;
         }
-        if (!found) goto unknown;
+        if (best < 0) goto unknown;
+        const tok_strmap_ent *e = &m->vocab.ents[best];
         if (*n == cap) toks = *out = tok_grow(&c->a, toks, &cap, *n + 1, sizeof *toks);
-        toks[(*n)++] = (tok_token){found->val, start, end, found->key, found->len};
-        start = end;
+        toks[(*n)++] = (tok_token){e->val, start, best_end, e->key, e->len};
+        start = best_end;
     }
     return 0;
 unknown:

@@ -399,6 +399,14 @@ static void trim_offsets(tok_ctx *c, tok_enc *e, int add_prefix_space, tok_post_
     for (int i = 0; i < e->n; i++) {
         const char *s = e->str[i];
         int32_t sl = e->slen[i];
+        if (sl == 0) continue;
+        /* Most tokens neither start nor end with a space: check both ends first. */
+        uint32_t first, last;
+        tok_utf8_decode(s, &first);
+        int32_t lp = sl - 1;
+        while (lp > 0 && ((unsigned char)s[lp] & 0xC0) == 0x80) lp--;
+        tok_utf8_decode(s + lp, &last);
+        if (!is_space_like(first) && !is_space_like(last)) continue;
         int32_t leading = 0, trailing = 0;
         int in_lead = 1;
         for (int32_t k = 0; k < sl;) {

@@ -54,7 +54,7 @@ typedef struct tok_strmap_ent {
 typedef struct tok_pool_chunk tok_pool_chunk;
 typedef struct tok_strmap {
     tok_strmap_ent *ents;
-    int32_t *slots; /* index into ents, -1 when empty */
+    uint64_t *slots; /* hash tag << 32 | index into ents; all ones when empty */
     uint32_t mask;
     int n, cap;
     tok_pool_chunk *pool;
@@ -95,6 +95,21 @@ static inline int tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *va
     }
 }
 void tok_u64map_free(tok_u64map *m);
+
+/* Byte trie (tok_trie.c): edges in a hash map, a value per node (-1: none). */
+typedef struct tok_trie {
+    tok_u64map edges;
+    int32_t *term;
+    int32_t n_nodes, cap;
+} tok_trie;
+int tok_trie_init(tok_trie *t, int expected_nodes);
+int tok_trie_insert(tok_trie *t, const char *key, int32_t len, int32_t value);
+static inline int32_t tok_trie_child(const tok_trie *t, int32_t node, unsigned char b)
+{
+    uint64_t v;
+    return tok_u64map_get(&t->edges, (uint64_t)(uint32_t)node << 8 | b, &v) ? (int32_t)v : -1;
+}
+void tok_trie_free(tok_trie *t);
 
 /* ------------------------------------------------------------------ */
 /* Unicode helpers (tok_unicode.c, tok_unicode_norm.c). Inputs are valid UTF-8. */
@@ -388,12 +403,11 @@ typedef struct tok_model {
     int has_prefix, has_suffix;
     int fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256]; /* "<0xXX>" ids, -1 when absent */
-    /* Unigram */
+    /* Unigram: trie of pieces -> piece id. WordPiece: trie of all keys and
+     * trie2 of continuation keys without their prefix -> vocab entry index. */
     double *scores;
     double min_score;
-    tok_u64map trie;       /* (node << 8 | byte) -> child node */
-    int32_t *node_piece;   /* piece id ending at node, -1 */
-    int32_t n_nodes;
+    tok_trie trie, trie2;
 } tok_model;
 
 typedef struct tok_added_token {

@@ -129,15 +129,22 @@ static const char *pool_copy(tok_pool_chunk **pool, const char *s, int32_t len)
 
 /* ----------------------------------------------------------- string map */
 
+/* A slot packs the entry index (low 32 bits, all ones when empty) with the
+ * high half of the key's hash, so that a probe that misses (the common case
+ * in WordPiece and BPE lookups) rarely touches the entry array. */
+#define SLOT_EMPTY UINT64_MAX
+#define SLOT_TAG(h) ((h) >> 32)
+
 static int strmap_rehash(tok_strmap *m, uint32_t nslots)
 {
-    int32_t *slots = malloc(sizeof *slots * nslots);
+    uint64_t *slots = malloc(sizeof *slots * nslots);
     if (!slots) return -1;
     memset(slots, 0xFF, sizeof *slots * nslots);
     for (int i = 0; i < m->n; i++) {
-        uint32_t j = (uint32_t)m->ents[i].hash & (nslots - 1);
-        while (slots[j] >= 0) j = (j + 1) & (nslots - 1);
-        slots[j] = i;
+        uint64_t h = m->ents[i].hash;
+        uint32_t j = (uint32_t)h & (nslots - 1);
+        while (slots[j] != SLOT_EMPTY) j = (j + 1) & (nslots - 1);
+        slots[j] = SLOT_TAG(h) << 32 | (uint32_t)i;
     }
     free(m->slots);
     m->slots = slots;
@@ -161,11 +168,14 @@ const tok_strmap_ent *tok_strmap_find(const tok_strmap *m, const char *key, int3
     if (!m->slots) return NULL;
     uint64_t h = tok_hash_bytes(key, (size_t)len);
     uint32_t j = (uint32_t)h & m->mask;
+    uint64_t tag = SLOT_TAG(h);
     for (;;) {
-        int32_t i = m->slots[j];
-        if (i < 0) return NULL;
-        const tok_strmap_ent *e = &m->ents[i];
-        if (e->hash == h && e->len == len && memcmp(e->key, key, (size_t)len) == 0) return e;
+        uint64_t sl = m->slots[j];
+        if (sl == SLOT_EMPTY) return NULL;
+        if ((sl >> 32) == tag) {
+            const tok_strmap_ent *e = &m->ents[(uint32_t)sl];
+            if (e->len == len && memcmp(e->key, key, (size_t)len) == 0) return e;
+        }
         j = (j + 1) & m->mask;
     }
 }
@@ -196,8 +206,8 @@ const char *tok_strmap_put(tok_strmap *m, const char *key, int32_t len, int32_t 
     uint64_t h = tok_hash_bytes(key, (size_t)len);
     m->ents[m->n] = (tok_strmap_ent){h, k, len, val};
     uint32_t j = (uint32_t)h & m->mask;
-    while (m->slots[j] >= 0) j = (j + 1) & m->mask;
-    m->slots[j] = m->n++;
+    while (m->slots[j] != SLOT_EMPTY) j = (j + 1) & m->mask;
+    m->slots[j] = SLOT_TAG(h) << 32 | (uint32_t)m->n++;
     return k;
 }
 

@@ -107,8 +107,8 @@ void tok_free_model(tok_model *m)
     free(m->suffix);
     tok_u64map_free(&m->merges);
     free(m->scores);
-    tok_u64map_free(&m->trie);
-    free(m->node_piece);
+    tok_trie_free(&m->trie);
+    tok_trie_free(&m->trie2);
     memset(m, 0, sizeof *m);
 }
 
