@@ -73,6 +73,18 @@ static const char *config_token(const cJSON *cfg, const char *key)
     return NULL;
 }
 
+/* Tokenizer classes whose transformers implementation rebuilds the
+ * template from add_bos_token / add_eos_token (update_post_processor). */
+static int rebuilds_template(const char *cls)
+{
+    static const char *names[] = {"LlamaTokenizer", "LlamaTokenizerFast", "CodeLlamaTokenizer",
+                                  "CodeLlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"};
+    if (!cls) return 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(cls, names[i])) return 1;
+    return 0;
+}
+
 static int apply_config(iv_tokenizer *tok, const cJSON *cfg, const char *path, iv_err *err)
 {
     if (!cJSON_IsObject(cfg)) return iv_errf(err, IV_E_FORMAT, "%s: top level must be an object", path);
@@ -80,12 +92,16 @@ static int apply_config(iv_tokenizer *tok, const cJSON *cfg, const char *path, i
     if (cJSON_IsNumber(mml) && mml->valuedouble >= 1 && mml->valuedouble < TOK_MAX_SANE_LENGTH)
         tok->model_max_length = (int)mml->valuedouble;
 
-    /* transformers rebuilds the template when add_bos_token/add_eos_token
-     * are given explicitly (update_post_processor). */
+    /* Llama-style tokenizers build their template from the flags:
+     *   single = [bos:0] $A:0 [eos:0], pair = single [bos:1] $B:1 [eos:1]
+     * (defaults add_bos_token=true, add_eos_token=false). */
+    if (!rebuilds_template(iv_json_str(cfg, "tokenizer_class", NULL))) return 0;
     const cJSON *ab = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
     const cJSON *ae = cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token");
-    if (!ab && !ae) return 0;
-    int add_bos = cJSON_IsTrue(ab), add_eos = cJSON_IsTrue(ae);
+    if ((ab && !cJSON_IsBool(ab) && !cJSON_IsNull(ab)) || (ae && !cJSON_IsBool(ae) && !cJSON_IsNull(ae)))
+        return iv_errf(err, IV_E_FORMAT, "%s: add_bos_token / add_eos_token must be true or false", path);
+    int add_bos = ab && cJSON_IsBool(ab) ? cJSON_IsTrue(ab) : 1;
+    int add_eos = ae && cJSON_IsBool(ae) ? cJSON_IsTrue(ae) : 0;
     const char *bos = config_token(cfg, "bos_token"), *eos = config_token(cfg, "eos_token");
     int32_t bos_id = -1, eos_id = -1;
     if (add_bos && bos && (bos_id = iv_tokenizer_token_to_id(tok, bos)) < 0)
@@ -107,42 +123,30 @@ static int apply_config(iv_tokenizer *tok, const cJSON *cfg, const char *path, i
     return 0;
 }
 
-int iv_tokenizer_load(iv_tokenizer **out, const char *path, iv_err *err)
+static int load_text(iv_tokenizer **out, const char *json, size_t len, const char *json_name, const char *cfg,
+                     size_t cfg_len, const char *cfg_name, iv_err *err)
 {
     *out = NULL;
-    char json_path[4096], cfg_path[4096];
-    int is_dir = iv_dir_exists(path);
-    if (is_dir) {
-        iv_path_join(json_path, sizeof json_path, path, "tokenizer.json");
-        iv_path_join(cfg_path, sizeof cfg_path, path, "tokenizer_config.json");
-    } else {
-        snprintf(json_path, sizeof json_path, "%s", path);
-        cfg_path[0] = 0;
-    }
-    char *raw = NULL;
-    size_t raw_len = 0;
-    if (iv_file_read_all(json_path, TOK_MAX_JSON, &raw, &raw_len, err)) return -1;
     /* cJSON ends strings at U+0000: stand it in with an unused code point. */
     uint32_t nul_ph = 0;
     size_t prot_len = 0;
-    char *prot = tok_json_protect_nul(raw, raw_len, &prot_len, &nul_ph);
+    char *prot = tok_json_protect_nul(json, len, &prot_len, &nul_ph);
     cJSON *j = NULL;
-    int prc = iv_json_parse(prot ? prot : raw, prot ? prot_len : raw_len, json_path, &j, err);
+    int prc = iv_json_parse(prot ? prot : json, prot ? prot_len : len, json_name, &j, err);
     free(prot);
-    free(raw);
     if (prc) return -1;
     iv_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) {
         cJSON_Delete(j);
-        return iv_errf(err, IV_E_NOMEM, "out of memory loading %s", json_path);
+        return iv_errf(err, IV_E_NOMEM, "out of memory loading %s", json_name);
     }
-    int rc = load_json(tok, j, nul_ph, json_path, err);
+    int rc = load_json(tok, j, nul_ph, json_name, err);
     cJSON_Delete(j);
-    if (!rc && cfg_path[0] && iv_file_exists(cfg_path)) {
-        cJSON *cfg = NULL;
-        rc = iv_json_load_file(cfg_path, 64u << 20, &cfg, err);
-        if (!rc) rc = apply_config(tok, cfg, cfg_path, err);
-        cJSON_Delete(cfg);
+    if (!rc && cfg) {
+        cJSON *c = NULL;
+        rc = iv_json_parse(cfg, cfg_len, cfg_name, &c, err);
+        if (!rc) rc = apply_config(tok, c, cfg_name, err);
+        cJSON_Delete(c);
     }
     if (rc) {
         iv_tokenizer_free(tok);
@@ -150,4 +154,34 @@ int iv_tokenizer_load(iv_tokenizer **out, const char *path, iv_err *err)
     }
     *out = tok;
     return 0;
+}
+
+int iv_tokenizer_load_json(iv_tokenizer **out, const char *json, size_t len, const char *config_json,
+                           size_t config_len, iv_err *err)
+{
+    return load_text(out, json, len, "tokenizer.json", config_json, config_len, "tokenizer_config.json", err);
+}
+
+int iv_tokenizer_load(iv_tokenizer **out, const char *path, iv_err *err)
+{
+    *out = NULL;
+    char json_path[4096], cfg_path[4096];
+    if (iv_dir_exists(path)) {
+        iv_path_join(json_path, sizeof json_path, path, "tokenizer.json");
+        iv_path_join(cfg_path, sizeof cfg_path, path, "tokenizer_config.json");
+    } else {
+        snprintf(json_path, sizeof json_path, "%s", path);
+        cfg_path[0] = 0;
+    }
+    char *raw = NULL, *cfg = NULL;
+    size_t raw_len = 0, cfg_len = 0;
+    if (iv_file_read_all(json_path, TOK_MAX_JSON, &raw, &raw_len, err)) return -1;
+    if (cfg_path[0] && iv_file_exists(cfg_path) && iv_file_read_all(cfg_path, 64u << 20, &cfg, &cfg_len, err)) {
+        free(raw);
+        return -1;
+    }
+    int rc = load_text(out, raw, raw_len, json_path, cfg, cfg_len, cfg_path, err);
+    free(raw);
+    free(cfg);
+    return rc;
 }

@@ -41,12 +41,17 @@ typedef struct iv_encoding {
 } iv_encoding;
 
 /* Loads tokenizer.json from a file path, or from a directory (tokenizer.json
- * plus tokenizer_config.json when present: model_max_length, and
- * add_bos_token / add_eos_token, which rebuild the template as transformers
- * does). The "truncation" and "padding" sections of tokenizer.json are NOT
- * applied: iv_tokenizer_encode truncates only as iv_encode_opts asks, and
- * never pads. */
+ * plus tokenizer_config.json when present: model_max_length, sentinels such
+ * as 1e30 ignored; and for Llama/CodeLlama/Gemma tokenizer classes
+ * add_bos_token / add_eos_token, which rebuild the template as transformers'
+ * update_post_processor does). The "truncation" and "padding" sections of
+ * tokenizer.json are NOT applied: iv_tokenizer_encode truncates only as
+ * iv_encode_opts asks, and never pads. */
 int iv_tokenizer_load(iv_tokenizer **out, const char *path, iv_err *err);
+/* Same from memory: the text of tokenizer.json, and optionally of
+ * tokenizer_config.json (NULL when absent). */
+int iv_tokenizer_load_json(iv_tokenizer **out, const char *json, size_t len, const char *config_json,
+                           size_t config_len, iv_err *err);
 void iv_tokenizer_free(iv_tokenizer *tok);
 
 /* Encodes text (and pair when non-NULL). Inputs must be valid UTF-8; invalid
