@@ -1,9 +1,10 @@
 /* Patterns of Split, Replace and ByteLevel. tokenizer.json regexes are
  * written for Oniguruma; PCRE2 with UTF+UCP reads the same syntax for
  * everything these files use (\p{L}, \p{N}, (?i:...), (?!\S), {1,3}) except
- * \s, whose PCRE2 meaning adds U+180E. \s and \S are therefore rewritten to
- * the explicit White_Space set that Oniguruma (and Rust) use. String
- * patterns are plain substring searches. */
+ * \s, whose PCRE2 meaning adds U+180E, and \uHHHH, which PCRE2 spells
+ * \x{HHHH}. Both are rewritten (\s and \S to the explicit White_Space set
+ * that Oniguruma and Rust use). String patterns are plain substring
+ * searches. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,16 @@ static const char WS_BODY[] =
     "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"
     "\\x{205F}\\x{3000}";
 
-/* Rewrites \s / \S; returns a malloc'd pattern or NULL on OOM. */
+static int is_hex4(const char *p)
+{
+    for (int k = 0; k < 4; k++) {
+        char c = p[k];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return 0;
+    }
+    return 1;
+}
+
+/* Rewrites \s, \S and \uHHHH; returns a malloc'd pattern or NULL on OOM. */
 static char *rewrite_pattern(const char *p, size_t len, size_t *out_len)
 {
     size_t cap = len * 4 + sizeof WS_BODY * 4 + 16, o = 0;
@@ -53,6 +63,15 @@ static char *rewrite_pattern(const char *p, size_t len, size_t *out_len)
                 o += sizeof WS_BODY - 1;
                 out[o++] = ']';
                 i++;
+                continue;
+            }
+            if (nx == 'u' && i + 5 < len && is_hex4(p + i + 2)) {
+                /* Oniguruma's \uHHHH is PCRE2's \x{HHHH}. */
+                memcpy(out + o, "\\x{", 3);
+                memcpy(out + o + 3, p + i + 2, 4);
+                out[o + 7] = '}';
+                o += 8;
+                i += 5;
                 continue;
             }
             out[o++] = ch;

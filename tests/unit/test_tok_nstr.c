@@ -162,3 +162,61 @@ TEST(tok_nstr_split_behaviors)
     check_split(text, TOK_MERGED_WITH_NEXT, next);
     check_split(text, TOK_CONTIGUOUS, contiguous);
 }
+
+/* Matches of an Oniguruma-syntax pattern as (start, end) pairs. */
+static int regex_spans(const char *pattern, const char *text, int32_t *spans, int max)
+{
+    tok_ctx c;
+    iv_err err;
+    tok_regex re;
+    if (tok_ctx_init(&c, NULL, &err)) return -1;
+    if (tok_regex_compile(&re, pattern, strlen(pattern), 1, "test", &err)) {
+        tok_ctx_free(&c);
+        return -1;
+    }
+    int n = 0;
+    if (setjmp(c.oom) == 0) {
+        tok_matches m = {0};
+        if (tok_regex_find_matches(&c, &re, text, (int32_t)strlen(text), &m) == 0)
+            for (int i = 0; i < m.n; i++)
+                if (m.v[i].m && n < max) {
+                    spans[2 * n] = m.v[i].s;
+                    spans[2 * n + 1] = m.v[i].e;
+                    n++;
+                }
+    }
+    tok_regex_free(&re);
+    tok_ctx_free(&c);
+    return n;
+}
+
+TEST(tok_regex_oniguruma_syntax)
+{
+    int32_t sp[16];
+    /* \s is Unicode White_Space: U+3000 is, U+180E (Mongolian vowel
+     * separator) is not, though PCRE2's own \s includes it. */
+    int n = regex_spans("\\s+", "a\xE1\xA0\x8E" "b\xE3\x80\x80" "c", sp, 8);
+    REQUIRE(n == 1);
+    CHECK_EQ_INT(sp[0], 5);
+    CHECK_EQ_INT(sp[1], 8);
+    /* \uHHHH escapes, inside a class too. */
+    n = regex_spans("[\\u4e00-\\u9fa5]+", "ab\xE4\xB8\xAD\xE6\x96\x87" "cd", sp, 8);
+    REQUIRE(n == 1);
+    CHECK_EQ_INT(sp[0], 2);
+    CHECK_EQ_INT(sp[1], 8);
+    /* GPT-2's pattern: contractions, letters, digits, the \s+(?!\S) rule. */
+    n = regex_spans("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+                    "it's  42!", sp, 8);
+    REQUIRE(n == 5);
+    const int32_t want[] = {0, 2, 2, 4, 4, 5, 5, 8, 8, 9};
+    for (int i = 0; i < 10; i++) CHECK_EQ_INT(sp[i], want[i]);
+    /* Empty matches next to a previous match are skipped (onig find_iter). */
+    n = regex_spans("x*", "axa", sp, 8);
+    REQUIRE(n == 3);
+    CHECK_EQ_INT(sp[0], 0);
+    CHECK_EQ_INT(sp[1], 0);
+    CHECK_EQ_INT(sp[2], 1);
+    CHECK_EQ_INT(sp[3], 2);
+    CHECK_EQ_INT(sp[4], 3);
+    CHECK_EQ_INT(sp[5], 3);
+}
