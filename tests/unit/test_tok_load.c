@@ -252,3 +252,32 @@ TEST(tok_byte_fallback_and_decode)
     iv_encoding_free(&e);
     iv_tokenizer_free(tok);
 }
+
+TEST(tok_load_template_string_form)
+{
+    /* The "[CLS] $A [SEP]" shorthand of TemplateProcessing's constructor. */
+    const char *json = "{\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":\"[CLS] $A [SEP]\","
+                       "\"pair\":\"[CLS] $A [SEP] $B:1 [SEP]:1\",\"special_tokens\":{"
+                       "\"[CLS]\":{\"id\":\"[CLS]\",\"ids\":[2],\"tokens\":[\"[CLS]\"]},"
+                       "\"[SEP]\":{\"id\":\"[SEP]\",\"ids\":[3],\"tokens\":[\"[SEP]\"]}}},"
+                       "\"pre_tokenizer\":{\"type\":\"Whitespace\"},"
+                       "\"model\":{\"type\":\"WordLevel\",\"unk_token\":\"[UNK]\","
+                       "\"vocab\":{\"[UNK]\":0,\"a\":1,\"[CLS]\":2,\"[SEP]\":3,\"b\":4}}}";
+    iv_tokenizer *tok = NULL;
+    iv_err err;
+    REQUIRE(iv_tokenizer_load_json(&tok, json, strlen(json), NULL, 0, &err) == 0);
+    CHECK_EQ_INT(iv_tokenizer_num_special_tokens(tok, 0), 2);
+    CHECK_EQ_INT(iv_tokenizer_num_special_tokens(tok, 1), 3);
+    iv_encode_opts o = iv_encode_opts_default();
+    iv_encoding e;
+    REQUIRE(iv_tokenizer_encode(tok, "a", 1, "b a", 3, &o, &e, &err) == 0);
+    const int32_t want[] = {2, 1, 3, 4, 1, 3};
+    const int32_t types[] = {0, 0, 0, 1, 1, 1};
+    REQUIRE(e.len == 6);
+    for (int i = 0; i < 6; i++) {
+        CHECK_EQ_INT(e.ids[i], want[i]);
+        CHECK_EQ_INT(e.type_ids[i], types[i]);
+    }
+    iv_encoding_free(&e);
+    iv_tokenizer_free(tok);
+}
