@@ -150,26 +150,11 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-/* A Llama-like BPE with <s>/</s> added tokens and a "<s> $A" template. */
-static const char LLAMA_JSON[] =
-    "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true,\"normalized\":false},"
-    "{\"id\":1,\"content\":\"<s>\",\"special\":true,\"normalized\":false},"
-    "{\"id\":2,\"content\":\"</s>\",\"special\":true,\"normalized\":false}],"
-    "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
-    "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]},"
-    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
-    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
-    "{\"Sequence\":{\"id\":\"B\",\"type_id\":1}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],"
-    "\"tokens\":[\"<s>\"]}}},"
-    "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"byte_fallback\":true,\"fuse_unk\":true,"
-    "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,\"\\u2581\":3,\"a\":4,\"b\":5,\"\\u2581a\":6,\"\\u2581ab\":7},"
-    "\"merges\":[\"\\u2581 a\",\"\\u2581a b\"]}}";
-
 TEST(tok_load_directory_config)
 {
     char dir[] = "/tmp/iv_tok_test_XXXXXX";
     REQUIRE(mkdtemp(dir));
-    REQUIRE(write_file(dir, "tokenizer.json", LLAMA_JSON) == 0);
+    REQUIRE(write_file(dir, "tokenizer.json", TOK_MINI_BPE) == 0);
     REQUIRE(write_file(dir, "tokenizer_config.json",
                        "{\"tokenizer_class\":\"LlamaTokenizer\",\"add_bos_token\":true,\"add_eos_token\":true,"
                        "\"bos_token\":\"<s>\",\"eos_token\":{\"content\":\"</s>\"},\"model_max_length\":512}") == 0);
