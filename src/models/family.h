@@ -25,5 +25,6 @@ extern const iv_family iv_family_llama;
 extern const iv_family iv_family_mistral;
 extern const iv_family iv_family_qwen;
 extern const iv_family iv_family_gemma3;
+extern const iv_family iv_family_deberta;
 
 #endif
