@@ -37,9 +37,9 @@ typedef struct block_scratch {
     iv_arena *arena;
 } block_scratch;
 
-/* Bias floats one group of sequences may use at once (64 MiB), unless a
- * single sequence needs more; the groups bound the memory of per-layer
- * biases on large batches. */
+/* Default bias floats one group of sequences may use at once (64 MiB),
+ * unless a single sequence needs more; the groups bound the memory of
+ * per-layer biases on large batches. */
 #define IV_DYN_BIAS_GROUP_FLOATS ((int64_t)16 << 20)
 
 static iv_view view(float *p, int64_t rows, int64_t cols)
@@ -239,7 +239,7 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
 }
 
 /* Scratch for layers with a dynamic attention bias: the bias of one group
- * of sequences (at most IV_DYN_BIAS_GROUP_FLOATS, or the longest sequence's). */
+ * of sequences (at most the spec's group size, or the longest sequence's). */
 static int dyn_bias_scratch_alloc(block_scratch *sc, const iv_block_spec *spec, const iv_layer *layers,
                                   int n_layers, const iv_batch *b, iv_arena *arena)
 {
@@ -252,7 +252,8 @@ static int dyn_bias_scratch_alloc(block_scratch *sc, const iv_block_spec *spec, 
         total += need;
         if (need > largest) largest = need;
     }
-    sc->dyn_cap = total < IV_DYN_BIAS_GROUP_FLOATS ? total : IV_DYN_BIAS_GROUP_FLOATS;
+    const int64_t group = spec->dyn_bias_group_floats > 0 ? spec->dyn_bias_group_floats : IV_DYN_BIAS_GROUP_FLOATS;
+    sc->dyn_cap = total < group ? total : group;
     if (sc->dyn_cap < largest) sc->dyn_cap = largest;
     sc->dyn_bias = iv_arena_alloc(arena, (size_t)sc->dyn_cap * sizeof(float));
     sc->dyn_offsets = iv_arena_alloc(arena, (size_t)(b->n_seqs + 1) * sizeof(int64_t));

@@ -47,6 +47,10 @@ typedef struct iv_block_spec {
      * beta 0: off. */
     float q_pos_scale_beta;
     int q_pos_scale_period;
+    /* Layers with a dynamic attention bias (iv_layer.dyn_bias) fill it for
+     * groups of whole sequences of at most this many bias floats (or one
+     * sequence, whatever its size); 0: 16M floats (64 MiB). */
+    int64_t dyn_bias_group_floats;
 } iv_block_spec;
 
 /* A routed MLP (Qwen3-MoE): softmax over the router logits in float32, the
