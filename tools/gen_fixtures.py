@@ -23,7 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import common, real_minilm, synthetic, verify  # noqa: E402
+from fixtures import common, real_minilm, synthetic, synthetic_enc, verify  # noqa: E402
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")
@@ -56,17 +56,21 @@ def main():
     quiet()
     common.deterministic_torch()
 
-    known = {s.name: s for s in synthetic.SPECS}
+    # Each generator module: SPECS, build(spec, root), and a self-check (name -> (module, verify function)).
+    generators = [(synthetic, verify.verify_synthetic), (synthetic_enc, synthetic_enc.verify)]
+    owner = {s.name: (mod, check) for mod, check in generators for s in mod.SPECS}
+    known = {s.name: s for mod, _ in generators for s in mod.SPECS}
     unknown = [n for n in args.names if n not in known]
     if unknown:
         sys.exit(f"unknown fixture(s) {unknown}; known: {sorted(known)}")
-    specs = [known[n] for n in args.names] if args.names else synthetic.SPECS
+    specs = [known[n] for n in args.names] if args.names else list(known.values())
     t0 = time.time()
     for spec in specs:
-        d, outputs, n = synthetic.build(spec, MODELS_DIR)
+        mod, check = owner[spec.name]
+        d, outputs, n = mod.build(spec, MODELS_DIR)
         line = f"wrote {d}: {spec.model_cls}, {n} inputs, outputs {','.join(outputs)}, {size_of(d) // 1024} KiB"
         if not args.no_verify:
-            worst, worst_batch = verify.verify_synthetic(spec, MODELS_DIR)
+            worst, worst_batch = check(spec, MODELS_DIR)
             line += f"; verified (reload max diff {worst:.1e}, padded batch {worst_batch:.1e})"
         print(line, flush=True)
 

@@ -35,6 +35,24 @@ static iv_view view(float *p, int64_t rows, int64_t cols)
     return v;
 }
 
+/* The rows of sequence i in a packed [T, ...] view. */
+static iv_view rows_of(iv_view x, const iv_batch *b, int i)
+{
+    iv_view r = {x.data + (int64_t)b->cu_seqlens[i] * x.ld, iv_batch_seqlen(b, i), x.cols, x.ld};
+    return r;
+}
+
+static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view q, iv_view k,
+                       const int32_t *pos, const float *inv_freq)
+{
+    iv_rope_args r = {q, s->n_heads, s->head_dim, s->rot_dim, pos, inv_freq, s->rope_interleaved,
+                      L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f};
+    ops->rope(ops, &r);
+    r.x = k;
+    r.n_heads = s->n_kv_heads;
+    ops->rope(ops, &r);
+}
+
 static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
                                const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
 {
@@ -47,15 +65,26 @@ static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const 
     iv_view q = {sc->qkv, T, q_cols, qkv_cols};
     iv_view k = {sc->qkv + q_cols, T, kv_cols, qkv_cols};
     iv_view v = {sc->qkv + q_cols + kv_cols, T, kv_cols, qkv_cols};
+    if (L->q_full_norm.present) iv_block_norm(ops, s, &L->q_full_norm, q, q, NULL);
+    if (L->k_full_norm.present) iv_block_norm(ops, s, &L->k_full_norm, k, k, NULL);
     if (L->q_norm_w) ops->head_rms_norm(ops, q, s->n_heads, s->head_dim, L->q_norm_w, s->qk_norm_eps, 0.0f);
     if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, 0.0f);
-    if (s->rot_dim && L->inv_freq) {
-        iv_rope_args r = {q, s->n_heads, s->head_dim, s->rot_dim, ex->positions, L->inv_freq,
-                          s->rope_interleaved, L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f};
-        ops->rope(ops, &r);
-        r.x = k;
-        r.n_heads = s->n_kv_heads;
-        ops->rope(ops, &r);
+    if (s->rot_dim && ex->seq_inv_freq) {
+        for (int i = 0; i < b->n_seqs; i++) {
+            const float *inv = ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2);
+            apply_rope(ops, s, L, rows_of(q, b, i), rows_of(k, b, i), ex->positions + b->cu_seqlens[i], inv);
+        }
+    } else if (s->rot_dim && L->inv_freq) {
+        apply_rope(ops, s, L, q, k, ex->positions, L->inv_freq);
+    }
+    if (s->logn_base > 1) {
+        const float denom = logf((float)s->logn_base);
+        for (int i = 0; i < b->n_seqs; i++) {
+            float f = logf((float)iv_batch_seqlen(b, i)) / denom;
+            if (s->logn_clip1 && f < 1.0f) f = 1.0f;
+            iv_view qs = rows_of(q, b, i);
+            ops->scale(ops, qs, qs, f);
+        }
     }
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
@@ -97,6 +126,7 @@ static void layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
     ops->linear(ops, hv, view(sc->attn, T, (int64_t)s->n_heads * s->head_dim), L->o_w, L->o_b, IV_ACT_NONE, x);
     iv_block_norm(ops, s, &L->attn_norm, hv, hv, NULL);
+    if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, x);
     iv_view mid = mlp_hidden(ops, s, L, hv, sc, T);
     ops->linear(ops, xv, mid, L->down_w, L->down_b, IV_ACT_NONE, sc->h);
     iv_block_norm(ops, s, &L->mlp_norm, xv, xv, NULL);

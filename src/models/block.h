@@ -5,6 +5,10 @@
  *   post-norm (BERT):   h = N1(x + O(attn(QKV(x))));  y = N2(h + D(act(U(h))))
  *   pre-norm (Llama):   h = x + O(attn(QKV(N1(x))));  y = h + D(act(U(N2(h))))
  *   sandwich (Gemma):   h = x + P1(O(attn(QKV(N1(x))))); y = h + P2(D(act(U(N2(h)))))
+ *
+ * Optional per-layer extras: a norm over the full Q and K projections before
+ * the head split (JinaCode), and for post-norm a second residual norm after
+ * N1, h = N1b(x + N1(x + O(attn))) (JinaCode's layer_norm_1).
  */
 #ifndef IV_MODELS_BLOCK_H
 #define IV_MODELS_BLOCK_H
@@ -39,6 +43,10 @@ typedef struct iv_block_spec {
     int rope_interleaved;
     int rot_dim;        /* rotary dims per head; 0 = no rotary */
     float qk_norm_eps;  /* per-head q/k RMSNorm eps (when q_norm/k_norm weights exist) */
+    /* GTE logn_attention_scale: q *= ln(L) / ln(logn_base) for a sequence of L
+     * tokens, after rotary (0: off); logn_clip1 raises factors below 1 to 1. */
+    int logn_base;
+    int logn_clip1;
 } iv_block_spec;
 
 typedef struct iv_layer {
@@ -46,10 +54,12 @@ typedef struct iv_layer {
     const iv_tensor *qkv_w, *qkv_b;
     const iv_tensor *o_w, *o_b;
     const iv_tensor *q_norm_w, *k_norm_w; /* per-head RMSNorm before RoPE, or NULL */
+    iv_norm q_full_norm, k_full_norm; /* JinaCode: a norm over all of Q / K before the head split */
     iv_norm attn_norm;       /* N1 */
     iv_norm mlp_norm;        /* N2 */
     iv_norm post_attn_norm;  /* P1 (sandwich) */
     iv_norm post_mlp_norm;   /* P2 (sandwich) */
+    iv_norm attn_outer_norm; /* post-norm only (JinaCode): h = norm(x + N1(x + O(attn))) */
     const iv_tensor *up_w, *up_b;     /* [I or 2I, H] */
     const iv_tensor *down_w, *down_b; /* [H, I] */
     int window_left, window_right;    /* -1: unlimited */
@@ -63,6 +73,9 @@ typedef struct iv_attn_extras {
     const float *bias;
     const int64_t *bias_offsets;
     const int32_t *positions; /* rotary positions per token */
+    /* [n_seqs][rot_dim / 2] rotary frequencies chosen per sequence (dynamic
+     * NTK), used instead of the layers' inv_freq; NULL for most models. */
+    const float *seq_inv_freq;
 } iv_attn_extras;
 
 /* Runs layers [0, n_layers) over x [T, hidden] in place. Scratch comes from arena. */

@@ -117,3 +117,22 @@ int iv_arch_has_suffix(const iv_hf_config *cfg, const char *suffix)
     size_t n = strlen(cfg->architecture), m = strlen(suffix);
     return n >= m && strcmp(cfg->architecture + n - m, suffix) == 0;
 }
+
+/* "owner/name--module.Class" (or a list whose first item is) names repo. */
+static int names_repo(const cJSON *v, const char *repo)
+{
+    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
+    if (!cJSON_IsString(v)) return 0;
+    size_t n = strlen(repo);
+    return !strncmp(v->valuestring, repo, n) && !strncmp(v->valuestring + n, "--", 2);
+}
+
+int iv_config_references_code(const iv_hf_config *cfg, const char *repo)
+{
+    if (!strcmp(iv_json_str(cfg->json, "_name_or_path", ""), repo)) return 1;
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->json, "auto_map");
+    const cJSON *it;
+    if (cJSON_IsObject(map))
+        cJSON_ArrayForEach(it, map) if (names_repo(it, repo)) return 1;
+    return 0;
+}

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "models/model.h"
+#include "models/rope.h"
 
 /* Token positions per the family's rule (see iv_pos_mode). */
 static void compute_positions(const iv_model *m, const iv_batch *b, int32_t *pos)
@@ -94,6 +95,20 @@ static int build_rel_bias(const iv_model *m, const iv_batch *b, iv_arena *arena,
     return 0;
 }
 
+/* Rotary frequencies per sequence for dynamic NTK scaling. */
+static int build_seq_inv_freq(const iv_model *m, const iv_batch *b, iv_arena *arena, iv_attn_extras *ex)
+{
+    const int half = m->block.rot_dim / 2;
+    float *f = iv_arena_alloc(arena, (size_t)b->n_seqs * half * sizeof(float));
+    if (!f) return -1;
+    const iv_rope_dynamic_spec *d = &m->rope_dynamic;
+    for (int s = 0; s < b->n_seqs; s++)
+        iv_rope_dynamic_inv_freq(d->theta, m->block.rot_dim, d->factor, d->max_pos, iv_batch_seqlen(b, s),
+                                 f + (int64_t)s * half);
+    ex->seq_inv_freq = f;
+    return 0;
+}
+
 int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err)
 {
     const int64_t T = b->n_tokens, H = m->block.hidden;
@@ -103,9 +118,11 @@ int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, floa
     compute_positions(m, b, pos);
     embed_tokens(m, b, pos, x, arena);
 
-    iv_attn_extras ex = {.positions = pos};
+    iv_attn_extras ex = {.positions = pos, .alibi_slopes = m->alibi_slopes};
     if (m->rel_bias.table && build_rel_bias(m, b, arena, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
+    if (m->rope_dynamic.factor > 0 && build_seq_inv_freq(m, b, arena, &ex))
+        return iv_errf(err, IV_E_NOMEM, "out of memory for rotary frequencies");
     if (iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, &ex, x, arena))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     if (m->final_norm.present) {

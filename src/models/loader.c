@@ -145,6 +145,28 @@ int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const i
     return 0;
 }
 
+int iv_concat_rows(iv_model *m, const iv_tensor *const *parts, int n, const iv_tensor **out, iv_err *err)
+{
+    const int nd = parts[0]->ndim;
+    const int64_t cols = nd == 2 ? parts[0]->shape[1] : 1;
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (parts[i]->ndim != nd || (nd == 2 && parts[i]->shape[1] != cols))
+            return iv_errf(err, IV_E_FORMAT, "tensors to concatenate disagree on shape");
+        rows += parts[i]->shape[0];
+    }
+    iv_tensor *t = iv_model_new_tensor(m, rows, nd == 2 ? cols : -1);
+    if (!t) return iv_errf(err, IV_E_NOMEM, "out of memory concatenating weights");
+    float *dst = t->data;
+    for (int i = 0; i < n; i++) {
+        size_t k = (size_t)(parts[i]->shape[0] * cols);
+        memcpy(dst, parts[i]->data, k * sizeof(float));
+        dst += k;
+    }
+    *out = t;
+    return 0;
+}
+
 int iv_detect_prefix(iv_model *m, const char *const *candidates, const char *probe, iv_err *err)
 {
     for (const char *const *c = candidates; *c; c++) {

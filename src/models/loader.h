@@ -25,6 +25,11 @@ int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const i
                 const iv_tensor *q_b, const iv_tensor *k_b, const iv_tensor *v_b, const iv_tensor **qkv_w,
                 const iv_tensor **qkv_b, iv_err *err);
 
+/* Concatenates n tensors of equal width along their rows ([r_i, C] -> [sum r_i, C],
+ * or 1-D [r_i] -> [sum r_i]) into one owned by the model: gated MLP halves
+ * stored apart. */
+int iv_concat_rows(iv_model *m, const iv_tensor *const *parts, int n, const iv_tensor **out, iv_err *err);
+
 /* Picks the backbone prefix: the first of candidates (e.g. "bert.", "") for
  * which prefix + probe exists. Error naming the probe when none does. */
 int iv_detect_prefix(iv_model *m, const char *const *candidates, const char *probe, iv_err *err);

@@ -32,6 +32,13 @@ typedef struct iv_rel_bias_spec {
     int num_buckets, max_distance;
 } iv_rel_bias_spec;
 
+/* Dynamic NTK rotary scaling chosen per sequence from its length (Nomic BERT
+ * rotary_scaling_factor); factor 0 means off. See iv_rope_dynamic_inv_freq. */
+typedef struct iv_rope_dynamic_spec {
+    double theta, factor;
+    int max_pos;
+} iv_rope_dynamic_spec;
+
 /* A small head: up to IV_HEAD_MAX_STEPS of linear -> activation -> optional
  * LayerNorm, applied row-wise (BERT pooler + classifier, RoBERTa
  * classifier.dense + out_proj, MLM transform + decoder, ...). */
@@ -65,6 +72,8 @@ typedef struct iv_model {
     iv_layer *layers;
     iv_norm final_norm;         /* after the last layer (pre-norm families), present=0 when none */
     iv_rel_bias_spec rel_bias;
+    const float *alibi_slopes;  /* [n_heads] symmetric ALiBi (model-owned), or NULL */
+    iv_rope_dynamic_spec rope_dynamic;
 
     iv_head seq_head;           /* sequence classification (n_steps 0 when absent) */
     iv_seq_pool seq_head_pool;

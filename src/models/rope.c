@@ -36,6 +36,11 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         out->mscale_all_dim = iv_json_num(src, "mscale_all_dim", 0.0);
         out->attention_factor = iv_json_num(src, "attention_factor", 0.0);
         out->truncate = iv_json_bool(src, "truncate", 1);
+        const cJSON *mb = cJSON_GetObjectItemCaseSensitive(src, "mixed_b");
+        if (cJSON_IsNumber(mb)) {
+            out->has_mixed_b = 1;
+            out->mixed_b = mb->valuedouble;
+        }
     }
     if (out->theta <= 0 || rot_dim <= 0 || rot_dim % 2)
         return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (theta %g, rotary dims %d)", out->theta, rot_dim);
@@ -64,5 +69,32 @@ int iv_rope_inv_freq(const iv_rope_params *p, float *inv, float *attn_factor, iv
         for (int i = 0; i < d / 2; i++) inv[i] /= (float)p->factor;
         return 0;
     }
+    if (!strcmp(p->type, "ntk")) {
+        if (p->factor <= 1.0) {
+            default_inv_freq(p->theta, d, inv);
+            return 0;
+        }
+        if (!p->has_mixed_b) {
+            default_inv_freq(p->theta * p->factor, d, inv);
+            /* factor ** (2 / dim) is a Python double; the tensor division rounds it to float. */
+            const float s = (float)pow(p->factor, 2.0 / d);
+            for (int i = 0; i < d / 2; i++) inv[i] /= s;
+            return 0;
+        }
+        /* torch.tensor(factor).log() is float32; (dim / 2) ** mixed_b a Python double. */
+        default_inv_freq(p->theta, d, inv);
+        const float a = logf((float)p->factor) / (float)pow(d / 2.0, p->mixed_b);
+        for (int i = 0; i < d / 2; i++) inv[i] /= expf(a * powf((float)(i + 1), (float)p->mixed_b));
+        return 0;
+    }
     return iv_errf(err, IV_E_UNSUPPORTED, "rope type \"%s\" is not supported", p->type);
+}
+
+void iv_rope_dynamic_inv_freq(double theta, int rot_dim, double factor, int max_pos, int seq_len,
+                              float *inv_freq)
+{
+    double base = theta;
+    if (seq_len > max_pos)
+        base = theta * pow(factor * seq_len / max_pos - (factor - 1.0), (double)rot_dim / (rot_dim - 2));
+    default_inv_freq(base, rot_dim, inv_freq);
 }
