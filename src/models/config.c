@@ -76,12 +76,16 @@ int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *
     copy_str(cfg->model_type, sizeof cfg->model_type, iv_json_str(j, "model_type", ""));
     cfg->has_auto_map = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "auto_map"));
 
-    /* DistilBERT spells these differently; families may override. */
+    /* DistilBERT and GPT-2 style configs (Nomic BERT hub checkpoints) spell these
+     * differently; families may override. */
     int rc = 0;
-    rc |= read_int(j, "hidden_size", (int)iv_json_int(j, "dim", 0), &cfg->hidden_size, err);
-    rc |= read_int(j, "num_hidden_layers", (int)iv_json_int(j, "n_layers", 0), &cfg->num_layers, err);
-    rc |= read_int(j, "num_attention_heads", (int)iv_json_int(j, "n_heads", 0), &cfg->num_heads, err);
-    rc |= read_int(j, "intermediate_size", (int)iv_json_int(j, "hidden_dim", 0), &cfg->intermediate_size, err);
+    rc |= read_int(j, "hidden_size", (int)iv_json_int(j, "dim", iv_json_int(j, "n_embd", 0)), &cfg->hidden_size, err);
+    rc |= read_int(j, "num_hidden_layers", (int)iv_json_int(j, "n_layers", iv_json_int(j, "n_layer", 0)),
+                   &cfg->num_layers, err);
+    rc |= read_int(j, "num_attention_heads", (int)iv_json_int(j, "n_heads", iv_json_int(j, "n_head", 0)),
+                   &cfg->num_heads, err);
+    rc |= read_int(j, "intermediate_size", (int)iv_json_int(j, "hidden_dim", iv_json_int(j, "n_inner", 0)),
+                   &cfg->intermediate_size, err);
     rc |= read_int(j, "max_position_embeddings", 0, &cfg->max_position_embeddings, err);
     rc |= read_int(j, "type_vocab_size", 0, &cfg->type_vocab_size, err);
     rc |= read_int(j, "vocab_size", 0, &cfg->vocab_size, err);

@@ -11,11 +11,13 @@
  * first rotary_emb_fraction * head_dim dims of each head, base
  * rotary_emb_base, NeoX pairing unless rotary_emb_interleaved.
  *
- * transformers 5 port (`nomic_bert`, BERT-style keys): weights
+ * transformers 5 port (`nomic_bert`, BERT-style config keys, rotary over the
+ * whole head from rope_parameters): save_pretrained writes the hub tensor
+ * names back (under "nomic_bert." in task models); its internal names
  * layers.N.self_attn.{q,k,v,o}_proj, post_attention_layernorm,
- * mlp.{up_proj = fc11, gate_proj = fc12, down_proj}, post_mlp_layernorm,
- * embeddings.LayerNorm, prefix "nomic_bert."; rotary over the whole head from
- * rope_parameters.
+ * mlp.{up_proj = fc11, gate_proj = fc12, down_proj}, post_mlp_layernorm and
+ * embeddings.LayerNorm appear with save_original_format=False. Config style
+ * and tensor names are detected independently.
  *
  * Dynamic NTK (hub rotary_scaling_factor with max_trained_positions, or
  * rope_type "dynamic"): a sequence longer than the trained length gets a
@@ -158,7 +160,7 @@ static int nomic_load(iv_model *m, iv_err *err)
 {
     iv_hf_config *c = &m->cfg;
     if (c->architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
-    static const char *const hub_prefixes[] = {"bert.", "", NULL};
+    static const char *const hub_prefixes[] = {"bert.", "nomic_bert.", "", NULL};
     static const char *const v5_prefixes[] = {"nomic_bert.", "", NULL};
     const int hub_weights = !iv_detect_prefix(m, hub_prefixes, "encoder.layers.0.attn.Wqkv.weight", err);
     if (!hub_weights && iv_detect_prefix(m, v5_prefixes, "layers.0.self_attn.q_proj.weight", err))
@@ -173,17 +175,13 @@ static int nomic_load(iv_model *m, iv_err *err)
     const int64_t H = c->hidden_size;
     if (c->head_dim * c->num_heads != H)
         return iv_errf(err, IV_E_FORMAT, "config.json: heads do not divide the hidden size");
-    /* n_inner may be null in hub configs: the weights say. */
-    char probe[256];
-    snprintf(probe, sizeof probe, "%s%s", m->prefix,
-             hub_weights ? (s->gated ? "encoder.layers.0.mlp.fc11.weight" : "encoder.layers.0.mlp.fc1.weight")
-                         : "layers.0.mlp.up_proj.weight");
-    const iv_tensor *up = iv_weights_find(m->weights, probe);
-    if (!up || up->ndim != 2) return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing tensor \"%s\"", probe);
-    const int64_t inner = iv_json_int(c->json, hub_config_keys ? "n_inner" : "intermediate_size", up->shape[0]);
-    if (inner != up->shape[0])
-        return iv_errf(err, IV_E_FORMAT, "\"%s\" has %lld rows, config says %lld", probe, (long long)up->shape[0],
-                       (long long)inner);
+    int64_t inner = c->intermediate_size;
+    if (hub_config_keys) {
+        /* contrastors: n_inner (default 8H/3 gated, 4H ungated); the gated MLP rounds it up to a multiple of 256. */
+        inner = iv_json_int(c->json, "n_inner", s->gated ? (int64_t)(8 * H / 3) : 4 * H);
+        if (s->gated) inner = (inner + 255) / 256 * 256;
+    }
+    if (inner <= 0) return iv_errf(err, IV_E_FORMAT, "config.json: the MLP width must be positive");
     *s = (iv_block_spec){
         .hidden = (int)H, .n_heads = c->num_heads, .n_kv_heads = c->num_heads, .head_dim = c->head_dim,
         .intermediate = (int)inner, .norm_kind = IV_NORM_LAYER, .norm_place = IV_NORM_POST,
