@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "models/decoder_common.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
@@ -54,18 +55,10 @@ static int load_rope(iv_model *m, iv_err *err)
             return iv_errf(err, IV_E_UNSUPPORTED, "rope_scaling type \"%s\" is not supported by new-impl (only ntk)", t);
     }
     iv_rope_params p;
-    if (iv_rope_params_from_config(m->cfg.json, NULL, m->block.rot_dim, 10000.0, m->cfg.max_position_embeddings, &p,
+    if (iv_rope_params_from_config(m->cfg.json, NULL, m->block.head_dim, 10000.0, m->cfg.max_position_embeddings, &p,
                                    err))
         return -1;
-    iv_tensor *t = iv_model_new_tensor(m, m->block.rot_dim / 2, -1);
-    if (!t) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    float factor;
-    if (iv_rope_inv_freq(&p, t->data, &factor, err)) return -1;
-    for (int l = 0; l < m->n_layers; l++) {
-        m->layers[l].inv_freq = t->data;
-        m->layers[l].rope_attn_factor = factor;
-    }
-    return 0;
+    return iv_decoder_rope(m, &p, NULL, err);
 }
 
 static int gte_load(iv_model *m, iv_err *err)
@@ -89,7 +82,6 @@ static int gte_load(iv_model *m, iv_err *err)
     s->gated = 1;
     s->act_on_first = 0; /* up first, gate second: act(gate) * up */
     if (!strcmp(lnt, "rms_norm")) s->norm_kind = IV_NORM_RMS;
-    if (rope) s->rot_dim = s->head_dim;
     if (iv_json_bool(c->json, "logn_attention_scale", 0)) {
         s->logn_base = c->max_position_embeddings;
         s->logn_clip1 = iv_json_bool(c->json, "logn_attention_clip1", 0);

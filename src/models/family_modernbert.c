@@ -9,10 +9,12 @@
  * global_rope_theta / local_rope_theta; transformers 5 writes layer_types
  * ("full_attention" | "sliding_attention") with rope_parameters
  * {full_attention: {...}, sliding_attention: {...}}. Either is read. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
+#include "models/decoder_common.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
@@ -54,15 +56,15 @@ static int read_layer_kinds(const iv_model *m, int *kinds, iv_err *err)
     return 0;
 }
 
-/* Rotary frequencies of one attention type, into a model-owned buffer. */
-static int type_inv_freq(iv_model *m, int kind, const float **inv, float *attn_factor, iv_err *err)
+/* Rotary tables of one attention type, for the layers of that type. */
+static int type_rope(iv_model *m, int kind, const unsigned char *which, iv_err *err)
 {
     static const char *const type_key[] = {"full_attention", "sliding_attention"};
     static const char *const legacy_key[] = {"global_rope_theta", "local_rope_theta"};
     static const double default_theta[] = {160000.0, 10000.0};
     const cJSON *cfg = m->cfg.json;
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
-    const int d = m->block.rot_dim;
+    const int d = m->block.head_dim;
     iv_rope_params p;
     if (cJSON_IsObject(params)) {
         const cJSON *sub = cJSON_GetObjectItemCaseSensitive(params, type_key[kind]);
@@ -77,11 +79,7 @@ static int type_inv_freq(iv_model *m, int kind, const float **inv, float *attn_f
             return -1;
         p.theta = iv_json_num(cfg, legacy_key[kind], default_theta[kind]);
     }
-    iv_tensor *t = iv_model_new_tensor(m, d / 2, -1);
-    if (!t) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    if (iv_rope_inv_freq(&p, t->data, attn_factor, err)) return -1;
-    *inv = t->data;
-    return 0;
+    return iv_decoder_rope(m, &p, which, err);
 }
 
 static int load_heads(iv_model *m, iv_err *err)
@@ -123,7 +121,6 @@ static int modernbert_load(iv_model *m, iv_err *err)
         .norm_kind = IV_NORM_LAYER, .norm_place = IV_NORM_PRE,
         .norm_eps = (float)iv_json_num(c->json, "norm_eps", 1e-5),
         .act = (iv_act)act, .gated = 1, .act_on_first = 1,
-        .rot_dim = head_dim,
     };
 
     const int64_t H = c->hidden_size;
@@ -134,21 +131,23 @@ static int modernbert_load(iv_model *m, iv_err *err)
     if (iv_ld_layer_norm(m, "final_norm", H, 0, &m->final_norm, err)) return -1;
 
     int *kinds = calloc((size_t)m->n_layers, sizeof *kinds);
-    if (!kinds) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    const float *inv[2] = {NULL, NULL};
-    float factor[2] = {1.0f, 1.0f};
-    int rc = read_layer_kinds(m, kinds, err);
-    for (int k = 0; k < 2 && !rc; k++) rc = type_inv_freq(m, k, &inv[k], &factor[k], err);
-    const int64_t local_attention = iv_json_int(c->json, "local_attention", 128);
-    if (!rc && local_attention < 0) rc = iv_errf(err, IV_E_FORMAT, "config.json: local_attention is negative");
-    for (int l = 0; l < m->n_layers && !rc; l++) {
-        iv_layer *L = &m->layers[l];
-        L->inv_freq = inv[kinds[l]];
-        L->rope_attn_factor = factor[kinds[l]];
-        /* transformers' sliding_window is local_attention // 2, inclusive on both sides. */
-        L->window_left = L->window_right = kinds[l] == LOCAL ? (int)(local_attention / 2) : -1;
+    unsigned char *which = calloc((size_t)m->n_layers, 1);
+    int rc = !kinds || !which ? iv_errf(err, IV_E_NOMEM, "out of memory") : read_layer_kinds(m, kinds, err);
+    for (int k = 0; k < 2 && !rc; k++) {
+        int any = 0;
+        for (int l = 0; l < m->n_layers; l++) {
+            which[l] = kinds[l] == k;
+            any |= which[l];
+        }
+        if (any) rc = type_rope(m, k, which, err);
     }
+    const int64_t local_attention = iv_json_int(c->json, "local_attention", 128);
+    if (!rc && (local_attention < 0 || local_attention > INT_MAX))
+        rc = iv_errf(err, IV_E_FORMAT, "config.json: local_attention out of range");
+    /* transformers' sliding_window is local_attention // 2, inclusive on both sides; which holds the local layers. */
+    if (!rc) iv_decoder_windows(m, which, (int)local_attention, IV_WINDOW_HALF);
     free(kinds);
+    free(which);
     if (rc) return -1;
     return load_heads(m, err);
 }

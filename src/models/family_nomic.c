@@ -21,12 +21,13 @@
  *
  * Dynamic NTK (hub rotary_scaling_factor with max_trained_positions, or
  * rope_type "dynamic"): a sequence longer than the trained length gets a
- * larger rotary base, decided per sequence (see iv_rope_dynamic_inv_freq). */
+ * larger rotary base, decided per sequence (rope.h "dynamic"). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
+#include "models/decoder_common.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
@@ -69,8 +70,8 @@ static int reject_hub_switches(const cJSON *j, iv_err *err)
     return 0;
 }
 
-/* Hub config: GPT-2 key names, contrastors defaults. Returns the rotary base in *theta. */
-static int hub_config(iv_model *m, double *theta, iv_err *err)
+/* Hub config: GPT-2 key names, contrastors defaults; fills the rotary parameters. */
+static int hub_config(iv_model *m, iv_rope_params *rope, iv_err *err)
 {
     iv_hf_config *c = &m->cfg;
     const cJSON *j = c->json;
@@ -110,15 +111,24 @@ static int hub_config(iv_model *m, double *theta, iv_err *err)
                        fraction);
     s->rot_dim = (int)rot;
     s->rope_interleaved = iv_json_bool(j, "rotary_emb_interleaved", 0);
-    *theta = iv_json_num(j, "rotary_emb_base", 10000.0);
+    /* contrastors' dynamic NTK is transformers' "dynamic" with max_trained_positions as the trained length. */
     const double factor = iv_json_num(j, "rotary_scaling_factor", 0.0);
-    if (factor > 0)
-        m->rope_dynamic = (iv_rope_dynamic_spec){*theta, factor, (int)iv_json_int(j, "max_trained_positions", 2048)};
+    *rope = (iv_rope_params){.type = "default", .theta = iv_json_num(j, "rotary_emb_base", 10000.0),
+                             .rot_dim = s->rot_dim, .factor = 1.0};
+    if (factor > 0) {
+        snprintf(rope->type, sizeof rope->type, "dynamic");
+        rope->factor = factor;
+        rope->has_factor = 1;
+        rope->max_position_embeddings = (int)iv_json_int(j, "max_trained_positions", 2048);
+        if (rope->max_position_embeddings <= 0 || s->rot_dim <= 2)
+            return iv_errf(err, IV_E_FORMAT, "config.json: rotary_scaling_factor needs max_trained_positions > 0 "
+                                             "and more than 2 rotary dims");
+    }
     return 0;
 }
 
 /* transformers 5 config: BERT key names, rope_parameters over the whole head. */
-static int v5_config(iv_model *m, double *theta, iv_err *err)
+static int v5_config(iv_model *m, iv_rope_params *p, iv_err *err)
 {
     iv_hf_config *c = &m->cfg;
     iv_block_spec *s = &m->block;
@@ -129,30 +139,13 @@ static int v5_config(iv_model *m, double *theta, iv_err *err)
     s->gated = 1;
     if (!cJSON_GetObjectItemCaseSensitive(c->json, "max_position_embeddings")) c->max_position_embeddings = 2048;
     s->rot_dim = c->head_dim;
-    iv_rope_params p;
-    if (iv_rope_params_from_config(c->json, NULL, s->rot_dim, 1000.0, c->max_position_embeddings, &p, err)) return -1;
+    if (iv_rope_params_from_config(c->json, NULL, s->rot_dim, 1000.0, c->max_position_embeddings, p, err)) return -1;
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(c->json, "rope_parameters");
     if (iv_json_num(params, "partial_rotary_factor", 1.0) != 1.0)
         return iv_errf(err, IV_E_UNSUPPORTED, "rope_parameters.partial_rotary_factor is not supported by nomic_bert");
-    if (!strcmp(p.type, "dynamic"))
-        m->rope_dynamic = (iv_rope_dynamic_spec){p.theta, p.factor, c->max_position_embeddings};
-    else if (strcmp(p.type, "default"))
+    if (strcmp(p->type, "default") && strcmp(p->type, "dynamic"))
         return iv_errf(err, IV_E_UNSUPPORTED, "rope type \"%s\" is not supported by nomic_bert (default, dynamic)",
-                       p.type);
-    *theta = p.theta;
-    return 0;
-}
-
-/* The plain rotary table all layers share (dynamic NTK overrides it per long sequence). */
-static int set_rope(iv_model *m, double theta, iv_err *err)
-{
-    const int d = m->block.rot_dim;
-    iv_tensor *t = iv_model_new_tensor(m, d / 2, -1);
-    if (!t) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    iv_rope_params p = {.type = "default", .theta = theta, .rot_dim = d, .factor = 1.0};
-    float one;
-    if (iv_rope_inv_freq(&p, t->data, &one, err)) return -1;
-    for (int l = 0; l < m->n_layers; l++) m->layers[l].inv_freq = t->data;
+                       p->type);
     return 0;
 }
 
@@ -168,9 +161,9 @@ static int nomic_load(iv_model *m, iv_err *err)
                        "checkpoint has neither encoder.layers.0.attn.Wqkv (nomic-ai hub layout) nor "
                        "layers.0.self_attn.q_proj (transformers layout)");
 
-    double theta = 0;
+    iv_rope_params rope;
     const int hub_config_keys = cJSON_GetObjectItemCaseSensitive(c->json, "n_embd") != NULL;
-    if (hub_config_keys ? hub_config(m, &theta, err) : v5_config(m, &theta, err)) return -1;
+    if (hub_config_keys ? hub_config(m, &rope, err) : v5_config(m, &rope, err)) return -1;
     iv_block_spec *s = &m->block;
     const int64_t H = c->hidden_size;
     if (c->head_dim * c->num_heads != H)
@@ -197,7 +190,9 @@ static int nomic_load(iv_model *m, iv_err *err)
     const iv_encoder_names *names = !hub_weights ? &k_v5 : s->gated ? &k_hub_gated : &k_hub_plain;
     if (!hub_weights && !s->gated)
         return iv_errf(err, IV_E_UNSUPPORTED, "transformers-layout nomic_bert checkpoints have a gated MLP");
-    if (iv_load_encoder_layer_weights(m, names, err) || set_rope(m, theta, err)) return -1;
+    if (iv_load_encoder_layer_weights(m, names, err) || iv_decoder_rope(m, &rope, NULL, err)) return -1;
+    /* Hub checkpoints accept n_positions tokens whatever the dynamic NTK trained length. */
+    if (hub_config_keys) m->max_len = c->max_position_embeddings;
 
     if (iv_arch_has_suffix(c, "ForSequenceClassification")) {
         m->seq_head_pool = IV_SEQ_POOL_FIRST;

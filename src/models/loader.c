@@ -110,6 +110,17 @@ iv_tensor *iv_model_new_tensor(iv_model *m, int64_t d0, int64_t d1)
     return t;
 }
 
+void *iv_model_alloc(iv_model *m, size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p || reserve_owned(m)) {
+        free(p);
+        return NULL;
+    }
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
 int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const iv_tensor *v_w,
                 const iv_tensor *q_b, const iv_tensor *k_b, const iv_tensor *v_b, const iv_tensor **qkv_w,
                 const iv_tensor **qkv_b, iv_err *err)

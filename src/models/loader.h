@@ -36,6 +36,8 @@ int iv_detect_prefix(iv_model *m, const char *const *candidates, const char *pro
 
 /* Allocates a model-owned float buffer described by a tensor [d0, d1] (d1 < 0: 1-D). */
 iv_tensor *iv_model_new_tensor(iv_model *m, int64_t d0, int64_t d1);
+/* Zeroed model-owned memory (per-layer descriptors, pointer tables), freed with the model. */
+void *iv_model_alloc(iv_model *m, size_t bytes);
 
 /* Checks the architecture is one of a NULL-terminated list, else a clear error. */
 int iv_require_architecture(const iv_model *m, const char *const *allowed, iv_err *err);

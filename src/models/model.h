@@ -32,13 +32,6 @@ typedef struct iv_rel_bias_spec {
     int num_buckets, max_distance;
 } iv_rel_bias_spec;
 
-/* Dynamic NTK rotary scaling chosen per sequence from its length (Nomic BERT
- * rotary_scaling_factor); factor 0 means off. See iv_rope_dynamic_inv_freq. */
-typedef struct iv_rope_dynamic_spec {
-    double theta, factor;
-    int max_pos;
-} iv_rope_dynamic_spec;
-
 /* A small head: up to IV_HEAD_MAX_STEPS of linear -> activation -> optional
  * LayerNorm, applied row-wise (BERT pooler + classifier, RoBERTa
  * classifier.dense + out_proj, MLM transform + decoder, ...). */
@@ -73,12 +66,18 @@ typedef struct iv_model {
     iv_norm final_norm;         /* after the last layer (pre-norm families), present=0 when none */
     iv_rel_bias_spec rel_bias;
     const float *alibi_slopes;  /* [n_heads] symmetric ALiBi (model-owned), or NULL */
-    iv_rope_dynamic_spec rope_dynamic;
 
     iv_head seq_head;           /* sequence classification (n_steps 0 when absent) */
     iv_seq_pool seq_head_pool;
     iv_head token_head;         /* token classification */
     iv_head mlm_head;           /* masked-LM logits (SPLADE) */
+
+    /* Longest accepted input; 0 = the position table's size, else
+     * max_position_embeddings (iv_model_max_length). */
+    int max_len;
+    /* Rotary scaling whose frequencies depend on the sequence length (dynamic,
+     * longrope), shared by every rotary layer; NULL otherwise. */
+    const struct iv_rope_params *seq_rope;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;

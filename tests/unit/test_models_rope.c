@@ -8,6 +8,7 @@
  * Tolerance: 1 float32 ulp (relative 1.2e-7), for libm powf/expf vs torch's
  * vectorised kernels. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -77,22 +78,38 @@ TEST(models_rope_ntk_factor_one_is_plain)
     CHECK(plain[0] == 1.0f);
 }
 
+/* contrastors computes the grown base in Python double, transformers' "dynamic" (which rope.c
+ * follows) in float32 tensors: up to 3 float ulps apart in the frequencies. */
+static void check_dynamic(int dim, double theta, double factor, int max_pos, int seq_len, const double *want)
+{
+    char json[256];
+    snprintf(json, sizeof json, "{\"rope_parameters\": {\"rope_type\": \"dynamic\", \"rope_theta\": %g, \"factor\": %g}}",
+             theta, factor);
+    cJSON *cfg = cJSON_Parse(json);
+    iv_rope_params p;
+    iv_err err = {0};
+    float inv[32], af;
+    if (iv_rope_params_from_config(cfg, NULL, dim, 10000.0, max_pos, &p, &err) ||
+        iv_rope_inv_freq_for_length(&p, seq_len, inv, &af, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    } else {
+        for (int i = 0; i < dim / 2; i++)
+            CHECK_MSG(fabs(inv[i] - want[i]) <= 3.6e-7 * fabs(want[i]), "dynamic d%d L%d [%d]: %.9e, contrastors %.9e",
+                      dim, seq_len, i, inv[i], want[i]);
+    }
+    cJSON_Delete(cfg);
+}
+
 TEST(models_rope_dynamic_matches_contrastors)
 {
     static const double want40[] = {1.000000000e+00, 3.459325731e-01, 1.196693256e-01, 4.139751568e-02,
                                     1.432074886e-02, 4.954013042e-03, 1.713754260e-03, 5.928434548e-04};
-    float inv[8];
-    iv_rope_dynamic_inv_freq(1000.0, 16, 2.0, 16, 40, inv);
-    check_freqs("dynamic d16 L40 > 16", inv, want40, 8);
-
+    check_dynamic(16, 1000.0, 2.0, 16, 40, want40);
     static const double want5000[] = {1.000000000e+00, 1.018391401e-01, 1.037120912e-02, 1.056195004e-03};
-    iv_rope_dynamic_inv_freq(1000.0, 8, 3.0, 2048, 5000, inv);
-    check_freqs("dynamic d8 L5000 > 2048", inv, want5000, 4);
-
+    check_dynamic(8, 1000.0, 3.0, 2048, 5000, want5000);
     /* At or below max_pos the base is theta itself: 1000^(-2i/8). */
     static const double plain[] = {1.0, 1.778279410e-01, 3.162277660e-02, 5.623413252e-03};
-    iv_rope_dynamic_inv_freq(1000.0, 8, 3.0, 2048, 2048, inv);
-    check_freqs("dynamic L == max_pos", inv, plain, 4);
+    check_dynamic(8, 1000.0, 3.0, 2048, 2048, plain);
 }
 
 TEST(models_rope_rejects_unknown_type)
@@ -100,9 +117,7 @@ TEST(models_rope_rejects_unknown_type)
     cJSON *cfg = cJSON_Parse("{\"rope_scaling\": {\"type\": \"frobnicate\", \"factor\": 2}}");
     iv_rope_params p;
     iv_err err = {0};
-    float inv[8], af;
-    REQUIRE(iv_rope_params_from_config(cfg, NULL, 16, 10000.0, 512, &p, &err) == 0);
-    CHECK(iv_rope_inv_freq(&p, inv, &af, &err) == -1);
+    CHECK(iv_rope_params_from_config(cfg, NULL, 16, 10000.0, 512, &p, &err) == -1);
     CHECK_CONTAINS(err.msg, "frobnicate");
     CHECK_EQ_INT(err.code, IV_E_UNSUPPORTED);
     cJSON_Delete(cfg);
