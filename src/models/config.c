@@ -140,3 +140,24 @@ int iv_config_references_code(const iv_hf_config *cfg, const char *repo)
         cJSON_ArrayForEach(it, map) if (names_repo(it, repo)) return 1;
     return 0;
 }
+
+int iv_config_auto_map_classes(const iv_hf_config *cfg, const char *class_prefix, iv_err *err)
+{
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->json, "auto_map");
+    const cJSON *it;
+    if (!cJSON_IsObject(map)) return 0;
+    cJSON_ArrayForEach(it, map) {
+        /* Model and config classes; tokenizer entries name other code. */
+        if (strncmp(it->string, "AutoModel", 9) && strcmp(it->string, "AutoConfig")) continue;
+        const cJSON *v = cJSON_IsArray(it) ? cJSON_GetArrayItem(it, 0) : it;
+        if (!cJSON_IsString(v)) continue; /* [null, "Fast"] tokenizer entries and the like */
+        const char *cls = strrchr(v->valuestring, '.');
+        cls = cls ? cls + 1 : v->valuestring;
+        if (strncmp(cls, class_prefix, strlen(class_prefix)))
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "config.json references custom code (auto_map %s: \"%s\") other than the %s* classes "
+                           "this family implements",
+                           it->string, v->valuestring, class_prefix);
+    }
+    return 0;
+}

@@ -65,6 +65,7 @@ static int gte_load(iv_model *m, iv_err *err)
 {
     iv_hf_config *c = &m->cfg;
     if (c->architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
+    if (iv_config_auto_map_classes(c, "New", err)) return -1;
     c->max_position_embeddings = (int)iv_json_int(c->json, "max_position_embeddings", 2048);
     const char *pet = iv_json_str(c->json, "position_embedding_type", "rope");
     const int rope = !strcmp(pet, "rope");

@@ -105,6 +105,9 @@ static int modernbert_load(iv_model *m, iv_err *err)
 {
     iv_hf_config *c = &m->cfg;
     if (c->architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
+    if (c->has_auto_map)
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json references custom code (auto_map); ModernBERT runs "
+                                              "transformers' own modernbert code only");
     static const char *const prefixes[] = {"model.", "", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.tok_embeddings.weight", err)) return -1;
 

@@ -153,6 +153,7 @@ static int nomic_load(iv_model *m, iv_err *err)
 {
     iv_hf_config *c = &m->cfg;
     if (c->architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
+    if (iv_config_auto_map_classes(c, "NomicBert", err)) return -1;
     static const char *const hub_prefixes[] = {"bert.", "nomic_bert.", "", NULL};
     static const char *const v5_prefixes[] = {"nomic_bert.", "", NULL};
     const int hub_weights = !iv_detect_prefix(m, hub_prefixes, "encoder.layers.0.attn.Wqkv.weight", err);
