@@ -112,12 +112,31 @@ static int parse_line(const char *line, size_t len, char **text, size_t *tlen, c
 static int print_encoding(const iv_tokenizer *tok, const iv_encoding *enc, const char *text, size_t tlen,
                           const char *pair, size_t plen, int decode, iv_err *err)
 {
-    int32_t *offs = malloc(sizeof *offs * 2 * (size_t)(enc->len + 1));
+    /* Char offsets, converted per sequence in one pass each. */
+    int32_t *offs = malloc(sizeof *offs * 4 * (size_t)(enc->len + 1));
     if (!offs) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    int32_t *tmp = offs + 2 * (enc->len + 1);
     memcpy(offs, enc->offsets, sizeof *offs * 2 * (size_t)enc->len);
-    for (int i = 0; i < enc->len; i++) {
-        if (enc->seq_index[i] == 0) iv_tokenizer_char_offsets(text, tlen, offs + 2 * i, 1);
-        else if (enc->seq_index[i] == 1) iv_tokenizer_char_offsets(pair, plen, offs + 2 * i, 1);
+    for (int seq = 0; seq < 2; seq++) {
+        int k = 0;
+        for (int i = 0; i < enc->len; i++)
+            if (enc->seq_index[i] == seq) {
+                tmp[2 * k] = offs[2 * i];
+                tmp[2 * k + 1] = offs[2 * i + 1];
+                k++;
+            }
+        if (!k) continue;
+        if (iv_tokenizer_char_offsets(seq ? pair : text, seq ? plen : tlen, tmp, k)) {
+            free(offs);
+            return iv_errf(err, IV_E_NOMEM, "out of memory");
+        }
+        k = 0;
+        for (int i = 0; i < enc->len; i++)
+            if (enc->seq_index[i] == seq) {
+                offs[2 * i] = tmp[2 * k];
+                offs[2 * i + 1] = tmp[2 * k + 1];
+                k++;
+            }
     }
     char *decoded = NULL;
     size_t dlen = 0;
