@@ -31,15 +31,6 @@ int iv_encoder_block_spec(iv_model *m, iv_err *err)
     return 0;
 }
 
-int iv_ld_norm_opt(iv_model *m, const char *base, int64_t dim, iv_norm *out, iv_err *err)
-{
-    char name[384];
-    snprintf(name, sizeof name, "%s%s.weight", m->prefix, base);
-    *out = (iv_norm){0};
-    if (!iv_weights_find(m->weights, name)) return 0;
-    return iv_ld_layer_norm(m, base, dim, 0, out, err);
-}
-
 /* A gated up projection stored as two halves, concatenated into one [2I, H]. */
 static int ld_split_up(iv_model *m, const char *pre, const iv_encoder_names *nm, int64_t I, int64_t H,
                        iv_layer *L, iv_err *err)

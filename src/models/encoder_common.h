@@ -25,8 +25,6 @@ int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *names, iv_err *e
  * for whatever m->block says (gated decides the up projection's shape). */
 int iv_encoder_block_spec(iv_model *m, iv_err *err);
 int iv_load_encoder_layer_weights(iv_model *m, const iv_encoder_names *names, iv_err *err);
-/* A norm named base, optional: present = 0 when base.weight is absent. */
-int iv_ld_norm_opt(iv_model *m, const char *base, int64_t dim, iv_norm *out, iv_err *err);
 
 /* Heads. Each returns 0 with an empty head when `required` is 0 and the
  * tensors are absent. `base` names are taken as is (no backbone prefix)
