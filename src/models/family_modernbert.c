@@ -147,8 +147,11 @@ static int modernbert_load(iv_model *m, iv_err *err)
     const int64_t local_attention = iv_json_int(c->json, "local_attention", 128);
     if (!rc && (local_attention < 0 || local_attention > INT_MAX))
         rc = iv_errf(err, IV_E_FORMAT, "config.json: local_attention out of range");
-    /* transformers' sliding_window is local_attention // 2, inclusive on both sides; which holds the local layers. */
-    if (!rc) iv_decoder_windows(m, which, (int)local_attention, IV_WINDOW_HALF);
+    /* transformers' sliding_window is local_attention // 2, inclusive on both sides. */
+    if (!rc) {
+        for (int l = 0; l < m->n_layers; l++) which[l] = kinds[l] == LOCAL;
+        iv_decoder_windows(m, which, (int)local_attention, IV_WINDOW_HALF);
+    }
     free(kinds);
     free(which);
     if (rc) return -1;
