@@ -6,5 +6,6 @@
 const iv_command iv_commands[] = {
     {"embed", iv_cmd_embed},
     {"predict", iv_cmd_predict},
+    {"serve", iv_cmd_serve},
     {NULL, NULL},
 };
