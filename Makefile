@@ -7,10 +7,12 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 BUILD   ?= build/release
-OPT     ?= -O3 -march=native -DNDEBUG
+# The CPU kernels use AVX2/FMA; ARCH picks the target (native by default).
+ARCH    ?= -march=native
+OPT     ?= -O3 -DNDEBUG
 SAN     ?=
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-	-Wshadow -Wstrict-prototypes -Wno-format-truncation -fopenmp -pthread -g -Isrc -Itests $(PKG_CFLAGS)
+	-Wshadow -Wstrict-prototypes -Wno-format-truncation -fopenmp -pthread -g $(ARCH) -Isrc -Itests $(PKG_CFLAGS)
 CFLAGS  = $(CFLAGS_BASE) $(OPT) $(SAN)
 LDLIBS  = $(PKG_LIBS) -fopenmp -pthread -lm $(SAN)
 
@@ -19,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz
+.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz fuzz-bins
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -61,6 +63,23 @@ fixtures:
 run: deps models
 	$(MAKE) $(BUILD)/infinity_v3
 	$(BUILD)/infinity_v3 serve --model-id .cache/models/all-MiniLM-L6-v2 --port 7997
+
+# libFuzzer targets: every tests/fuzz/fuzz_*.c becomes build/fuzz/fuzz_*, linked
+# against a clang-built, coverage-instrumented libiv.a (ASan + UBSan). Not part
+# of `make test`; needs clang with libFuzzer and OpenMP (Debian: apt-get install
+# clang libclang-rt-14-dev libomp-14-dev). Run one for a minute with, e.g.:
+#   mkdir -p build/fuzz/corpus_safetensors && build/fuzz/fuzz_safetensors -max_total_time=60 \
+#     -dict=tests/fuzz/safetensors.dict build/fuzz/corpus_safetensors tests/fuzz/seeds/safetensors
+FUZZ_CC   ?= clang
+FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz:
+	$(MAKE) fuzz-bins BUILD=build/fuzz CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
+		SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+
+fuzz-bins: $(FUZZ_BIN)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/libiv.a
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/libiv.a -o $@ $(LDLIBS)
 
 clean:
 	rm -rf build

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/json.h"
+#include "engine/resolve.h"
 
 static char *dup_n(const char *s, size_t n)
 {
@@ -219,6 +220,7 @@ int iv_cli_common_arg(iv_cli_common *c, int argc, char **argv, int *i)
     if (!strcmp(a, "--device")) TAKE(c->engine.device);
     if (!strcmp(a, "--dtype")) TAKE(c->engine.dtype);
     if (!strcmp(a, "--prompt-name")) TAKE(c->prompt_name);
+    if (!strcmp(a, "--revision")) TAKE(c->revision);
 #undef TAKE
     if (!strcmp(a, "--batch-tokens") && next) {
         c->batch_tokens = atoi(next);
@@ -249,7 +251,13 @@ int iv_cli_open(const iv_cli_common *c, iv_engine **e, iv_input_opts *io)
         return -1;
     }
     iv_err err = {0};
-    if (iv_engine_load(e, c->model_id, &c->engine, &err)) {
+    char dir[4096];
+    iv_resolve_opts ro = {.revision = c->revision};
+    if (iv_resolve_model(c->model_id, &ro, dir, sizeof dir, &err)) {
+        fprintf(stderr, "infinity_v3: cannot find %s: %s\n", c->model_id, err.msg);
+        return -1;
+    }
+    if (iv_engine_load(e, dir, &c->engine, &err)) {
         fprintf(stderr, "infinity_v3: cannot load %s: %s\n", c->model_id, err.msg);
         return -1;
     }

@@ -41,7 +41,8 @@ int iv_cli_process(const iv_cli_run *run, FILE *f);
 /* Parses --model-id and the engine flags common to every offline command;
  * returns 0 when argv[*i] was consumed (advancing *i), 1 when not ours, -1 on error. */
 typedef struct iv_cli_common {
-    const char *model_id;
+    const char *model_id;   /* local dir, HF cache entry or hub id (engine/resolve.h) */
+    const char *revision;
     iv_engine_opts engine;
     int batch_tokens;
     int truncate;

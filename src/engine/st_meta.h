@@ -21,11 +21,15 @@ typedef enum iv_pool_mode {
 #define IV_ST_MAX_DENSE 4
 #define IV_ST_MAX_PROMPTS 32
 
+/* The modules run in this order: backbone, token-level Dense modules, Pooling,
+ * sentence-level Dense modules, Normalize. Any other order in modules.json is
+ * rejected as unsupported, so dense[] read front to back is the pipeline. */
 typedef struct iv_st_dense {
     char dir[4096];      /* module directory (holds model.safetensors) */
     int in_features, out_features;
     int bias;
     iv_act act;          /* activation_function, e.g. torch.nn.modules.activation.Tanh */
+    int token_level;     /* module_input_name "token_embeddings": projects every token, before pooling */
 } iv_st_dense;
 
 typedef struct iv_st_prompt {
@@ -34,6 +38,8 @@ typedef struct iv_st_prompt {
 
 typedef struct iv_st_meta {
     int present;                 /* modules.json found */
+    char backbone_dir[4096];     /* the Transformer module's directory: model_dir unless
+                                    modules.json gives it a subfolder (old 0_Transformer/ saves) */
     iv_pool_mode pool;
     int pool_include_prompt;     /* Pooling include_prompt (default true) */
     int n_dense;
@@ -52,5 +58,9 @@ void iv_st_meta_free(iv_st_meta *m);
 /* The prompt text for name, or NULL. */
 const char *iv_st_meta_prompt(const iv_st_meta *m, const char *name);
 const char *iv_pool_mode_name(iv_pool_mode m);
+/* Maps a Dense activation_function class path ("torch.nn.modules.activation.Tanh",
+ * "torch.nn.modules.linear.Identity", or the short "torch.nn.Tanh") to an
+ * iv_act; -1 when unknown. */
+int iv_act_from_torch_name(const char *name);
 
 #endif

@@ -8,6 +8,9 @@ int iv_st_dense_load(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, i
     int width = in_dim;
     for (int i = 0; i < meta->n_dense; i++) {
         const iv_st_dense *m = &meta->dense[i];
+        if (m->token_level)
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "Dense module %s projects token embeddings before pooling; not supported yet", m->dir);
         if (m->in_features != width)
             return iv_errf(err, IV_E_FORMAT, "Dense module %s expects %d inputs but receives %d", m->dir,
                            m->in_features, width);

@@ -51,7 +51,7 @@ static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const 
     if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, 0.0f);
     if (s->rot_dim && L->inv_freq) {
         iv_rope_args r = {q, s->n_heads, s->head_dim, s->rot_dim, ex->positions, L->inv_freq,
-                          s->rope_interleaved, 1.0f};
+                          s->rope_interleaved, L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f};
         ops->rope(ops, &r);
         r.x = k;
         r.n_heads = s->n_kv_heads;

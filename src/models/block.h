@@ -54,6 +54,7 @@ typedef struct iv_layer {
     const iv_tensor *down_w, *down_b; /* [H, I] */
     int window_left, window_right;    /* -1: unlimited */
     const float *inv_freq;            /* rotary frequencies [rot_dim/2], or NULL */
+    float rope_attn_factor;           /* scales cos/sin (YaRN); 0 means 1 */
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */

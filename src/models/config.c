@@ -51,9 +51,21 @@ int iv_hf_config_load(iv_hf_config *cfg, const char *model_dir, iv_err *err)
     memset(cfg, 0, sizeof *cfg);
     char path[4096];
     iv_path_join(path, sizeof path, model_dir, "config.json");
-    if (iv_json_load_file(path, 16u << 20, &cfg->json, err)) return -1;
+    char *buf;
+    size_t len;
+    if (iv_file_read_all(path, 16u << 20, &buf, &len, err)) return -1;
+    int rc = iv_hf_config_parse(cfg, buf, len, err);
+    free(buf);
+    if (rc) iv_err_prefix(err, "%s: ", path);
+    return rc;
+}
+
+int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (iv_json_parse(text, len, "config.json", &cfg->json, err)) return -1;
     const cJSON *j = cfg->json;
-    if (!cJSON_IsObject(j)) return iv_errf(err, IV_E_FORMAT, "%s: not a JSON object", path);
+    if (!cJSON_IsObject(j)) return iv_errf(err, IV_E_FORMAT, "config.json: not a JSON object");
 
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(j, "architectures");
     if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0) {

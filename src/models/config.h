@@ -31,6 +31,9 @@ typedef struct iv_hf_config {
 } iv_hf_config;
 
 int iv_hf_config_load(iv_hf_config *cfg, const char *model_dir, iv_err *err);
+/* Parses config.json text (the loader and the fuzz target share it). On
+ * failure cfg still needs iv_hf_config_free. */
+int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *err);
 void iv_hf_config_free(iv_hf_config *cfg);
 /* Architecture names ending in this suffix, e.g. "ForSequenceClassification". */
 int iv_arch_has_suffix(const iv_hf_config *cfg, const char *suffix);

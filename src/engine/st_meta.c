@@ -1,0 +1,469 @@
+/* sentence-transformers metadata. modules.json lists the pipeline a
+ * SentenceTransformer runs after the backbone; we accept the modules whose
+ * inference we reproduce (Pooling, Dense, Normalize, and Dropout, which is
+ * the identity at inference) and refuse every other type by name, since
+ * silently skipping a module changes the embeddings.
+ *
+ * Module "type" strings changed over releases: v2-v5 wrote the module path
+ * ("sentence_transformers.models.Pooling"); v6 writes module path + class
+ * ("sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+ * "sentence_transformers.base.modules.dense.Dense"). All forms are accepted. */
+#include "engine/st_meta.h"
+
+#include <cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "base/json.h"
+
+/* Config files are a few hundred bytes; prompts can run to kilobytes. */
+#define ST_JSON_MAX_BYTES (4u << 20)
+
+typedef enum st_kind {
+    ST_UNKNOWN = 0,
+    ST_TRANSFORMER,
+    ST_POOLING,
+    ST_DENSE,
+    ST_NORMALIZE,
+    ST_DROPOUT,
+} st_kind;
+
+static st_kind module_kind(const char *type)
+{
+    static const char *const k_prefixes[] = {
+        "sentence_transformers.models.",
+        "sentence_transformers.base.modules.",
+        "sentence_transformers.sentence_transformer.modules.",
+    };
+    static const struct {
+        const char *cls, *file;
+        st_kind kind;
+    } k_mods[] = {
+        {"Transformer", "transformer", ST_TRANSFORMER}, {"Pooling", "pooling", ST_POOLING},
+        {"Dense", "dense", ST_DENSE},                   {"Normalize", "normalize", ST_NORMALIZE},
+        {"Dropout", "dropout", ST_DROPOUT},
+    };
+    for (size_t p = 0; p < sizeof k_prefixes / sizeof k_prefixes[0]; p++) {
+        size_t n = strlen(k_prefixes[p]);
+        if (strncmp(type, k_prefixes[p], n) != 0) continue;
+        const char *rest = type + n;
+        for (size_t m = 0; m < sizeof k_mods / sizeof k_mods[0]; m++) {
+            char file_cls[64], cls_cls[64];
+            snprintf(file_cls, sizeof file_cls, "%s.%s", k_mods[m].file, k_mods[m].cls);
+            snprintf(cls_cls, sizeof cls_cls, "%s.%s", k_mods[m].cls, k_mods[m].cls);
+            if (!strcmp(rest, k_mods[m].cls) || !strcmp(rest, file_cls) || !strcmp(rest, cls_cls))
+                return k_mods[m].kind;
+        }
+    }
+    return ST_UNKNOWN;
+}
+
+int iv_act_from_torch_name(const char *name)
+{
+    static const struct {
+        const char *cls;
+        iv_act act;
+    } k[] = {
+        {"Tanh", IV_ACT_TANH}, {"ReLU", IV_ACT_RELU},       {"GELU", IV_ACT_GELU},
+        {"SiLU", IV_ACT_SILU}, {"Sigmoid", IV_ACT_SIGMOID},
+    };
+    if (!strcmp(name, "torch.nn.modules.linear.Identity") || !strcmp(name, "torch.nn.Identity")) return IV_ACT_NONE;
+    const char *cls = NULL;
+    if (!strncmp(name, "torch.nn.modules.activation.", 28)) cls = name + 28;
+    else if (!strncmp(name, "torch.nn.", 9)) cls = name + 9;
+    if (!cls) return -1;
+    /* torch reconstructs GELU() with approximate="none": erf GELU. */
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(cls, k[i].cls)) return (int)k[i].act;
+    return -1;
+}
+
+const char *iv_pool_mode_name(iv_pool_mode m)
+{
+    switch (m) {
+    case IV_POOL_NONE: return "none";
+    case IV_POOL_CLS: return "cls";
+    case IV_POOL_MEAN: return "mean";
+    case IV_POOL_MAX: return "max";
+    case IV_POOL_LAST: return "lasttoken";
+    case IV_POOL_MEAN_SQRT_LEN: return "mean_sqrt_len_tokens";
+    case IV_POOL_WEIGHTED_MEAN: return "weightedmean";
+    }
+    return "?";
+}
+
+/* The names of the current "pooling_mode" and of the legacy boolean keys,
+ * in the order sentence-transformers concatenates them. */
+static const struct {
+    const char *mode, *legacy_key;
+    iv_pool_mode pool;
+} k_pool_modes[] = {
+    {"cls", "pooling_mode_cls_token", IV_POOL_CLS},
+    {"max", "pooling_mode_max_tokens", IV_POOL_MAX},
+    {"mean", "pooling_mode_mean_tokens", IV_POOL_MEAN},
+    {"mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens", IV_POOL_MEAN_SQRT_LEN},
+    {"weightedmean", "pooling_mode_weightedmean_tokens", IV_POOL_WEIGHTED_MEAN},
+    {"lasttoken", "pooling_mode_lasttoken", IV_POOL_LAST},
+};
+#define ST_N_POOL_MODES ((int)(sizeof k_pool_modes / sizeof k_pool_modes[0]))
+
+static int pool_from_mode_name(const char *s)
+{
+    for (int i = 0; i < ST_N_POOL_MODES; i++)
+        if (!strcmp(s, k_pool_modes[i].mode)) return (int)k_pool_modes[i].pool;
+    return -1;
+}
+
+static int concat_unsupported(const char *path, const char *modes, iv_err *err)
+{
+    return iv_errf(err, IV_E_UNSUPPORTED,
+                   "%s: several pooling modes at once (%s) concatenate their outputs; only one pooling mode is supported",
+                   path, modes);
+}
+
+/* A module directory must stay inside the model directory. */
+static int rel_path_ok(const char *p)
+{
+    if (p[0] == '/') return 0;
+    for (const char *s = p; *s;) {
+        const char *slash = strchr(s, '/');
+        size_t n = slash ? (size_t)(slash - s) : strlen(s);
+        if (n == 2 && s[0] == '.' && s[1] == '.') return 0;
+        if (!slash) break;
+        s = slash + 1;
+    }
+    return 1;
+}
+
+static int load_module_config(const char *dir, const char *module_name, const char *type_name, cJSON **out,
+                              char *path, size_t cap, iv_err *err)
+{
+    iv_path_join(path, cap, dir, "config.json");
+    if (!iv_file_exists(path))
+        return iv_errf(err, IV_E_NOTFOUND, "%s module \"%s\" has no config.json (looked for %s)", type_name,
+                       module_name, path);
+    if (iv_json_load_file(path, ST_JSON_MAX_BYTES, out, err)) return -1;
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return iv_errf(err, IV_E_FORMAT, "%s: must be a JSON object", path);
+    }
+    return 0;
+}
+
+static int parse_pooling(iv_st_meta *m, const cJSON *cfg, const char *path, iv_err *err)
+{
+    if (iv_json_bool_chk(cfg, "include_prompt", 1, &m->pool_include_prompt, path, err)) return -1;
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cfg, "pooling_mode");
+    if (pm && !cJSON_IsNull(pm)) { /* the current form wins over legacy keys, as in sentence-transformers */
+        if (cJSON_IsArray(pm)) {
+            int n = cJSON_GetArraySize(pm);
+            if (n == 0) return iv_errf(err, IV_E_FORMAT, "%s: \"pooling_mode\" is an empty list", path);
+            if (n > 1) {
+                char list[256] = "";
+                const cJSON *it;
+                cJSON_ArrayForEach(it, pm)
+                {
+                    size_t len = strlen(list);
+                    snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
+                             cJSON_IsString(it) ? it->valuestring : "?");
+                }
+                return concat_unsupported(path, list, err);
+            }
+            pm = cJSON_GetArrayItem(pm, 0);
+        }
+        if (!cJSON_IsString(pm))
+            return iv_errf(err, IV_E_FORMAT, "%s: \"pooling_mode\" must be a string or a list of strings", path);
+        int pool = pool_from_mode_name(pm->valuestring);
+        if (pool < 0)
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "%s: unknown pooling_mode \"%.64s\" (known: cls, max, mean, mean_sqrt_len_tokens, "
+                           "weightedmean, lasttoken)",
+                           path, pm->valuestring);
+        m->pool = (iv_pool_mode)pool;
+        return 0;
+    }
+    char list[256] = "";
+    int n_on = 0;
+    iv_pool_mode pool = IV_POOL_MEAN; /* no mode enabled: sentence-transformers falls back to mean */
+    for (int i = 0; i < ST_N_POOL_MODES; i++) {
+        int on;
+        if (iv_json_bool_chk(cfg, k_pool_modes[i].legacy_key, 0, &on, path, err)) return -1;
+        if (!on) continue;
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", k_pool_modes[i].legacy_key);
+        pool = k_pool_modes[i].pool;
+        n_on++;
+    }
+    if (n_on > 1) return concat_unsupported(path, list, err);
+    m->pool = pool;
+    return 0;
+}
+
+static int parse_dense(iv_st_dense *d, const cJSON *cfg, const char *path, iv_err *err)
+{
+    int64_t in, out;
+    if (iv_json_int_chk(cfg, "in_features", 0, &in, path, err) ||
+        iv_json_int_chk(cfg, "out_features", 0, &out, path, err))
+        return -1;
+    if (in <= 0 || in > INT_MAX || out <= 0 || out > INT_MAX)
+        return iv_errf(err, IV_E_FORMAT, "%s: \"in_features\" and \"out_features\" must be positive integers", path);
+    d->in_features = (int)in;
+    d->out_features = (int)out;
+    if (iv_json_bool_chk(cfg, "bias", 1, &d->bias, path, err)) return -1;
+
+    /* Absent: the Dense default, Tanh. null: sentence-transformers builds Identity. */
+    const cJSON *af = cJSON_GetObjectItemCaseSensitive(cfg, "activation_function");
+    if (!af) {
+        d->act = IV_ACT_TANH;
+    } else if (cJSON_IsNull(af)) {
+        d->act = IV_ACT_NONE;
+    } else {
+        if (!cJSON_IsString(af))
+            return iv_errf(err, IV_E_FORMAT, "%s: \"activation_function\" must be a string", path);
+        int act = iv_act_from_torch_name(af->valuestring);
+        if (act < 0)
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "%s: activation_function \"%.128s\" is not supported (known: Identity, Tanh, ReLU, GELU, "
+                           "SiLU, Sigmoid from torch.nn)",
+                           path, af->valuestring);
+        d->act = (iv_act)act;
+    }
+
+    int residual;
+    if (iv_json_bool_chk(cfg, "use_residual", 0, &residual, path, err)) return -1;
+    if (residual) return iv_errf(err, IV_E_UNSUPPORTED, "%s: Dense with use_residual is not supported", path);
+    const char *in_name = iv_json_str(cfg, "module_input_name", "sentence_embedding");
+    const char *out_name = iv_json_str(cfg, "module_output_name", in_name);
+    if (strcmp(in_name, "sentence_embedding") && strcmp(in_name, "token_embeddings"))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "%s: Dense reading \"%.64s\" is not supported (only sentence_embedding or token_embeddings)",
+                       path, in_name);
+    if (strcmp(out_name, in_name))
+        return iv_errf(err, IV_E_UNSUPPORTED, "%s: Dense writing \"%.64s\" from \"%s\" is not supported", path,
+                       out_name, in_name);
+    d->token_level = !strcmp(in_name, "token_embeddings");
+    return 0;
+}
+
+static int load_modules(iv_st_meta *m, const char *model_dir, const char *modules_path, iv_err *err)
+{
+    cJSON *root;
+    if (iv_json_load_file(modules_path, ST_JSON_MAX_BYTES, &root, err)) return -1;
+    int rc = 0, seen_transformer = 0, seen_pooling = 0;
+    if (!cJSON_IsArray(root)) {
+        rc = iv_errf(err, IV_E_FORMAT, "%s: must be a list of modules", modules_path);
+        goto done;
+    }
+    const cJSON *it;
+    int idx = 0;
+    cJSON_ArrayForEach(it, root)
+    {
+        const char *type = iv_json_str(it, "type", NULL);
+        const char *rel = iv_json_str(it, "path", "");
+        char name[64];
+        snprintf(name, sizeof name, "%.48s", iv_json_str(it, "name", ""));
+        if (!name[0]) snprintf(name, sizeof name, "%d", idx);
+        idx++;
+        if (!cJSON_IsObject(it) || !type) {
+            rc = iv_errf(err, IV_E_FORMAT, "%s: module %s needs a string \"type\"", modules_path, name);
+            break;
+        }
+        if (!rel_path_ok(rel)) {
+            rc = iv_errf(err, IV_E_FORMAT, "%s: module %s path \"%.128s\" leaves the model directory", modules_path,
+                         name, rel);
+            break;
+        }
+        char dir[PATH_MAX], cfg_path[PATH_MAX];
+        if (rel[0]) iv_path_join(dir, sizeof dir, model_dir, rel);
+        else snprintf(dir, sizeof dir, "%s", model_dir);
+        cJSON *cfg = NULL;
+        switch (module_kind(type)) {
+        case ST_TRANSFORMER:
+            if (seen_transformer++) {
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: more than one Transformer module", modules_path);
+                break;
+            }
+            snprintf(m->backbone_dir, sizeof m->backbone_dir, "%s", dir);
+            break;
+        case ST_POOLING:
+            if (seen_pooling++)
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: more than one Pooling module", modules_path);
+            else if (m->normalize)
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: Pooling after Normalize is not supported", modules_path);
+            else if (!load_module_config(dir, name, "Pooling", &cfg, cfg_path, sizeof cfg_path, err))
+                rc = parse_pooling(m, cfg, cfg_path, err);
+            else
+                rc = -1;
+            break;
+        case ST_DENSE: {
+            if (m->n_dense == IV_ST_MAX_DENSE) {
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: more than %d Dense modules", modules_path, IV_ST_MAX_DENSE);
+                break;
+            }
+            if (m->normalize) {
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: Dense module %s after Normalize is not supported",
+                             modules_path, name);
+                break;
+            }
+            iv_st_dense *d = &m->dense[m->n_dense];
+            memset(d, 0, sizeof *d);
+            snprintf(d->dir, sizeof d->dir, "%s", dir);
+            if (load_module_config(dir, name, "Dense", &cfg, cfg_path, sizeof cfg_path, err) ||
+                parse_dense(d, cfg, cfg_path, err)) {
+                rc = -1;
+                break;
+            }
+            if (d->token_level && seen_pooling)
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: token-level Dense module %s after Pooling is not supported",
+                             modules_path, name);
+            else if (!d->token_level && !seen_pooling)
+                rc = iv_errf(err, IV_E_UNSUPPORTED,
+                             "%s: Dense module %s projects the sentence embedding but comes before any Pooling module",
+                             modules_path, name);
+            else
+                m->n_dense++;
+            break;
+        }
+        case ST_NORMALIZE:
+            m->normalize = 1;
+            break;
+        case ST_DROPOUT:
+            break; /* the identity at inference */
+        case ST_UNKNOWN:
+            rc = iv_errf(err, IV_E_UNSUPPORTED,
+                         "%s: module %s has type %.200s, which infinity_v3 does not support (supported: Transformer, "
+                         "Pooling, Dense, Normalize, Dropout)",
+                         modules_path, name, type);
+            break;
+        }
+        cJSON_Delete(cfg);
+        if (rc) break;
+    }
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* sentence_bert_config.json sits with the Transformer module (usually the model root). */
+static int load_bert_config(iv_st_meta *m, const char *model_dir, iv_err *err)
+{
+    char path[PATH_MAX];
+    iv_path_join(path, sizeof path, m->backbone_dir, "sentence_bert_config.json");
+    if (!iv_file_exists(path)) iv_path_join(path, sizeof path, model_dir, "sentence_bert_config.json");
+    if (!iv_file_exists(path)) return 0;
+    cJSON *cfg;
+    if (iv_json_load_file(path, ST_JSON_MAX_BYTES, &cfg, err)) return -1;
+    int64_t msl = 0;
+    int rc = 0;
+    if (!cJSON_IsObject(cfg)) rc = iv_errf(err, IV_E_FORMAT, "%s: must be a JSON object", path);
+    else if (iv_json_int_chk(cfg, "max_seq_length", 0, &msl, path, err) ||
+             iv_json_bool_chk(cfg, "do_lower_case", 0, &m->do_lower_case, path, err))
+        rc = -1;
+    else if (msl < 0 || msl > INT_MAX)
+        rc = iv_errf(err, IV_E_FORMAT, "%s: \"max_seq_length\" %lld is out of range", path, (long long)msl);
+    m->max_seq_length = (int)(rc ? 0 : msl);
+    cJSON_Delete(cfg);
+    return rc;
+}
+
+/* Reads an optional string-or-null field into a malloc'd copy. */
+static int dup_opt_str(const cJSON *obj, const char *key, char **out, const char *path, iv_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a string or null", path, key);
+    *out = strdup(v->valuestring);
+    return *out ? 0 : iv_errf(err, IV_E_NOMEM, "out of memory reading %s", path);
+}
+
+static int load_st_config(iv_st_meta *m, const char *model_dir, iv_err *err)
+{
+    char path[PATH_MAX];
+    iv_path_join(path, sizeof path, model_dir, "config_sentence_transformers.json");
+    if (!iv_file_exists(path)) return 0;
+    cJSON *cfg;
+    if (iv_json_load_file(path, ST_JSON_MAX_BYTES, &cfg, err)) return -1;
+    int rc = 0;
+    if (!cJSON_IsObject(cfg)) {
+        rc = iv_errf(err, IV_E_FORMAT, "%s: must be a JSON object", path);
+        goto done;
+    }
+    const cJSON *prompts = cJSON_GetObjectItemCaseSensitive(cfg, "prompts");
+    if (prompts && !cJSON_IsNull(prompts)) {
+        if (!cJSON_IsObject(prompts)) {
+            rc = iv_errf(err, IV_E_FORMAT, "%s: \"prompts\" must be an object of name -> text", path);
+            goto done;
+        }
+        const cJSON *p;
+        cJSON_ArrayForEach(p, prompts)
+        {
+            if (!cJSON_IsString(p)) {
+                rc = iv_errf(err, IV_E_FORMAT, "%s: prompt \"%.64s\" must be a string", path, p->string);
+                goto done;
+            }
+            if (m->n_prompts == IV_ST_MAX_PROMPTS) {
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: more than %d prompts", path, IV_ST_MAX_PROMPTS);
+                goto done;
+            }
+            iv_st_prompt *dst = &m->prompts[m->n_prompts];
+            dst->name = strdup(p->string);
+            dst->text = strdup(p->valuestring);
+            m->n_prompts++; /* counted before the check so free() sees both */
+            if (!dst->name || !dst->text) {
+                rc = iv_errf(err, IV_E_NOMEM, "out of memory reading %s", path);
+                goto done;
+            }
+        }
+    }
+    if (dup_opt_str(cfg, "default_prompt_name", &m->default_prompt_name, path, err) ||
+        dup_opt_str(cfg, "similarity_fn_name", &m->similarity_fn, path, err)) {
+        rc = -1;
+        goto done;
+    }
+    if (m->default_prompt_name && !iv_st_meta_prompt(m, m->default_prompt_name))
+        rc = iv_errf(err, IV_E_FORMAT, "%s: default_prompt_name \"%.64s\" is not one of the prompts", path,
+                     m->default_prompt_name);
+done:
+    cJSON_Delete(cfg);
+    return rc;
+}
+
+int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->pool_include_prompt = 1;
+    snprintf(out->backbone_dir, sizeof out->backbone_dir, "%s", model_dir);
+    char path[PATH_MAX];
+    iv_path_join(path, sizeof path, model_dir, "modules.json");
+    int rc = 0;
+    if (iv_file_exists(path)) {
+        out->present = 1;
+        rc = load_modules(out, model_dir, path, err);
+    }
+    if (!rc) rc = load_bert_config(out, model_dir, err);
+    if (!rc) rc = load_st_config(out, model_dir, err);
+    if (rc) iv_st_meta_free(out);
+    return rc;
+}
+
+void iv_st_meta_free(iv_st_meta *m)
+{
+    for (int i = 0; i < m->n_prompts; i++) {
+        free(m->prompts[i].name);
+        free(m->prompts[i].text);
+    }
+    free(m->default_prompt_name);
+    free(m->similarity_fn);
+    memset(m, 0, sizeof *m);
+}
+
+const char *iv_st_meta_prompt(const iv_st_meta *m, const char *name)
+{
+    for (int i = 0; i < m->n_prompts; i++)
+        if (!strcmp(m->prompts[i].name, name)) return m->prompts[i].text;
+    return NULL;
+}

@@ -1,0 +1,46 @@
+/* Internal to ops/cpu: the functions cpu_table.c collects into the CPU
+ * iv_ops table, and the row helpers the kernels share.
+ *
+ * Threading: every op parallelises over rows (attention over blocks of
+ * queries) with OpenMP, and only when the work is large enough to pay for a
+ * fork. BLAS is always called outside parallel regions: OpenBLAS (OpenMP
+ * build) shares the OpenMP runtime and threads sgemm itself, so calling it
+ * from inside a region would oversubscribe or serialise it. */
+#ifndef IV_OPS_CPU_CPU_OPS_H
+#define IV_OPS_CPU_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/ops.h"
+
+/* Elements below which an op stays on one thread (a fork costs microseconds). */
+#define IV_CPU_PAR_MIN 32768
+
+/* Aborts with a message on failure: ops have no error channel and a scratch
+ * allocation failing means the process is out of memory. 64-byte aligned. */
+void *iv_cpu_scratch(size_t bytes);
+
+/* y[i] = act(x[i] + b[i]) + r[i] for i < n; b and r may be NULL. y may
+ * alias x or r. */
+void iv_cpu_act_row(float *y, const float *x, const float *b, iv_act act, const float *r, int64_t n);
+
+void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
+                   iv_act act, const float *residual_or_null);
+void iv_cpu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+                       const iv_tensor *b, float eps);
+void iv_cpu_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+                     float eps, float w_offset);
+void iv_cpu_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_dim, const iv_tensor *w,
+                          float eps, float w_offset);
+void iv_cpu_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act);
+void iv_cpu_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_first);
+void iv_cpu_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b);
+void iv_cpu_scale(const iv_ops *ops, iv_view y, iv_view x, float s);
+void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate);
+void iv_cpu_rope(const iv_ops *ops, const iv_rope_args *a);
+void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a);
+void iv_cpu_softmax(const iv_ops *ops, iv_view x);
+void iv_cpu_l2_normalize(const iv_ops *ops, iv_view x);
+
+#endif

@@ -1,0 +1,36 @@
+/* The CPU op table: FP32 kernels on OpenBLAS and OpenMP. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ops/cpu/cpu_ops.h"
+
+void *iv_cpu_scratch(size_t bytes)
+{
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+        fprintf(stderr, "infinity_v3: out of memory allocating %zu bytes of CPU scratch\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+static const iv_ops cpu_ops = {
+    .name = "cpu",
+    .device = IV_CPU,
+    .linear = iv_cpu_linear,
+    .layer_norm = iv_cpu_layer_norm,
+    .rms_norm = iv_cpu_rms_norm,
+    .head_rms_norm = iv_cpu_head_rms_norm,
+    .act = iv_cpu_act,
+    .glu = iv_cpu_glu,
+    .add = iv_cpu_add,
+    .scale = iv_cpu_scale,
+    .embed = iv_cpu_embed,
+    .rope = iv_cpu_rope,
+    .attention = iv_cpu_attention,
+    .softmax = iv_cpu_softmax,
+    .l2_normalize = iv_cpu_l2_normalize,
+};
+
+const iv_ops *iv_cpu_ops(void) { return &cpu_ops; }

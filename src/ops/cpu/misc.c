@@ -1,0 +1,102 @@
+/* Small row-wise ops: add, scale, embedding gather, softmax, L2 normalise. */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/vmath.h"
+
+void iv_cpu_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
+{
+    assert(y.rows == a.rows && y.cols == a.cols && b.rows == a.rows && b.cols == a.cols);
+#pragma omp parallel for schedule(static) if (y.rows * y.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < y.rows; t++) {
+        float *yr = y.data + t * y.ld;
+        const float *ar = a.data + t * a.ld, *br = b.data + t * b.ld;
+#pragma omp simd
+        for (int64_t c = 0; c < y.cols; c++) yr[c] = ar[c] + br[c];
+    }
+}
+
+void iv_cpu_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
+{
+    assert(y.rows == x.rows && y.cols == x.cols);
+#pragma omp parallel for schedule(static) if (y.rows * y.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < y.rows; t++) {
+        float *yr = y.data + t * y.ld;
+        const float *xr = x.data + t * x.ld;
+#pragma omp simd
+        for (int64_t c = 0; c < y.cols; c++) yr[c] = xr[c] * s;
+    }
+}
+
+void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
+{
+    assert(table->dtype == IV_F32 && iv_tensor_cols(table) == y.cols);
+    int64_t h = y.cols;
+#pragma omp parallel for schedule(static) if (y.rows * y.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < y.rows; t++) {
+        const float *src = iv_f32(table) + (int64_t)ids[t] * h;
+        float *dst = y.data + t * y.ld;
+        if (accumulate) {
+#pragma omp simd
+            for (int64_t c = 0; c < h; c++) dst[c] += src[c];
+        } else {
+            memcpy(dst, src, (size_t)h * sizeof(float));
+        }
+    }
+}
+
+/* exp(x - max) over a row, returning the sum. Lanes past n stay untouched. */
+static float exp_shifted_row(float *x, int64_t n, float max)
+{
+    v8f acc = v_zero();
+    int64_t i = 0;
+    for (; i + IV_VL <= n; i += IV_VL) {
+        v8f e = v_exp(v_load(x + i) - max);
+        v_store(x + i, e);
+        acc = acc + e;
+    }
+    if (i < n) {
+        /* Padding lanes are -inf so their exp is 0 and the sum is unchanged. */
+        float buf[IV_VL];
+        for (int k = 0; k < IV_VL; k++) buf[k] = i + k < n ? x[i + k] : -INFINITY;
+        v8f e = v_exp(v_load(buf) - max);
+        v_store_part(x + i, e, n - i);
+        acc = acc + e;
+    }
+    return v_hsum(acc);
+}
+
+/* Row softmax with max subtraction; multiplies by 1/sum as torch's CPU
+ * kernel does. A row of all -inf has no defined softmax: it becomes NaN,
+ * as in torch. */
+void iv_cpu_softmax(const iv_ops *ops, iv_view x)
+{
+#pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < x.rows; t++) {
+        float *row = x.data + t * x.ld;
+        if (x.cols == 0) continue;
+        float max = row[0];
+        for (int64_t c = 1; c < x.cols; c++) max = row[c] > max ? row[c] : max;
+        float inv = 1.0f / exp_shifted_row(row, x.cols, max);
+#pragma omp simd
+        for (int64_t c = 0; c < x.cols; c++) row[c] *= inv;
+    }
+}
+
+/* x / max(||x||, 1e-12), as torch.nn.functional.normalize (which divides). */
+void iv_cpu_l2_normalize(const iv_ops *ops, iv_view x)
+{
+#pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < x.rows; t++) {
+        float *row = x.data + t * x.ld;
+        float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+        for (int64_t c = 0; c < x.cols; c++) ss += row[c] * row[c];
+        float norm = sqrtf(ss);
+        float denom = norm > 1e-12f ? norm : 1e-12f;
+#pragma omp simd
+        for (int64_t c = 0; c < x.cols; c++) row[c] /= denom;
+    }
+}

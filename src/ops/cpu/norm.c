@@ -1,0 +1,116 @@
+/* LayerNorm, RMSNorm and per-head RMSNorm over rows, in FP32 like torch.
+ *
+ * The optional residual r has x's layout (rows x.ld apart). z = x + r is
+ * formed first and written to y, so y may alias x or r. Statistics use two
+ * passes (mean, then squared deviations: no cancellation), accumulated in
+ * double so that a large common offset (a row of 1000 + noise) costs no
+ * precision; biased variance and eps inside the square root, as torch.
+ * Everything else is float. */
+#include <assert.h>
+#include <math.h>
+
+#include "ops/cpu/cpu_ops.h"
+
+/* Returns the row to normalise: x itself, or z = x + r written into y. */
+static const float *sum_residual(float *y, const float *x, const float *r, int64_t n)
+{
+    if (!r) return x;
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) y[c] = x[c] + r[c];
+    return y;
+}
+
+static float row_mean(const float *z, int64_t n)
+{
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < n; c++) s += z[c];
+    return (float)(s / (double)n);
+}
+
+/* mean((z - m)^2), or mean(z^2) with m = 0. */
+static float row_mean_sq_dev(const float *z, int64_t n, float m)
+{
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < n; c++) {
+        double d = (double)z[c] - m;
+        s += d * d;
+    }
+    return (float)(s / (double)n);
+}
+
+static void layer_norm_row(float *y, const float *x, const float *r, const float *w, const float *b, float eps,
+                           int64_t n)
+{
+    const float *z = sum_residual(y, x, r, n);
+    float mean = row_mean(z, n);
+    float var = row_mean_sq_dev(z, n, mean);
+    float rstd = 1.0f / sqrtf(var + eps);
+    if (w && b) {
+#pragma omp simd
+        for (int64_t c = 0; c < n; c++) y[c] = (z[c] - mean) * rstd * w[c] + b[c];
+    } else if (w) {
+#pragma omp simd
+        for (int64_t c = 0; c < n; c++) y[c] = (z[c] - mean) * rstd * w[c];
+    } else if (b) {
+#pragma omp simd
+        for (int64_t c = 0; c < n; c++) y[c] = (z[c] - mean) * rstd + b[c];
+    } else {
+#pragma omp simd
+        for (int64_t c = 0; c < n; c++) y[c] = (z[c] - mean) * rstd;
+    }
+}
+
+void iv_cpu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+                       const iv_tensor *b, float eps)
+{
+    assert(y.rows == x.rows && y.cols == x.cols);
+    assert(!w || iv_tensor_numel(w) == x.cols);
+    assert(!b || iv_tensor_numel(b) == x.cols);
+    const float *wd = w ? iv_f32(w) : NULL, *bd = b ? iv_f32(b) : NULL;
+#pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < x.rows; t++)
+        layer_norm_row(y.data + t * y.ld, x.data + t * x.ld, r ? r + t * x.ld : NULL, wd, bd, eps, x.cols);
+}
+
+/* y = z / rms(z) * (w + w_offset), w NULL meaning a scale of 1. Torch order:
+ * (z * rsqrt(mean(z^2) + eps)) first, then the weight. */
+static void rms_norm_row(float *y, const float *x, const float *r, const float *w, float eps, float w_offset,
+                         int64_t n)
+{
+    const float *z = sum_residual(y, x, r, n);
+    float rstd = 1.0f / sqrtf(row_mean_sq_dev(z, n, 0.0f) + eps);
+    if (w) {
+#pragma omp simd
+        for (int64_t c = 0; c < n; c++) y[c] = (z[c] * rstd) * (w[c] + w_offset);
+    } else {
+#pragma omp simd
+        for (int64_t c = 0; c < n; c++) y[c] = z[c] * rstd;
+    }
+}
+
+void iv_cpu_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w, float eps,
+                     float w_offset)
+{
+    assert(y.rows == x.rows && y.cols == x.cols);
+    assert(!w || iv_tensor_numel(w) == x.cols);
+    const float *wd = w ? iv_f32(w) : NULL;
+#pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < x.rows; t++)
+        rms_norm_row(y.data + t * y.ld, x.data + t * x.ld, r ? r + t * x.ld : NULL, wd, eps, w_offset, x.cols);
+}
+
+void iv_cpu_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_dim, const iv_tensor *w, float eps,
+                          float w_offset)
+{
+    assert(x.cols >= (int64_t)n_heads * head_dim);
+    assert(!w || iv_tensor_numel(w) == head_dim);
+    const float *wd = w ? iv_f32(w) : NULL;
+#pragma omp parallel for schedule(static) if (x.rows * n_heads * head_dim >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < x.rows; t++)
+        for (int h = 0; h < n_heads; h++) {
+            float *row = x.data + t * x.ld + (int64_t)h * head_dim;
+            rms_norm_row(row, row, NULL, wd, eps, w_offset, head_dim);
+        }
+}

@@ -1,0 +1,122 @@
+/* linear: y = act(x W^T + b) (+ residual) against a double reference, over
+ * edge shapes, strided views, every epilogue combination and a residual
+ * that is y itself. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ops/ops.h"
+#include "ops_test_util.h"
+#include "test.h"
+
+static double act_d(double v, iv_act act)
+{
+    switch (act) {
+    case IV_ACT_GELU: return 0.5 * v * erfc(-v / sqrt(2.0));
+    case IV_ACT_GELU_TANH: return v / (1.0 + exp(-2.0 * sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    case IV_ACT_SILU: return v / (1.0 + exp(-v));
+    case IV_ACT_RELU: return v > 0 ? v : 0.0;
+    case IV_ACT_TANH: return tanh(v);
+    case IV_ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case IV_ACT_NONE: break;
+    }
+    return v;
+}
+
+typedef struct {
+    int64_t rows, in, out;
+    int bias, residual; /* residual: 0 none, 1 separate buffer, 2 y itself */
+    iv_act act;
+} lin_case;
+
+/* Float GEMM error grows with the magnitude sum sum_k |x_k w_k|: the
+ * tolerance is 2e-6 of it (K <= 384 here; OpenBLAS accumulates in blocks),
+ * plus 2e-6 relative to the result for the epilogue. */
+static void check_linear(ops_rng *r, lin_case c)
+{
+    const iv_ops *ops = iv_cpu_ops();
+    float *xb, *yb;
+    iv_view x = ops_wide_view(&xb, r, c.rows, c.in, 2, c.in + 7, -1.0f, 1.0f);
+    iv_view y = ops_wide_view(&yb, r, c.rows, c.out, 3, c.out + 5, -1.0f, 1.0f);
+    float *w = ops_rand(r, c.out * c.in, -0.5f, 0.5f);
+    float *b = ops_rand(r, c.out, -0.5f, 0.5f);
+    iv_tensor wt = iv_tensor_2d(w, c.out, c.in), bt = iv_tensor_1d(b, c.out);
+
+    /* Residual with y's layout: a separate buffer or y's own contents. */
+    float *resb = NULL;
+    const float *res = NULL;
+    if (c.residual == 1) {
+        iv_view rv = ops_wide_view(&resb, r, c.rows, c.out, 3, c.out + 5, -1.0f, 1.0f);
+        res = rv.data;
+    } else if (c.residual == 2) {
+        res = y.data;
+    }
+
+    double *want = malloc((size_t)(c.rows * c.out) * sizeof(double));
+    double *mag = malloc((size_t)(c.rows * c.out) * sizeof(double));
+    for (int64_t t = 0; t < c.rows; t++)
+        for (int64_t o = 0; o < c.out; o++) {
+            double acc = c.bias ? b[o] : 0.0, m = c.bias ? fabs(b[o]) : 0.0;
+            for (int64_t k = 0; k < c.in; k++) {
+                double p = (double)x.data[t * x.ld + k] * w[o * c.in + k];
+                acc += p;
+                m += fabs(p);
+            }
+            double v = act_d(acc, c.act);
+            if (res) v += res[t * y.ld + o];
+            want[t * c.out + o] = v;
+            mag[t * c.out + o] = m;
+        }
+
+    ops->linear(ops, y, x, &wt, c.bias ? &bt : NULL, c.act, res);
+
+    int64_t bad = 0;
+    for (int64_t t = 0; t < c.rows; t++)
+        for (int64_t o = 0; o < c.out; o++) {
+            double got = y.data[t * y.ld + o], wv = want[t * c.out + o];
+            double tol = 2e-6 * mag[t * c.out + o] + 2e-6 * fabs(wv) + 1e-30;
+            if (!(fabs(got - wv) <= tol) && bad++ < 3)
+                iv_test_fail(__FILE__, __LINE__,
+                             "linear rows %lld in %lld out %lld bias %d act %d residual %d: [%lld][%lld] got %.9g want %.9g",
+                             (long long)c.rows, (long long)c.in, (long long)c.out, c.bias, (int)c.act, c.residual,
+                             (long long)t, (long long)o, got, wv);
+        }
+    CHECK_EQ_INT(ops_gap_writes(yb, y), 0);
+    free(xb);
+    free(yb);
+    free(resb);
+    free(w);
+    free(b);
+    free(want);
+    free(mag);
+}
+
+TEST(ops_linear_epilogues)
+{
+    ops_rng r = {10};
+    const int64_t shapes[][3] = {{1, 1, 1}, {1, 17, 5}, {5, 64, 33}, {37, 29, 70}, {3, 8, 16}};
+    const iv_act acts[] = {IV_ACT_NONE, IV_ACT_GELU, IV_ACT_GELU_TANH, IV_ACT_SILU, IV_ACT_TANH, IV_ACT_RELU};
+    for (int s = 0; s < 5; s++)
+        for (int a = 0; a < 6; a++)
+            for (int bias = 0; bias < 2; bias++)
+                for (int res = 0; res < 3; res++)
+                    check_linear(&r, (lin_case){shapes[s][0], shapes[s][1], shapes[s][2], bias, res, acts[a]});
+}
+
+/* Big enough for OpenBLAS to thread and for the parallel epilogue. */
+TEST(ops_linear_large)
+{
+    ops_rng r = {11};
+    check_linear(&r, (lin_case){300, 384, 200, 1, 1, IV_ACT_GELU});
+    check_linear(&r, (lin_case){257, 96, 500, 1, 2, IV_ACT_NONE});
+    check_linear(&r, (lin_case){129, 200, 300, 0, 2, IV_ACT_SILU});
+}
+
+TEST(ops_linear_zero_rows)
+{
+    const iv_ops *ops = iv_cpu_ops();
+    float w[6] = {1, 2, 3, 4, 5, 6}, dummy = 7.0f;
+    iv_tensor wt = iv_tensor_2d(w, 2, 3);
+    iv_view x = {&dummy, 0, 3, 3}, y = {&dummy, 0, 2, 2};
+    ops->linear(ops, y, x, &wt, NULL, IV_ACT_GELU, NULL);
+    CHECK(dummy == 7.0f);
+}

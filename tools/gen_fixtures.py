@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Regenerate the model golden-test fixtures.
+
+    python3 tools/gen_fixtures.py            # everything, then self-check
+    python3 tools/gen_fixtures.py bert mpnet # only these synthetic fixtures
+    python3 tools/gen_fixtures.py --no-verify
+
+Writes tests/fixtures/models/<name>/ (tiny seeded checkpoints + expected
+outputs, see tests/fixtures/models/README.md) and
+tests/fixtures/real/all-MiniLM-L6-v2/ (expected outputs of the real model,
+which scripts/fetch-models.sh places in .cache/models; the model itself is
+not committed). Run from the repository root.
+"""
+import argparse
+import logging
+import os
+import sys
+import time
+import warnings
+
+# Set before transformers is imported: everything is local, never ask the hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fixtures import common, real_minilm, synthetic, verify  # noqa: E402
+
+MODELS_DIR = os.path.join("tests", "fixtures", "models")
+REAL_DIR = os.path.join("tests", "fixtures", "real")
+
+
+def quiet():
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
+    try:
+        import transformers
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+    except AttributeError:
+        pass
+
+
+def size_of(d):
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="synthetic fixtures to build (default: all, plus the real model)")
+    ap.add_argument("--no-verify", action="store_true", help="skip the reload / padded-batch self-check")
+    ap.add_argument("--no-real", action="store_true", help="skip tests/fixtures/real")
+    args = ap.parse_args()
+    if not os.path.isdir(os.path.join("tests", "fixtures")):
+        sys.exit("run from the repository root")
+    quiet()
+    common.deterministic_torch()
+
+    known = {s.name: s for s in synthetic.SPECS}
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        sys.exit(f"unknown fixture(s) {unknown}; known: {sorted(known)}")
+    specs = [known[n] for n in args.names] if args.names else synthetic.SPECS
+    t0 = time.time()
+    for spec in specs:
+        d, outputs, n = synthetic.build(spec, MODELS_DIR)
+        line = f"wrote {d}: {spec.model_cls}, {n} inputs, outputs {','.join(outputs)}, {size_of(d) // 1024} KiB"
+        if not args.no_verify:
+            worst, worst_batch = verify.verify_synthetic(spec, MODELS_DIR)
+            line += f"; verified (reload max diff {worst:.1e}, padded batch {worst_batch:.1e})"
+        print(line, flush=True)
+
+    if not args.names and not args.no_real:
+        d, n = real_minilm.build(REAL_DIR)
+        line = f"wrote {d}: {n} texts, {size_of(d) // 1024} KiB"
+        if not args.no_verify:
+            worst, worst_batch = real_minilm.verify(REAL_DIR)
+            line += f"; verified (reload max diff {worst:.1e}, one-by-one vs batch {worst_batch:.1e})"
+        print(line, flush=True)
+
+    total = size_of(MODELS_DIR) + (size_of(REAL_DIR) if os.path.isdir(REAL_DIR) else 0)
+    print(f"done in {time.time() - t0:.1f}s; fixtures total {total / 1e6:.2f} MB")
+
+
+if __name__ == "__main__":
+    main()
