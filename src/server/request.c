@@ -204,6 +204,7 @@ void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opt
     }
     r->model = m;
     r->finish = finish;
+    r->timing_headers = 1;
     pthread_mutex_lock(&r->lock);
     r->state = IV_REQ_RUNNING;
     pthread_mutex_unlock(&r->lock);
