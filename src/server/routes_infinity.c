@@ -83,6 +83,12 @@ void iv_route_infinity_embeddings(iv_req *r)
     if (!m) return;
     r->model = m;
     iv_req_count(r, r->inputs.single);
+    /* [] is an empty list here (pydantic's min_length=1), not one empty id list. */
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r->json, "input")) == 0 && !r->inputs.items[0].text) {
+        free((void *)r->inputs.items[0].ids);
+        r->inputs.items[0].ids = NULL;
+        r->inputs.n = 0;
+    }
     if (iv_route_check_nonempty(r, "input")) return;
     if (iv_req_check_batch(r, r->inputs.n) || check_string_lengths(r, "input")) return;
     if (modality && strcmp(modality, "text")) {

@@ -72,6 +72,8 @@ const char *srv_minilm(void)
 
 /* ---- process ---- */
 
+static int stop_process(srv *s);
+
 char *srv_log(const srv *s)
 {
     FILE *f = fopen(s->log_path, "rb");
@@ -93,7 +95,12 @@ static void print_log(const srv *s)
     free(log);
 }
 
-int srv_start(srv *s, const char *const *args)
+static int start(srv *s, const char *const *args, int quiet);
+
+int srv_start(srv *s, const char *const *args) { return start(s, args, 0); }
+int srv_start_quiet(srv *s, const char *const *args) { return start(s, args, 1); }
+
+static int start(srv *s, const char *const *args, int quiet)
 {
     pthread_once(&curl_once, curl_init);
     memset(s, 0, sizeof *s);
@@ -138,8 +145,10 @@ int srv_start(srv *s, const char *const *args)
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
             s->pid = 0;
-            fprintf(stdout, "    server exited during start (status %d)\n", status);
-            print_log(s);
+            if (!quiet) {
+                fprintf(stdout, "    server exited during start (status %d)\n", status);
+                print_log(s);
+            }
             return -1;
         }
         char *log = srv_log(s);
@@ -166,11 +175,19 @@ int srv_start(srv *s, const char *const *args)
     }
     fprintf(stdout, "    server did not become healthy\n");
     print_log(s);
-    srv_stop(s);
+    stop_process(s);
     return -1;
 }
 
 int srv_stop(srv *s)
+{
+    int rc = stop_process(s);
+    if (s->log_path[0]) unlink(s->log_path);
+    s->log_path[0] = 0;
+    return rc;
+}
+
+static int stop_process(srv *s)
 {
     if (s->pid <= 0) return -1;
     kill(s->pid, SIGTERM);
@@ -323,6 +340,11 @@ void http_client_free(http_client *c)
 int http_client_post(http_client *c, const char *path, const char *json, http_resp *out)
 {
     return perform(c->curl, c->s, "POST", path, json, strlen(json), NULL, out);
+}
+
+int http_client_get(http_client *c, const char *path, http_resp *out)
+{
+    return perform(c->curl, c->s, "GET", path, NULL, 0, NULL, out);
 }
 
 /* ---- decoding ---- */

@@ -19,8 +19,11 @@ typedef struct srv {
  * --hostname 127.0.0.1 are added unless args carry --uds-path) and waits
  * until /health answers 200. Returns 0, or -1 after printing its log. */
 int srv_start(srv *s, const char *const *args);
-/* SIGTERM, then waits (30 s at most, SIGKILL after). Returns the exit
- * status, or -1 when it had to be killed or died from a signal. */
+/* The same without printing the log when the server fails to start. */
+int srv_start_quiet(srv *s, const char *const *args);
+/* SIGTERM, then waits (30 s at most, SIGKILL after), and removes the log.
+ * Returns the exit status, or -1 when it had to be killed, died from a
+ * signal, or was not running (the log is printed when it did not exit 0). */
 int srv_stop(srv *s);
 /* The server's log so far (malloc'd). */
 char *srv_log(const srv *s);
@@ -52,6 +55,7 @@ typedef struct http_client http_client;
 http_client *http_client_new(const srv *s);
 void http_client_free(http_client *c);
 int http_client_post(http_client *c, const char *path, const char *json, http_resp *out);
+int http_client_get(http_client *c, const char *path, http_resp *out);
 
 /* Floats of a JSON array (malloc'd), count in *n. */
 float *json_floats(const cJSON *arr, int *n);
