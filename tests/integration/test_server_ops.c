@@ -241,7 +241,7 @@ TEST(srv_overloaded_429)
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
 
-/* 32 long texts: a request that keeps the model busy for a while. */
+/* n texts of `words` words: a request that keeps the model busy for a while. */
 static char *heavy_request(const char *key, int n, int words)
 {
     iv_strbuf b;
@@ -280,10 +280,10 @@ TEST(srv_client_disconnect_frees_permits)
     const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "40", "--max-client-batch-size", "40", NULL};
     REQUIRE(srv_start(&s, args) == 0);
     /* A: keeps the engine busy. */
-    call a = {&s, "/embed", heavy_request("inputs", 32, 200), 0};
+    call a = {&s, "/embed", heavy_request("inputs", 12, 120), 0};
     pthread_t ta;
     pthread_create(&ta, NULL, do_call, &a);
-    while (metric(&s, "te_embed_count") < 32) sleep_ms(5);
+    while (metric(&s, "te_embed_count") < 12) sleep_ms(5);
     /* B: 8 inputs queued behind A, whose client hangs up at once. */
     char *b = heavy_request("inputs", 8, 20);
     iv_strbuf req;
@@ -330,11 +330,11 @@ TEST(srv_sigterm_finishes_accepted_requests)
     call calls[N];
     pthread_t th[N];
     for (int i = 0; i < N; i++) {
-        calls[i] = (call){&s, i % 2 ? "/v1/embeddings" : "/embed", heavy_request(i % 2 ? "input" : "inputs", 16, 100), 0};
+        calls[i] = (call){&s, i % 2 ? "/v1/embeddings" : "/embed", heavy_request(i % 2 ? "input" : "inputs", 8, 60), 0};
         pthread_create(&th[i], NULL, do_call, &calls[i]);
     }
     /* Every request is accepted (its inputs counted) before the signal. */
-    while (metric(&s, "te_embed_count") < N * 16) sleep_ms(5);
+    while (metric(&s, "te_embed_count") < N * 8) sleep_ms(5);
     kill(s.pid, SIGTERM);
     /* While draining, /health says so on an open connection (once the signal landed). */
     for (int i = 0; i < 100; i++) {
