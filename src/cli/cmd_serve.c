@@ -20,8 +20,10 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: infinity_v3 serve --model-id DIR [--model-id DIR2 ...] [options]\n"
-            "  --model-id DIR               checkpoint directory (repeat to serve several models)\n"
+            "usage: infinity_v3 serve --model-id ID [--model-id ID2 ...] [options]\n"
+            "  --model-id ID                local directory, Hugging Face cache entry or hub id (repeatable)\n"
+            "  --revision REV               hub branch, tag or commit (main)\n"
+            "  --huggingface-hub-cache DIR  hub cache root (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub)\n"
             "  --served-model-name NAME     name the `model` field selects (once per --model-id, in order)\n"
             "  --port N                     TCP port (7997; 0 picks a free one)\n"
             "  --hostname ADDR              address to listen on (0.0.0.0); --host is a synonym\n"
@@ -209,6 +211,10 @@ int iv_cmd_serve(int argc, char **argv)
                 fprintf(stderr, "infinity_v3 serve: unknown backend \"%s\" (native)\n", val);
                 rc = -1;
             }
+        } else if (!strcmp(a, "--revision")) {
+            o.revision = val;
+        } else if (!strcmp(a, "--huggingface-hub-cache")) {
+            o.hub_cache = val;
         } else if (!strcmp(a, "--log-level")) {
             set_log_level(val);
         } else {

@@ -5,6 +5,9 @@
  *   post-norm (BERT):   h = N1(x + O(attn(QKV(x))));  y = N2(h + D(act(U(h))))
  *   pre-norm (Llama):   h = x + O(attn(QKV(N1(x))));  y = h + D(act(U(N2(h))))
  *   sandwich (Gemma):   h = x + P1(O(attn(QKV(N1(x))))); y = h + P2(D(act(U(N2(h)))))
+ *
+ * The MLP is dense (plain or gated) or, per layer, a mixture of experts
+ * (block_mlp.c).
  */
 #ifndef IV_MODELS_BLOCK_H
 #define IV_MODELS_BLOCK_H
@@ -38,8 +41,26 @@ typedef struct iv_block_spec {
     int act_on_first;   /* GLU: act(first half) * second (1) or first * act(second) (0) */
     int rope_interleaved;
     int rot_dim;        /* rotary dims per head; 0 = no rotary */
-    float qk_norm_eps;  /* per-head q/k RMSNorm eps (when q_norm/k_norm weights exist) */
+    float qk_norm_eps;  /* per-head q/k RMSNorm eps (when q_norm/k_norm weights exist); the
+                           norm follows norm_kind (Gemma: 1 + w) */
+    /* Llama-4 / Ministral3 query scaling after RoPE: q *= 1 + beta * ln(1 + floor(pos / period)).
+     * beta 0: off. */
+    float q_pos_scale_beta;
+    int q_pos_scale_period;
 } iv_block_spec;
+
+/* A routed MLP (Qwen3-MoE): softmax over the router logits in float32, the
+ * top_k experts per token (weights renormalised to sum 1 when
+ * norm_topk_prob), each expert a gated MLP with the block's act and GLU
+ * order; the token's output is the weighted sum over its experts, added in
+ * ascending expert order as transformers does. */
+typedef struct iv_moe {
+    int n_experts, top_k, intermediate;
+    int norm_topk_prob;
+    const iv_tensor *router_w;   /* [E, H], no bias */
+    const iv_tensor **up_w;      /* [E] of [2I, H]: fused gate/up, halves in the block's GLU order */
+    const iv_tensor **down_w;    /* [E] of [H, I] */
+} iv_moe;
 
 typedef struct iv_layer {
     /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
@@ -55,6 +76,7 @@ typedef struct iv_layer {
     int window_left, window_right;    /* -1: unlimited */
     const float *inv_freq;            /* rotary frequencies [rot_dim/2], or NULL */
     float rope_attn_factor;           /* scales cos/sin (YaRN); 0 means 1 */
+    const iv_moe *moe;                /* routed MLP instead of up/down, or NULL */
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */
@@ -63,6 +85,10 @@ typedef struct iv_attn_extras {
     const float *bias;
     const int64_t *bias_offsets;
     const int32_t *positions; /* rotary positions per token */
+    /* [n_seqs][rot_dim / 2] rotary frequencies chosen per sequence from its
+     * length (dynamic NTK, LongRoPE), used instead of the layers' inv_freq;
+     * NULL for most models. */
+    const float *seq_inv_freq;
 } iv_attn_extras;
 
 /* Runs layers [0, n_layers) over x [T, hidden] in place. Scratch comes from arena. */

@@ -21,5 +21,9 @@ const char *iv_family_supported_list(void);
 extern const iv_family iv_family_bert;
 extern const iv_family iv_family_distilbert;
 extern const iv_family iv_family_mpnet;
+extern const iv_family iv_family_llama;
+extern const iv_family iv_family_mistral;
+extern const iv_family iv_family_qwen;
+extern const iv_family iv_family_gemma3;
 
 #endif

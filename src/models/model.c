@@ -46,6 +46,7 @@ void iv_model_free(iv_model *m)
 
 int iv_model_max_length(const iv_model *m)
 {
+    if (m->max_len > 0) return m->max_len;
     if (m->embed.position) {
         int n = (int)m->embed.position->shape[0];
         /* RoBERTa-style positions start after padding_idx. */

@@ -71,6 +71,13 @@ typedef struct iv_model {
     iv_head token_head;         /* token classification */
     iv_head mlm_head;           /* masked-LM logits (SPLADE) */
 
+    /* Longest accepted input; 0 = the position table's size, else
+     * max_position_embeddings (iv_model_max_length). */
+    int max_len;
+    /* Rotary scaling whose frequencies depend on the sequence length (dynamic,
+     * longrope), shared by every rotary layer; NULL otherwise. */
+    const struct iv_rope_params *seq_rope;
+
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;
     int n_owned, cap_owned;

@@ -6,6 +6,10 @@ static const iv_family *const k_families[] = {
     &iv_family_bert,
     &iv_family_distilbert,
     &iv_family_mpnet,
+    &iv_family_llama,
+    &iv_family_mistral,
+    &iv_family_qwen,
+    &iv_family_gemma3,
     NULL,
 };
 

@@ -12,8 +12,8 @@
 int iv_route_input_opts(iv_req *r, int truncate, int left, const char *prompt_name, int use_prompt, iv_input_opts *o);
 
 /* TEI's empty checks: an empty list is "`<what>` cannot be empty"; an empty
- * text or id list is "Input validation error: `inputs` cannot be empty".
- * Replies and returns -1. */
+ * text or id list is "Input validation error: `inputs` cannot be empty"
+ * (Infinity's routes accept empty texts). Replies and returns -1. */
 int iv_route_check_nonempty(iv_req *r, const char *what);
 
 /* Matryoshka truncation then, when asked, L2 normalisation of item i's

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "base/file.h"
+#include "engine/resolve.h"
 #include "base/log.h"
 #include "server/http.h"
 #include "server/request.h"
@@ -29,13 +29,12 @@ static int cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* --model-id to a checkpoint directory. Kept as the one call site where
- * hub ids and cache entries get resolved. */
-static int model_directory(const char *model_id, char *out, size_t cap, iv_err *err)
+/* --model-id to a checkpoint directory: a local directory, a Hugging Face
+ * cache entry, or a hub id downloaded into the cache. */
+static int model_directory(const iv_server_opts *o, const char *model_id, char *out, size_t cap, iv_err *err)
 {
-    if (!iv_dir_exists(model_id))
-        return iv_errf(err, IV_E_NOTFOUND, "model directory %s does not exist", model_id);
-    snprintf(out, cap, "%s", model_id);
+    iv_resolve_opts ro = {.revision = o->revision, .cache_dir = o->hub_cache};
+    if (iv_resolve_model(model_id, &ro, out, cap, err)) return iv_err_prefix(err, "cannot find %s: ", model_id);
     return 0;
 }
 
@@ -81,7 +80,7 @@ static void on_batch(void *ctx, int n_seqs, int64_t n_tokens, int64_t inference_
 static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec, iv_err *err)
 {
     char dir[4096];
-    if (model_directory(spec->model_id, dir, sizeof dir, err)) return -1;
+    if (model_directory(&s->o, spec->model_id, dir, sizeof dir, err)) return -1;
     m->model_id = dup_str(spec->model_id);
     m->model_dir = dup_str(dir);
     m->served_name = dup_str(spec->served_name ? spec->served_name : spec->model_id);

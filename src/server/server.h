@@ -43,6 +43,8 @@ typedef struct iv_server_opts {
     const char *default_prompt_name;
     const char *default_prompt;
     int http_threads;            /* 0: min(cores, 8), at least 2 */
+    const char *revision;        /* hub revision for every --model-id (NULL: main) */
+    const char *hub_cache;       /* hub cache root (NULL: HF_HUB_CACHE / HF_HOME/hub / default) */
     iv_engine_opts engine;
 } iv_server_opts;
 

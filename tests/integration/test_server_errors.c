@@ -147,6 +147,8 @@ TEST(srv_errors_validation)
            "{\"detail\":[{\"type\":\"too_short\",\"loc\":[\"body\",\"input\"],\"msg\":\"List should have at least 1 "
            "item after validation, not 0\"}]}",
            JSON);
+    /* Infinity (like sentence-transformers) embeds an empty text: its special tokens. */
+    EXPECT(&s, "/embeddings", "{\"input\":[\"\",\"a\"]}", 200, NULL, JSON);
     EXPECT(&s, "/similarity", "{\"inputs\":{\"source_sentence\":\"a\",\"sentences\":[]}}", 400,
            "{\"error\":\"`inputs.sentences` cannot be empty\",\"error_type\":\"Empty\"}", JSON);
     EXPECT(&s, "/decode", "{\"ids\":[]}", 400,
