@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,19 +131,30 @@ static size_t name_len(const char *key)
     return brace ? (size_t)(brace - key) : strlen(key);
 }
 
+/* Shortest decimal that reads back as the same double. */
+static const char *num(char *buf, size_t cap, double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 static void render_one(const series *s, iv_strbuf *out)
 {
+    char a[32];
     if (s->kind != KIND_HISTOGRAM) {
-        iv_sb_printf(out, "%s %.17g\n", s->key, s->value);
+        iv_sb_printf(out, "%s %s\n", s->key, num(a, sizeof a, s->value));
         return;
     }
     unsigned long long cum = 0;
     for (int i = 0; i < s->nb; i++) {
         cum += s->counts[i];
-        iv_sb_printf(out, "%s_bucket{le=\"%.17g\"} %llu\n", s->key, s->bounds[i], cum);
+        iv_sb_printf(out, "%s_bucket{le=\"%s\"} %llu\n", s->key, num(a, sizeof a, s->bounds[i]), cum);
     }
     iv_sb_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", s->key, s->count);
-    iv_sb_printf(out, "%s_sum %.17g\n%s_count %llu\n", s->key, s->sum, s->key, s->count);
+    iv_sb_printf(out, "%s_sum %s\n%s_count %llu\n", s->key, num(a, sizeof a, s->sum), s->key, s->count);
 }
 
 void iv_metrics_render(iv_metrics *m, iv_strbuf *out)
