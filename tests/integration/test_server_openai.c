@@ -200,3 +200,21 @@ TEST(srv_multi_model_infinity_routes)
     http_resp_free(&r);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
+
+/* tools/test_openai_client.py with the official `openai` package, when the
+ * Python given by IV_PYTHON (default python3) has it (pip install openai). */
+TEST(srv_openai_python_client)
+{
+    const char *dir = srv_minilm();
+    if (!dir) return;
+    const char *py = getenv("IV_PYTHON") ? getenv("IV_PYTHON") : "python3";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import openai' 2>/dev/null", py);
+    if (system(cmd) != 0) {
+        iv_test_skip("the openai package is not installed (pip install openai, or set IV_PYTHON)");
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' tools/test_openai_client.py --binary '%s' --model-id '%s' --api-key k3y", py,
+             iv_test_binary(), dir);
+    CHECK_EQ_INT(system(cmd), 0);
+}
