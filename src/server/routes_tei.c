@@ -619,7 +619,8 @@ void iv_route_info(iv_req *r)
         iv_sb_putc(&b, '}');
     } else {
         const iv_st_meta *meta = iv_engine_st_meta(m->engine);
-        const char *pool = (m->caps & IV_CAN(IV_TASK_EMBED)) ? iv_pool_mode_name(meta->pool)
+        const iv_pool_mode mode = s->o.engine.pooling_override ? (iv_pool_mode)s->o.engine.pooling_override : meta->pool;
+        const char *pool = (m->caps & IV_CAN(IV_TASK_EMBED)) ? iv_pool_mode_name(mode)
                            : (m->caps & IV_CAN(IV_TASK_SPARSE)) ? "splade"
                                                                  : "none";
         iv_sb_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"}}", pool);
