@@ -134,6 +134,10 @@ static size_t name_len(const char *key)
 /* Shortest decimal that reads back as the same double. */
 static const char *num(char *buf, size_t cap, double v)
 {
+    if (v == (double)(long long)v && v > -1e15 && v < 1e15) {
+        snprintf(buf, cap, "%lld", (long long)v);
+        return buf;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, cap, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) break;

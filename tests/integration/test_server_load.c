@@ -8,12 +8,16 @@
  * 2,000 requests (about 1.5 s in the release build and 4 s under
  * AddressSanitizer on 2 cores); IV_SRV_LOAD_REQUESTS overrides the count. */
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/strbuf.h"
 #include "server_harness.h"
@@ -260,5 +264,81 @@ TEST(srv_concurrent_mixed_load)
         free(t[k].body);
         cJSON_Delete(t[k].expected);
     }
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+/* Thousands of clients waiting at once: every connection is suspended
+ * while its batch runs, so a few HTTP threads hold them all. */
+TEST(srv_thousand_waiting_clients)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    enum { CLIENTS = 1500 };
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < CLIENTS + 100) {
+        rl.rlim_cur = rl.rlim_max < CLIENTS + 100 ? rl.rlim_max : CLIENTS + 100;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur < CLIENTS + 100) {
+        iv_test_skip("not enough file descriptors for 1500 clients");
+        return;
+    }
+    srv s;
+    const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "20000", "--max-batch-tokens", "512", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    const char *body = "{\"inputs\":[\"hello there world\",[101,140,141,102]]}";
+    char req[512];
+    int len = snprintf(req, sizeof req,
+                       "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                       "Connection: close\r\n\r\n%s",
+                       strlen(body), body);
+    int *fds = malloc(CLIENTS * sizeof *fds);
+    iv_strbuf *replies = calloc(CLIENTS, sizeof *replies);
+    int open_fds = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        fds[i] = raw_connect(&s);
+        if (fds[i] < 0) break;
+        open_fds++;
+        if (send(fds[i], req, (size_t)len, MSG_NOSIGNAL) != len) CHECK_MSG(0, "send to client %d failed", i);
+    }
+    CHECK_EQ_INT(open_fds, CLIENTS);
+    /* Read every reply until each server closes its side. */
+    struct pollfd *p = calloc((size_t)open_fds, sizeof *p);
+    int pending = open_fds;
+    for (int i = 0; i < open_fds; i++) p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (pending > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 120) break;
+        if (poll(p, (nfds_t)open_fds, 1000) <= 0) continue;
+        for (int i = 0; i < open_fds; i++) {
+            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            char chunk[4096];
+            ssize_t n = recv(p[i].fd, chunk, sizeof chunk, 0);
+            if (n > 0) {
+                iv_sb_append(&replies[i], chunk, (size_t)n);
+                continue;
+            }
+            close(p[i].fd);
+            p[i].fd = -1;
+            pending--;
+        }
+    }
+    CHECK_EQ_INT(pending, 0);
+    int ok = 0;
+    for (int i = 0; i < open_fds; i++) {
+        ok += replies[i].data && !strncmp(replies[i].data, "HTTP/1.1 200", 12);
+        iv_sb_free(&replies[i]);
+        if (p[i].fd >= 0) close(p[i].fd);
+    }
+    CHECK_EQ_INT(ok, CLIENTS);
+    http_resp r;
+    REQUIRE(http_get(&s, "/metrics", &r) == 0);
+    CHECK_EQ_INT(metric_value(r.body, "te_request_success{method=\"batch\"}"), CLIENTS);
+    http_resp_free(&r);
+    free(p);
+    free(fds);
+    free(replies);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }

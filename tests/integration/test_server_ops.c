@@ -90,7 +90,7 @@ TEST(srv_unix_socket)
     char path[128];
     snprintf(path, sizeof path, "/tmp/iv_srv_test_%d.sock", (int)getpid());
     srv s;
-    const char *args[] = {"--model-id", dir, "--uds-path", path, NULL};
+    const char *args[] = {"--model-id", dir, "--uds-path", path, "--json-output", "--log-level", "debug", NULL};
     REQUIRE(srv_start(&s, args) == 0);
     struct stat st;
     CHECK(stat(path, &st) == 0 && S_ISSOCK(st.st_mode));
@@ -99,6 +99,22 @@ TEST(srv_unix_socket)
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetArrayItem(r.json, 0)), 32);
     http_resp_free(&r);
+    /* --json-output: every log line is one JSON object; requests are logged at debug. */
+    char *log = srv_log(&s);
+    int lines = 0, request_logged = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        CHECK_MSG(j && cJSON_IsString(cJSON_GetObjectItem(j, "level")) &&
+                      cJSON_IsString(cJSON_GetObjectItem(j, "message")) &&
+                      cJSON_IsString(cJSON_GetObjectItem(j, "timestamp")),
+                  "log line is not a JSON record: %s", line);
+        if (j && strstr(cJSON_GetObjectItem(j, "message")->valuestring, "POST /embed 200")) request_logged = 1;
+        cJSON_Delete(j);
+        lines++;
+    }
+    CHECK(lines >= 3);
+    CHECK(request_logged);
+    free(log);
     CHECK_EQ_INT(srv_stop(&s), 0);
     CHECK(stat(path, &st) != 0); /* removed on shutdown */
 }
