@@ -257,7 +257,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     } else if (state == IV_REQ_DONE && !r->has_reply) {
         r->finish(r);
     }
-    if (!r->has_reply) return MHD_YES; /* suspended: the batcher resumes us */
+    if (r->suspended_here) {
+        /* The route handed the job to the batcher, which resumes the
+         * connection when done (possibly already): MHD calls back then. */
+        r->suspended_here = 0;
+        return MHD_YES;
+    }
+    if (!r->has_reply) {
+        /* Every route replies or suspends; never leave a client without an answer. */
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_INTERNAL, "internal error: %s %s produced no response", r->method, r->path);
+        iv_req_fail(r, &e);
+    }
     return queue_reply(r);
 }
 

@@ -209,6 +209,7 @@ void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opt
     r->state = IV_REQ_RUNNING;
     pthread_mutex_unlock(&r->lock);
     /* Suspend first: the job may finish (and resume) before enqueue returns. */
+    r->suspended_here = 1;
     iv_http_suspend(r);
     iv_batcher_enqueue(m->batcher, job);
 }

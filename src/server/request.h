@@ -54,6 +54,7 @@ struct iv_req {
     pthread_mutex_t lock;     /* state / orphaned, shared with the batcher thread */
     int state;
     int orphaned;
+    int suspended_here;       /* set when a route suspended the connection in this callback */
     iv_reply reply;
     int has_reply;
     int timing_headers;

@@ -349,6 +349,24 @@ int http_client_get(http_client *c, const char *path, http_resp *out)
 
 /* ---- decoding ---- */
 
+const char *jstr(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(v) ? v->valuestring : "(missing)";
+}
+
+int jint(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) && fabs(v->valuedouble) < 2e9 ? (int)v->valuedouble : -1;
+}
+
+double jnum(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
 float *json_floats(const cJSON *arr, int *n)
 {
     *n = cJSON_GetArraySize(arr);

@@ -57,6 +57,11 @@ void http_client_free(http_client *c);
 int http_client_post(http_client *c, const char *path, const char *json, http_resp *out);
 int http_client_get(http_client *c, const char *path, http_resp *out);
 
+/* NULL-safe field access for checks: a missing field reads as "(missing)" / NaN. */
+const char *jstr(const cJSON *obj, const char *key);
+double jnum(const cJSON *obj, const char *key);
+int jint(const cJSON *obj, const char *key); /* -1 when missing */
+
 /* Floats of a JSON array (malloc'd), count in *n. */
 float *json_floats(const cJSON *arr, int *n);
 /* Decodes standard base64 into malloc'd bytes. */

@@ -184,7 +184,7 @@ TEST(srv_errors_validation)
     CHECK_CONTAINS(r.body, "Input validation error: `prompt_name` is set to `nope` but it was not found in the "
                            "Sentence Transformers prompts. Available prompts: [");
     CHECK_CONTAINS(r.body, "\\\"query\\\"");
-    CHECK_STR(cJSON_GetObjectItem(r.json, "error_type")->valuestring, "Validation");
+    CHECK_STR(jstr(r.json, "error_type"), "Validation");
     http_resp_free(&r);
     /* Token ids outside the vocabulary. */
     EXPECT(&s, "/embed", "{\"inputs\":[101,9999,102]}", 422,

@@ -256,8 +256,8 @@ TEST(srv_concurrent_mixed_load)
     cJSON_ArrayForEach(m, cJSON_GetObjectItem(r.json, "data"))
     {
         const cJSON *st = cJSON_GetObjectItem(m, "stats");
-        CHECK_EQ_INT(cJSON_GetObjectItem(st, "queue_absolute")->valueint, 0);
-        CHECK(cJSON_GetObjectItem(st, "queue_fraction")->valuedouble == 0.0);
+        CHECK_EQ_INT(jint(st, "queue_absolute"), 0);
+        CHECK(jnum(st, "queue_fraction") == 0.0);
     }
     http_resp_free(&r);
     for (int k = 0; k < TEMPLATES; k++) {

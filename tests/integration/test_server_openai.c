@@ -29,15 +29,15 @@ TEST(srv_openai_float_and_base64)
     REQUIRE(http_post(&s, "/v1/embeddings", body, &b64) == 0);
     CHECK_EQ_INT(b64.status, 200);
     REQUIRE(fl.json && b64.json);
-    CHECK_STR(cJSON_GetObjectItem(fl.json, "object")->valuestring, "list");
-    CHECK_STR(cJSON_GetObjectItem(fl.json, "model")->valuestring, "minilm");
+    CHECK_STR(jstr(fl.json, "object"), "list");
+    CHECK_STR(jstr(fl.json, "model"), "minilm");
     CHECK(cJSON_GetObjectItem(fl.json, "id") == NULL); /* TEI's OpenAI response has no id */
     const cJSON *data = cJSON_GetObjectItem(fl.json, "data"), *data64 = cJSON_GetObjectItem(b64.json, "data");
     REQUIRE(cJSON_GetArraySize(data) == 3 && cJSON_GetArraySize(data64) == 3);
     for (int i = 0; i < 3; i++) {
         const cJSON *d = cJSON_GetArrayItem(data, i);
-        CHECK_STR(cJSON_GetObjectItem(d, "object")->valuestring, "embedding");
-        CHECK_EQ_INT(cJSON_GetObjectItem(d, "index")->valueint, i);
+        CHECK_STR(jstr(d, "object"), "embedding");
+        CHECK_EQ_INT(jint(d, "index"), i);
         int n, m;
         float *v = json_floats(cJSON_GetObjectItem(d, "embedding"), &n);
         float *t = json_floats(cJSON_GetArrayItem(tei.json, i), &m);
@@ -46,7 +46,7 @@ TEST(srv_openai_float_and_base64)
         CHECK(iv_test_max_abs_diff(v, t, n) <= 1e-6);
         /* base64: little-endian float32 bytes of the same vector, bit for bit. */
         size_t nb;
-        unsigned char *raw = b64_decode(cJSON_GetObjectItem(cJSON_GetArrayItem(data64, i), "embedding")->valuestring, &nb);
+        unsigned char *raw = b64_decode(jstr(cJSON_GetArrayItem(data64, i), "embedding"), &nb);
         CHECK_EQ_INT(nb, 384 * 4);
         for (int k = 0; k < n && (size_t)k * 4 + 3 < nb; k++) {
             uint32_t u = (uint32_t)raw[4 * k] | (uint32_t)raw[4 * k + 1] << 8 | (uint32_t)raw[4 * k + 2] << 16 |
@@ -66,8 +66,8 @@ TEST(srv_openai_float_and_base64)
     char hv[32];
     const cJSON *usage = cJSON_GetObjectItem(fl.json, "usage");
     CHECK(http_header(&fl, "x-compute-tokens", hv, sizeof hv) != NULL);
-    CHECK_EQ_INT(cJSON_GetObjectItem(usage, "prompt_tokens")->valueint, atoi(hv));
-    CHECK_EQ_INT(cJSON_GetObjectItem(usage, "total_tokens")->valueint, atoi(hv));
+    CHECK_EQ_INT(jint(usage, "prompt_tokens"), atoi(hv));
+    CHECK_EQ_INT(jint(usage, "total_tokens"), atoi(hv));
     CHECK(atoi(hv) > 20);
     /* Token ids give the same vector as the text they encode. */
     REQUIRE(http_post(&s, "/v1/embeddings", "{\"input\":[[101,7592,2088,102]]}", &ids) == 0);
@@ -76,7 +76,7 @@ TEST(srv_openai_float_and_base64)
     float *a = json_floats(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ids.json, "data"), 0), "embedding"), &n);
     float *b = json_floats(cJSON_GetArrayItem(tei.json, 1), &m);
     CHECK(n == m && iv_test_max_abs_diff(a, b, n) <= 1e-6);
-    CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetObjectItem(ids.json, "usage"), "prompt_tokens")->valueint, 4);
+    CHECK_EQ_INT(jint(cJSON_GetObjectItem(ids.json, "usage"), "prompt_tokens"), 4);
     free(a);
     free(b);
     http_resp_free(&tei);
@@ -87,14 +87,14 @@ TEST(srv_openai_float_and_base64)
     http_resp r;
     REQUIRE(http_post(&s, "/v1/embeddings", "{\"input\":\"x\",\"model\":\"text-embedding-3-small\"}", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(cJSON_GetObjectItem(r.json, "model")->valuestring, "minilm");
+    CHECK_STR(jstr(r.json, "model"), "minilm");
     http_resp_free(&r);
     /* A single string input is one embedding. */
     REQUIRE(http_post(&s, "/embeddings", "{\"input\":\"Hello world\",\"encoding_format\":\"base64\"}", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "data")), 1);
-    CHECK_CONTAINS(cJSON_GetObjectItem(r.json, "id")->valuestring, "infinity-");
-    CHECK_EQ_INT(strlen(cJSON_GetObjectItem(r.json, "id")->valuestring), strlen("infinity-") + 36);
+    CHECK_CONTAINS(jstr(r.json, "id"), "infinity-");
+    CHECK_EQ_INT(strlen(jstr(r.json, "id")), strlen("infinity-") + 36);
     CHECK(cJSON_IsNumber(cJSON_GetObjectItem(r.json, "created")));
     http_resp_free(&r);
     CHECK_EQ_INT(srv_stop(&s), 0);
@@ -112,16 +112,17 @@ TEST(srv_multi_model_infinity_routes)
     /* /models lists all three with their capabilities. */
     REQUIRE(http_get(&s, "/models", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(cJSON_GetObjectItem(r.json, "object")->valuestring, "list");
+    CHECK_STR(jstr(r.json, "object"), "list");
     const cJSON *data = cJSON_GetObjectItem(r.json, "data");
     REQUIRE(cJSON_GetArraySize(data) == 3);
     const char *ids[] = {"emb", "cls", "rr"}, *caps[] = {"embed", "classify", "rerank"};
     for (int i = 0; i < 3; i++) {
         const cJSON *m = cJSON_GetArrayItem(data, i);
-        CHECK_STR(cJSON_GetObjectItem(m, "id")->valuestring, ids[i]);
-        CHECK_STR(cJSON_GetObjectItem(m, "object")->valuestring, "model");
-        CHECK_STR(cJSON_GetObjectItem(m, "owned_by")->valuestring, "infinity");
-        CHECK_STR(cJSON_GetArrayItem(cJSON_GetObjectItem(m, "capabilities"), 0)->valuestring, caps[i]);
+        CHECK_STR(jstr(m, "id"), ids[i]);
+        CHECK_STR(jstr(m, "object"), "model");
+        CHECK_STR(jstr(m, "owned_by"), "infinity");
+        const cJSON *cap = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "capabilities"), 0);
+        CHECK_STR(cJSON_IsString(cap) ? cap->valuestring : "(missing)", caps[i]);
         const cJSON *st = cJSON_GetObjectItem(m, "stats");
         CHECK(cJSON_IsNumber(cJSON_GetObjectItem(st, "queue_fraction")));
         CHECK(cJSON_IsNumber(cJSON_GetObjectItem(st, "batch_size")));
@@ -135,23 +136,23 @@ TEST(srv_multi_model_infinity_routes)
     /* `model` picks the engine; absent: the first. */
     REQUIRE(http_post(&s, "/embeddings", "{\"input\":[\"abc\"],\"model\":\"emb\"}", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(cJSON_GetObjectItem(r.json, "model")->valuestring, "emb");
+    CHECK_STR(jstr(r.json, "model"), "emb");
     http_resp_free(&r);
     REQUIRE(http_post(&s, "/embed", "{\"inputs\":\"abc\"}", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
     http_resp_free(&r);
     REQUIRE(http_post(&s, "/classify", "{\"input\":[\"good day\",\"bad night\"],\"model\":\"cls\"}", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(cJSON_GetObjectItem(r.json, "object")->valuestring, "classify");
-    CHECK_STR(cJSON_GetObjectItem(r.json, "model")->valuestring, "cls");
+    CHECK_STR(jstr(r.json, "object"), "classify");
+    CHECK_STR(jstr(r.json, "model"), "cls");
     const cJSON *cd = cJSON_GetObjectItem(r.json, "data");
     REQUIRE(cJSON_GetArraySize(cd) == 2);
     double sum = 0;
     const cJSON *x;
-    cJSON_ArrayForEach(x, cJSON_GetArrayItem(cd, 0)) sum += cJSON_GetObjectItem(x, "score")->valuedouble;
+    cJSON_ArrayForEach(x, cJSON_GetArrayItem(cd, 0)) sum += jnum(x, "score");
     CHECK(fabs(sum - 1.0) < 1e-5);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetArrayItem(cd, 0)), 3);
-    CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "usage"), "prompt_tokens")->valueint > 0);
+    CHECK(jint(cJSON_GetObjectItem(r.json, "usage"), "prompt_tokens") > 0);
     http_resp_free(&r);
     /* /classify scores equal /predict's for the same text. */
     http_resp p;
@@ -161,8 +162,8 @@ TEST(srv_multi_model_infinity_routes)
     for (int k = 0; k < 3; k++) {
         const cJSON *a = cJSON_GetArrayItem(p.json, k),
                     *b = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "data"), 0), k);
-        CHECK_STR(cJSON_GetObjectItem(a, "label")->valuestring, cJSON_GetObjectItem(b, "label")->valuestring);
-        CHECK(fabs(cJSON_GetObjectItem(a, "score")->valuedouble - cJSON_GetObjectItem(b, "score")->valuedouble) < 1e-6);
+        CHECK_STR(jstr(a, "label"), jstr(b, "label"));
+        CHECK(fabs(jnum(a, "score") - jnum(b, "score")) < 1e-6);
     }
     http_resp_free(&p);
     http_resp_free(&r);
@@ -192,7 +193,7 @@ TEST(srv_multi_model_infinity_routes)
     http_resp_free(&r);
     REQUIRE(http_post(&s, "/embed", "{\"inputs\":\"a\",\"model\":\"gpt\"}", &r) == 0);
     CHECK_EQ_INT(r.status, 422);
-    CHECK_STR(cJSON_GetObjectItem(r.json, "error_type")->valuestring, "Validation");
+    CHECK_STR(jstr(r.json, "error_type"), "Validation");
     http_resp_free(&r);
     REQUIRE(http_post(&s, "/embeddings", "{\"input\":[\"a\"],\"model\":\"emb\",\"modality\":\"image\"}", &r) == 0);
     CHECK_EQ_INT(r.status, 400);

@@ -108,7 +108,7 @@ TEST(srv_unix_socket)
                       cJSON_IsString(cJSON_GetObjectItem(j, "message")) &&
                       cJSON_IsString(cJSON_GetObjectItem(j, "timestamp")),
                   "log line is not a JSON record: %s", line);
-        if (j && strstr(cJSON_GetObjectItem(j, "message")->valuestring, "POST /embed 200")) request_logged = 1;
+        if (j && strstr(jstr(j, "message"), "POST /embed 200")) request_logged = 1;
         cJSON_Delete(j);
         lines++;
     }
@@ -194,7 +194,7 @@ TEST(srv_prompts)
     CHECK_EQ_INT(r.status, 200);
     const cJSON *toks = cJSON_GetArrayItem(r.json, 0);
     const cJSON *last = cJSON_GetArrayItem(toks, cJSON_GetArraySize(toks) - 1);
-    CHECK_EQ_INT(cJSON_GetObjectItem(last, "stop")->valueint, (int)strlen("passage: hi"));
+    CHECK_EQ_INT(jint(last, "stop"), (int)strlen("passage: hi"));
     http_resp_free(&r);
     CHECK_EQ_INT(srv_stop(&s), 0);
 
@@ -452,8 +452,8 @@ TEST(srv_matches_cli)
         REQUIRE(line);
         for (int k = 0; k < 3; k++) {
             const cJSON *a = cJSON_GetArrayItem(line, k), *b = cJSON_GetArrayItem(cJSON_GetArrayItem(r.json, i), k);
-            CHECK_STR(cJSON_GetObjectItem(a, "label")->valuestring, cJSON_GetObjectItem(b, "label")->valuestring);
-            CHECK(fabs(cJSON_GetObjectItem(a, "score")->valuedouble - cJSON_GetObjectItem(b, "score")->valuedouble) <
+            CHECK_STR(jstr(a, "label"), jstr(b, "label"));
+            CHECK(fabs(jnum(a, "score") - jnum(b, "score")) <
                   1e-6);
         }
         cJSON_Delete(line);

@@ -206,11 +206,11 @@ TEST(srv_embed_all_and_sparse)
         int last = -1, ordered = 1;
         cJSON_ArrayForEach(x, cJSON_GetArrayItem(r.json, i))
         {
-            int idx = cJSON_GetObjectItem(x, "index")->valueint;
+            int idx = jint(x, "index");
             ordered &= idx > last;
             last = idx;
-            if (idx >= 0 && idx < vocab) dense[idx] = (float)cJSON_GetObjectItem(x, "value")->valuedouble;
-            CHECK(cJSON_GetObjectItem(x, "value")->valuedouble != 0.0);
+            if (idx >= 0 && idx < vocab) dense[idx] = (float)jnum(x, "value");
+            CHECK(jnum(x, "value") != 0.0);
         }
         CHECK(ordered);
         golden_compare("/embed_sparse", dense, want->data, 1, vocab, MIN_COS, MAX_ABS);
@@ -224,7 +224,7 @@ TEST(srv_embed_all_and_sparse)
     CHECK_EQ_INT(r.status, 424);
     CHECK_CONTAINS(r.body, "Model is not an embedding model with SPLADE pooling");
     CHECK_CONTAINS(r.body, "/embed, /v1/embeddings");
-    CHECK_STR(cJSON_GetObjectItem(r.json, "error_type")->valuestring, "Backend");
+    CHECK_STR(jstr(r.json, "error_type"), "Backend");
     http_resp_free(&r);
     CHECK_EQ_INT(srv_stop(&s), 0);
     golden_free(&g);
@@ -238,8 +238,8 @@ static void check_predictions(const cJSON *preds, const float *want, int n_label
     double prev = INFINITY, sum = 0;
     for (int k = 0; k < n_labels; k++) {
         const cJSON *p = cJSON_GetArrayItem(preds, k);
-        double score = cJSON_GetObjectItem(p, "score")->valuedouble;
-        const char *label = cJSON_GetObjectItem(p, "label")->valuestring;
+        double score = jnum(p, "score");
+        const char *label = jstr(p, "label");
         CHECK(score <= prev); /* sorted, highest first */
         prev = score;
         sum += score;
@@ -276,8 +276,8 @@ TEST(srv_predict_single_pair_batch)
     for (int k = 0; k < 3; k++) {
         const cJSON *p = cJSON_GetArrayItem(raw.json, k);
         for (int j = 0; j < 3; j++)
-            if (!strcmp(cJSON_GetObjectItem(p, "label")->valuestring, labels[j]))
-                logits[j] = (float)cJSON_GetObjectItem(p, "score")->valuedouble;
+            if (!strcmp(jstr(p, "label"), labels[j]))
+                logits[j] = (float)jnum(p, "score");
     }
     check_predictions(raw.json, logits, 3, labels, 1);
     REQUIRE(http_post(&s, "/predict", "{\"inputs\":\"good day\"}", &act) == 0);
@@ -294,10 +294,10 @@ TEST(srv_predict_single_pair_batch)
     for (int k = 0; k < 3; k++) {
         const cJSON *x = cJSON_GetArrayItem(cJSON_GetArrayItem(batch.json, 0), k), *y = cJSON_GetArrayItem(act.json, k);
         const cJSON *u = cJSON_GetArrayItem(cJSON_GetArrayItem(batch.json, 1), k), *v = cJSON_GetArrayItem(pair.json, k);
-        CHECK_STR(cJSON_GetObjectItem(x, "label")->valuestring, cJSON_GetObjectItem(y, "label")->valuestring);
-        CHECK_STR(cJSON_GetObjectItem(u, "label")->valuestring, cJSON_GetObjectItem(v, "label")->valuestring);
-        CHECK(fabs(cJSON_GetObjectItem(x, "score")->valuedouble - cJSON_GetObjectItem(y, "score")->valuedouble) < 1e-5);
-        CHECK(fabs(cJSON_GetObjectItem(u, "score")->valuedouble - cJSON_GetObjectItem(v, "score")->valuedouble) < 1e-5);
+        CHECK_STR(jstr(x, "label"), jstr(y, "label"));
+        CHECK_STR(jstr(u, "label"), jstr(v, "label"));
+        CHECK(fabs(jnum(x, "score") - jnum(y, "score")) < 1e-5);
+        CHECK(fabs(jnum(u, "score") - jnum(v, "score")) < 1e-5);
     }
     http_resp_free(&raw);
     http_resp_free(&act);
@@ -334,8 +334,8 @@ TEST(srv_rerank_tei_and_infinity)
         http_resp r;
         REQUIRE(http_post(&s, "/predict", body, &r) == 0);
         REQUIRE(r.status == 200);
-        logit[i] = cJSON_GetObjectItem(cJSON_GetArrayItem(r.json, 0), "score")->valuedouble;
-        CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(r.json, 0), "label")->valuestring, "LABEL_0");
+        logit[i] = jnum(cJSON_GetArrayItem(r.json, 0), "score");
+        CHECK_STR(jstr(cJSON_GetArrayItem(r.json, 0), "label"), "LABEL_0");
         http_resp_free(&r);
     }
     http_resp r;
@@ -348,13 +348,13 @@ TEST(srv_rerank_tei_and_infinity)
     double prev = INFINITY;
     for (int k = 0; k < 4; k++) {
         const cJSON *x = cJSON_GetArrayItem(r.json, k);
-        int idx = cJSON_GetObjectItem(x, "index")->valueint;
-        double score = cJSON_GetObjectItem(x, "score")->valuedouble;
+        int idx = jint(x, "index");
+        double score = jnum(x, "score");
         REQUIRE(idx >= 0 && idx < 4);
         CHECK(score <= prev);
         prev = score;
         CHECK(fabs(score - 1.0 / (1.0 + exp(-logit[idx]))) < 1e-5);
-        CHECK_STR(cJSON_GetObjectItem(x, "text")->valuestring, texts[idx]);
+        CHECK_STR(jstr(x, "text"), texts[idx]);
     }
     http_resp_free(&r);
     /* raw_scores, no text. */
@@ -363,9 +363,9 @@ TEST(srv_rerank_tei_and_infinity)
     CHECK_EQ_INT(r.status, 200);
     for (int k = 0; k < 2; k++) {
         const cJSON *x = cJSON_GetArrayItem(r.json, k);
-        int idx = cJSON_GetObjectItem(x, "index")->valueint;
+        int idx = jint(x, "index");
         CHECK(cJSON_GetObjectItem(x, "text") == NULL);
-        CHECK(fabs(cJSON_GetObjectItem(x, "score")->valuedouble - logit[idx == 0 ? 0 : 2]) < 1e-4);
+        CHECK(fabs(jnum(x, "score") - logit[idx == 0 ? 0 : 2]) < 1e-4);
     }
     http_resp_free(&r);
     /* Infinity's shape on the same path: documents, top_n, return_documents. */
@@ -374,9 +374,9 @@ TEST(srv_rerank_tei_and_infinity)
                       "\"top_n\":2,\"return_documents\":true,\"model\":\"tiny-reranker\"}",
                       &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(cJSON_GetObjectItem(r.json, "object")->valuestring, "rerank");
-    CHECK_STR(cJSON_GetObjectItem(r.json, "model")->valuestring, "tiny-reranker");
-    CHECK_CONTAINS(cJSON_GetObjectItem(r.json, "id")->valuestring, "infinity-");
+    CHECK_STR(jstr(r.json, "object"), "rerank");
+    CHECK_STR(jstr(r.json, "model"), "tiny-reranker");
+    CHECK_CONTAINS(jstr(r.json, "id"), "infinity-");
     CHECK(cJSON_IsNumber(cJSON_GetObjectItem(r.json, "created")));
     const cJSON *results = cJSON_GetObjectItem(r.json, "results");
     REQUIRE(cJSON_GetArraySize(results) == 2);
@@ -384,13 +384,13 @@ TEST(srv_rerank_tei_and_infinity)
     for (int i = 1; i < 4; i++)
         if (logit[i] > logit[best]) best = i;
     const cJSON *top = cJSON_GetArrayItem(results, 0);
-    CHECK_EQ_INT(cJSON_GetObjectItem(top, "index")->valueint, best);
-    CHECK_STR(cJSON_GetObjectItem(top, "document")->valuestring, texts[best]);
-    CHECK(fabs(cJSON_GetObjectItem(top, "relevance_score")->valuedouble - 1.0 / (1.0 + exp(-logit[best]))) < 1e-5);
+    CHECK_EQ_INT(jint(top, "index"), best);
+    CHECK_STR(jstr(top, "document"), texts[best]);
+    CHECK(fabs(jnum(top, "relevance_score") - 1.0 / (1.0 + exp(-logit[best]))) < 1e-5);
     const cJSON *usage = cJSON_GetObjectItem(r.json, "usage");
-    CHECK(cJSON_GetObjectItem(usage, "prompt_tokens")->valueint > 4);
-    CHECK_EQ_INT(cJSON_GetObjectItem(usage, "total_tokens")->valueint,
-                 cJSON_GetObjectItem(usage, "prompt_tokens")->valueint);
+    CHECK(jint(usage, "prompt_tokens") > 4);
+    CHECK_EQ_INT(jint(usage, "total_tokens"),
+                 jint(usage, "prompt_tokens"));
     http_resp_free(&r);
     /* A reranker has no pooled embedding. */
     REQUIRE(http_post(&s, "/embeddings", "{\"input\":\"abc\"}", &r) == 0);
@@ -416,7 +416,9 @@ TEST(srv_text_routes_minilm)
                       &r) == 0);
     CHECK_EQ_INT(r.status, 200);
     REQUIRE(cJSON_GetArraySize(r.json) == 2);
-    double s1 = cJSON_GetArrayItem(r.json, 0)->valuedouble, s2 = cJSON_GetArrayItem(r.json, 1)->valuedouble;
+    const cJSON *sim1 = cJSON_GetArrayItem(r.json, 0), *sim2 = cJSON_GetArrayItem(r.json, 1);
+    REQUIRE(cJSON_IsNumber(sim1) && cJSON_IsNumber(sim2));
+    double s1 = sim1->valuedouble, s2 = sim2->valuedouble;
     http_resp_free(&r);
     REQUIRE(http_post(&s, "/embed",
                       "{\"inputs\":[\"A man is eating food.\",\"A man is eating a piece of bread.\",\"The girl is "
@@ -459,14 +461,14 @@ TEST(srv_text_routes_minilm)
     /* /info, /health, /metrics. */
     REQUIRE(http_get(&s, "/info", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(cJSON_GetObjectItem(r.json, "model_id")->valuestring, dir);
-    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "model_type"), "embedding"),
-                                  "pooling")->valuestring,
+    CHECK_STR(jstr(r.json, "model_id"), dir);
+    CHECK_STR(jstr(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "model_type"), "embedding"),
+                                  "pooling"),
               "mean");
-    CHECK_EQ_INT(cJSON_GetObjectItem(r.json, "max_input_length")->valueint, 256);
-    CHECK_EQ_INT(cJSON_GetObjectItem(r.json, "max_client_batch_size")->valueint, 32);
-    CHECK_EQ_INT(cJSON_GetObjectItem(r.json, "max_concurrent_requests")->valueint, 512);
-    CHECK_EQ_INT(cJSON_GetObjectItem(r.json, "max_batch_tokens")->valueint, 16384);
+    CHECK_EQ_INT(jint(r.json, "max_input_length"), 256);
+    CHECK_EQ_INT(jint(r.json, "max_client_batch_size"), 32);
+    CHECK_EQ_INT(jint(r.json, "max_concurrent_requests"), 512);
+    CHECK_EQ_INT(jint(r.json, "max_batch_tokens"), 16384);
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(r.json, "max_batch_requests")));
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(r.json, "auto_truncate")));
     http_resp_free(&r);
