@@ -9,10 +9,12 @@ with keep-alive connections:
   short:  one sentence per request (8-24 words), 16 concurrent clients;
   batch:  32 sentences of mixed length (5-60 words) per request, 4 clients.
 
-For each it reports requests/s, inputs/s, p50/p99 latency and errors, the
-server's peak RSS, the ratio infinity_v3 / infinity-emb, and a numeric
-check that the two servers return the same vectors. Results go to
-bench/results/server.json.
+Both servers run at once (an idle one takes no CPU) and each scenario
+alternates between them in rounds, so a change in the machine's other load
+hits both alike. For each it reports requests/s, inputs/s, p50/p99 latency
+and errors, the server's peak RSS, the ratio infinity_v3 / infinity-emb,
+and a numeric check that the two servers return the same vectors. Results
+go to bench/results/server.json.
 
 Setup (infinity-emb needs transformers<=5.0 and sentence-transformers 3,
 so it lives in its own virtualenv on top of the system torch):
@@ -120,8 +122,9 @@ def post(port, body):
     return r.status, r.read()
 
 
-def load(port, bodies, n_inputs, clients, seconds):
-    """Closed loop: each client sends its next request as soon as the last answer arrived."""
+def load(port, bodies, clients, seconds):
+    """Closed loop: each client sends its next request as soon as the last answer arrived.
+    Returns (latencies in seconds, errors, elapsed seconds)."""
     lat, errors = [], [0]
     lock = threading.Lock()
     start = time.perf_counter()
@@ -156,15 +159,18 @@ def load(port, bodies, n_inputs, clients, seconds):
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - start
-    lat.sort()
+    return lat, errors[0], time.perf_counter() - start
+
+
+def summarize(lat, errors, elapsed, n_inputs, clients):
+    lat = sorted(lat)
 
     def pct(p):
-        return lat[min(len(lat) - 1, int(math.ceil(p / 100.0 * len(lat))) - 1)] * 1000 if lat else None
+        return round(lat[min(len(lat) - 1, int(math.ceil(p / 100.0 * len(lat))) - 1)] * 1000, 2) if lat else None
 
     return {"requests": len(lat), "seconds": round(elapsed, 2), "requests_per_s": round(len(lat) / elapsed, 2),
             "inputs_per_s": round(len(lat) * n_inputs / elapsed, 1), "p50_ms": pct(50), "p99_ms": pct(99),
-            "errors": errors[0]}
+            "errors": errors, "clients": clients, "inputs_per_request": n_inputs}
 
 
 def vectors(port, texts):
@@ -180,7 +186,8 @@ def main():
     ap.add_argument("--model-dir", default=os.path.join(ROOT, ".cache/models/all-MiniLM-L6-v2"))
     ap.add_argument("--infinity-python", default=os.path.join(ROOT, ".cache/venv-bench/bin/python"))
     ap.add_argument("--seconds", type=float, default=12.0, help="measured seconds per scenario and engine")
-    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=3, help="alternations between the engines per scenario")
+    ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each round")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/server.json"))
     args = ap.parse_args()
 
@@ -192,33 +199,47 @@ def main():
     results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                            "load_average_at_start": os.getloadavg()},
                "model": os.path.basename(args.model_dir), "route": "POST /embeddings",
-               "seconds_per_scenario": args.seconds, "engines": {}}
+               "seconds_per_scenario": args.seconds, "rounds": args.rounds, "engines": {}}
+    try:
+        versions = subprocess.run([args.infinity_python, "-c", "import infinity_emb, torch, transformers; "
+                                   "print(infinity_emb.__version__, torch.__version__, transformers.__version__)"],
+                                  capture_output=True, text=True, timeout=120).stdout.split()
+        results["infinity_emb_versions"] = dict(zip(["infinity_emb", "torch", "transformers"], versions))
+    except (OSError, subprocess.SubprocessError):
+        pass
     engines = [("infinity_v3", lambda: start_v3(args.binary, args.model_dir)),
                ("infinity-emb", lambda: start_infinity(args.infinity_python, args.model_dir))]
-    ref = None
-    for name, start in engines:
-        print("starting %s ..." % name, flush=True)
-        proc, port, log_path = start()
-        try:
-            vecs = vectors(port, check_texts)
-            if ref is None:
-                ref = vecs
-                diff = 0.0
-            else:
-                diff = max(abs(a - b) for u, v in zip(ref, vecs) for a, b in zip(u, v))
-            res = {"max_abs_diff_vs_infinity_v3": diff}
-            for sc, bodies, n_inputs, clients in scenarios:
-                load(port, bodies, n_inputs, clients, args.warmup)
-                r = load(port, bodies, n_inputs, clients, args.seconds)
-                r["clients"] = clients
-                r["inputs_per_request"] = n_inputs
-                res[sc] = r
-                print("  %-6s %8.1f req/s %9.1f inputs/s  p50 %7.1f ms  p99 %7.1f ms  errors %d" % (
-                    sc, r["requests_per_s"], r["inputs_per_s"], r["p50_ms"] or -1, r["p99_ms"] or -1, r["errors"]),
-                    flush=True)
-            res["peak_rss_mb"] = peak_rss_mb(proc.pid)
-            results["engines"][name] = res
-        finally:
+    # Both servers up at once (an idle server takes no CPU); scenarios alternate
+    # between them in rounds so a change in the machine's other load hits both.
+    running = {}
+    try:
+        for name, start in engines:
+            print("starting %s ..." % name, flush=True)
+            running[name] = start()
+        ref = vectors(running["infinity_v3"][1], check_texts)
+        other = vectors(running["infinity-emb"][1], check_texts)
+        diff = max(abs(a - b) for u, v in zip(ref, other) for a, b in zip(u, v))
+        for name in running:
+            results["engines"][name] = {}
+        for sc, bodies, n_inputs, clients in scenarios:
+            acc = {name: ([], 0, 0.0) for name in running}
+            for _ in range(args.rounds):
+                for name, (proc, port, _) in running.items():
+                    load(port, bodies, clients, args.warmup)
+                    lat, err, secs = load(port, bodies, clients, args.seconds / args.rounds)
+                    l0, e0, s0 = acc[name]
+                    acc[name] = (l0 + lat, e0 + err, s0 + secs)
+            for name in running:
+                r = summarize(*acc[name], n_inputs, clients)
+                results["engines"][name][sc] = r
+                print("  %-12s %-6s %8.1f req/s %9.1f inputs/s  p50 %7.1f ms  p99 %7.1f ms  errors %d" % (
+                    name, sc, r["requests_per_s"], r["inputs_per_s"], r["p50_ms"] or -1, r["p99_ms"] or -1,
+                    r["errors"]), flush=True)
+        for name, (proc, _, _) in running.items():
+            results["engines"][name]["peak_rss_mb"] = peak_rss_mb(proc.pid)
+        results["engines"]["infinity-emb"]["max_abs_diff_vs_infinity_v3"] = diff
+    finally:
+        for name, (proc, _, log_path) in running.items():
             proc.terminate()
             try:
                 proc.wait(timeout=60)
