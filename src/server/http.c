@@ -60,6 +60,11 @@ void iv_req_free(iv_req *r)
 void iv_http_suspend(iv_req *r) { MHD_suspend_connection(r->conn); }
 void iv_http_resume(iv_req *r) { MHD_resume_connection(r->conn); }
 
+const char *iv_req_query(iv_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
 int iv_http_client_fd(iv_req *r)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -65,6 +65,9 @@ void iv_req_reply(iv_req *r, int status, const char *content_type, iv_strbuf *bo
 void iv_req_reply_json(iv_req *r, iv_strbuf *body);
 void iv_req_fail(iv_req *r, const iv_api_error *e);
 
+/* A query-string argument, or NULL. */
+const char *iv_req_query(iv_req *r, const char *name);
+
 /* Parses the body into r->json (replies with the error and returns -1). */
 int iv_req_parse_json(iv_req *r);
 /* Picks the model from an optional "model" field (replies on error). */

@@ -601,8 +601,16 @@ static void put_labels(iv_strbuf *b, const iv_engine *e, int n)
 
 void iv_route_info(iv_req *r)
 {
+    /* One model's description: the first, or the one named by ?model=. */
     const iv_server *s = r->srv;
-    const iv_model_slot *m = &s->models[0];
+    const char *name = iv_req_query(r, "model");
+    const iv_model_slot *m = name ? iv_server_find_model(r->srv, name) : &s->models[0];
+    if (!m) {
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_MODEL_NOT_FOUND, "Input validation error: model `%.200s` is not served here", name);
+        iv_req_fail(r, &e);
+        return;
+    }
     iv_strbuf b;
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"model_id\":");

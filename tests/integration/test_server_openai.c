@@ -128,6 +128,28 @@ TEST(srv_multi_model_infinity_routes)
         CHECK(cJSON_IsNumber(cJSON_GetObjectItem(st, "batch_size")));
     }
     http_resp_free(&r);
+    /* /info describes the first model, or the one named by ?model=. */
+    REQUIRE(http_get(&s, "/info?model=rr", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(jstr(r.json, "served_model_name"), "rr");
+    CHECK_STR(jstr(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "model_type"), "reranker"),
+                                       "id2label"),
+                   "0"),
+              "LABEL_0");
+    http_resp_free(&r);
+    REQUIRE(http_get(&s, "/info", &r) == 0);
+    CHECK_STR(jstr(r.json, "served_model_name"), "emb");
+    CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "model_type"), "embedding") != NULL);
+    http_resp_free(&r);
+    REQUIRE(http_get(&s, "/info?model=cls", &r) == 0);
+    CHECK_EQ_INT(jint(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "model_type"), "classifier"),
+                                          "label2id"),
+                      "positive"),
+                 2);
+    http_resp_free(&r);
+    REQUIRE(http_get(&s, "/info?model=nope", &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    http_resp_free(&r);
     REQUIRE(http_get(&s, "/v1/models", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "data")), 3);
