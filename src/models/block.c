@@ -84,6 +84,20 @@ static void scale_queries_by_position(const iv_ops *ops, const iv_block_spec *s,
     }
 }
 
+/* GTE logn_attention_scale: q *= ln(L) / ln(logn_base) per sequence of L
+ * tokens, in float32 as the remote code (attention_mask.sum(1).log() /
+ * tensor(max_position_embeddings).log()), clipped below at 1 when asked. */
+static void scale_queries_by_length(const iv_ops *ops, const iv_block_spec *s, const iv_batch *b, iv_view q)
+{
+    const float denom = logf((float)s->logn_base);
+    for (int i = 0; i < b->n_seqs; i++) {
+        float f = logf((float)iv_batch_seqlen(b, i)) / denom;
+        if (s->logn_clip1 && f < 1.0f) f = 1.0f;
+        iv_view qs = rows_of(q, b->cu_seqlens[i], b->cu_seqlens[i + 1]);
+        ops->scale(ops, qs, qs, f);
+    }
+}
+
 static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
                                const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
 {
@@ -97,10 +111,13 @@ static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const 
     iv_view k = {sc->qkv + q_cols, T, kv_cols, qkv_cols};
     iv_view v = {sc->qkv + q_cols + kv_cols, T, kv_cols, qkv_cols};
     const float qk_offset = s->norm_kind == IV_NORM_RMS_PLUS1 ? 1.0f : 0.0f;
+    if (L->q_full_norm.present) iv_block_norm(ops, s, &L->q_full_norm, q, q, NULL);
+    if (L->k_full_norm.present) iv_block_norm(ops, s, &L->k_full_norm, k, k, NULL);
     if (L->q_norm_w) ops->head_rms_norm(ops, q, s->n_heads, s->head_dim, L->q_norm_w, s->qk_norm_eps, qk_offset);
     if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
     if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, k);
     if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, ex->positions, q);
+    if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
         .out = view(sc->attn, T, q_cols),
@@ -125,6 +142,7 @@ static void layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
     ops->linear(ops, hv, view(sc->attn, T, (int64_t)s->n_heads * s->head_dim), L->o_w, L->o_b, IV_ACT_NONE, x);
     iv_block_norm(ops, s, &L->attn_norm, hv, hv, NULL);
+    if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, x);
     iv_block_mlp(ops, s, L, hv, xv, sc->h, &sc->mlp);
     iv_block_norm(ops, s, &L->mlp_norm, xv, xv, NULL);
 }

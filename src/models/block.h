@@ -8,6 +8,10 @@
  *
  * The MLP is dense (plain or gated) or, per layer, a mixture of experts
  * (block_mlp.c).
+ *
+ * Optional per-layer extras: a norm over the full Q and K projections before
+ * the head split (JinaCode), and for post-norm a second residual norm after
+ * N1, h = N1b(x + N1(x + O(attn))) (JinaCode's layer_norm_1).
  */
 #ifndef IV_MODELS_BLOCK_H
 #define IV_MODELS_BLOCK_H
@@ -47,6 +51,10 @@ typedef struct iv_block_spec {
      * beta 0: off. */
     float q_pos_scale_beta;
     int q_pos_scale_period;
+    /* GTE logn_attention_scale: q *= ln(L) / ln(logn_base) for a sequence of L
+     * tokens, after rotary (0: off); logn_clip1 raises factors below 1 to 1. */
+    int logn_base;
+    int logn_clip1;
 } iv_block_spec;
 
 /* A routed MLP (Qwen3-MoE): softmax over the router logits in float32, the
@@ -67,10 +75,12 @@ typedef struct iv_layer {
     const iv_tensor *qkv_w, *qkv_b;
     const iv_tensor *o_w, *o_b;
     const iv_tensor *q_norm_w, *k_norm_w; /* per-head RMSNorm before RoPE, or NULL */
+    iv_norm q_full_norm, k_full_norm; /* JinaCode: a norm over all of Q / K before the head split */
     iv_norm attn_norm;       /* N1 */
     iv_norm mlp_norm;        /* N2 */
     iv_norm post_attn_norm;  /* P1 (sandwich) */
     iv_norm post_mlp_norm;   /* P2 (sandwich) */
+    iv_norm attn_outer_norm; /* post-norm only (JinaCode): h = norm(x + N1(x + O(attn))) */
     const iv_tensor *up_w, *up_b;     /* [I or 2I, H] */
     const iv_tensor *down_w, *down_b; /* [H, I] */
     int window_left, window_right;    /* -1: unlimited */

@@ -124,7 +124,7 @@ int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, floa
     compute_positions(m, b, pos);
     embed_tokens(m, b, pos, x, arena);
 
-    iv_attn_extras ex = {.positions = pos};
+    iv_attn_extras ex = {.positions = pos, .alibi_slopes = m->alibi_slopes};
     if (m->rel_bias.table && build_rel_bias(m, b, arena, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, arena, &ex, err)) return -1;

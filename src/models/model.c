@@ -13,7 +13,7 @@ int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_e
     if (!m) return iv_errf(err, IV_E_NOMEM, "out of memory");
     m->ops = ops;
     if (iv_hf_config_load(&m->cfg, model_dir, err)) goto fail;
-    m->family = iv_family_find(m->cfg.model_type);
+    m->family = iv_family_for_config(&m->cfg);
     if (!m->family) {
         iv_errf(err, IV_E_UNSUPPORTED,
                 "unsupported model_type \"%s\" (architecture \"%s\"); supported model types: %s",

@@ -65,6 +65,7 @@ typedef struct iv_model {
     iv_layer *layers;
     iv_norm final_norm;         /* after the last layer (pre-norm families), present=0 when none */
     iv_rel_bias_spec rel_bias;
+    const float *alibi_slopes;  /* [n_heads] symmetric ALiBi (model-owned), or NULL */
 
     iv_head seq_head;           /* sequence classification (n_steps 0 when absent) */
     iv_seq_pool seq_head_pool;

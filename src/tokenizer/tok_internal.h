@@ -220,7 +220,7 @@ typedef struct tok_span {
 } tok_span;
 
 typedef struct tok_nstr {
-    char *s;      /* normalized bytes, NUL-terminated */
+    char *s;      /* normalized bytes (slices share their parent's buffer: not NUL-terminated) */
     int32_t len;
     tok_span *al; /* [len] */
     int32_t ostart, oend;
@@ -583,6 +583,7 @@ int tok_load_added_tokens(const cJSON *arr, iv_tokenizer *tok, iv_err *err);
 void tok_free_added(tok_added_vocab *av);
 int tok_precompiled_load(tok_precompiled *pc, const char *b64, iv_err *err);
 void tok_precompiled_normalize(tok_ctx *c, const tok_precompiled *pc, tok_nstr *ns);
+int tok_load_template(const cJSON *j, tok_postproc *pp, const char *what, iv_err *err);
 /* Builds the Llama-style template from add_bos_token/add_eos_token. */
 int tok_template_from_flags(tok_postproc *pp, const char *bos, int32_t bos_id, const char *eos,
                             int32_t eos_id, int add_bos, int add_eos, iv_err *err);

@@ -150,26 +150,11 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-/* A Llama-like BPE with <s>/</s> added tokens and a "<s> $A" template. */
-static const char LLAMA_JSON[] =
-    "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true,\"normalized\":false},"
-    "{\"id\":1,\"content\":\"<s>\",\"special\":true,\"normalized\":false},"
-    "{\"id\":2,\"content\":\"</s>\",\"special\":true,\"normalized\":false}],"
-    "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
-    "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]},"
-    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
-    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
-    "{\"Sequence\":{\"id\":\"B\",\"type_id\":1}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],"
-    "\"tokens\":[\"<s>\"]}}},"
-    "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"byte_fallback\":true,\"fuse_unk\":true,"
-    "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,\"\\u2581\":3,\"a\":4,\"b\":5,\"\\u2581a\":6,\"\\u2581ab\":7},"
-    "\"merges\":[\"\\u2581 a\",\"\\u2581a b\"]}}";
-
 TEST(tok_load_directory_config)
 {
     char dir[] = "/tmp/iv_tok_test_XXXXXX";
     REQUIRE(mkdtemp(dir));
-    REQUIRE(write_file(dir, "tokenizer.json", LLAMA_JSON) == 0);
+    REQUIRE(write_file(dir, "tokenizer.json", TOK_MINI_BPE) == 0);
     REQUIRE(write_file(dir, "tokenizer_config.json",
                        "{\"tokenizer_class\":\"LlamaTokenizer\",\"add_bos_token\":true,\"add_eos_token\":true,"
                        "\"bos_token\":\"<s>\",\"eos_token\":{\"content\":\"</s>\"},\"model_max_length\":512}") == 0);
@@ -249,6 +234,35 @@ TEST(tok_byte_fallback_and_decode)
     REQUIRE(iv_tokenizer_decode(tok, e.ids, e.len, 0, &dec, &err) == 0);
     CHECK_STR(dec, "abc<unk>");
     free(dec);
+    iv_encoding_free(&e);
+    iv_tokenizer_free(tok);
+}
+
+TEST(tok_load_template_string_form)
+{
+    /* The "[CLS] $A [SEP]" shorthand of TemplateProcessing's constructor. */
+    const char *json = "{\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":\"[CLS] $A [SEP]\","
+                       "\"pair\":\"[CLS] $A [SEP] $B:1 [SEP]:1\",\"special_tokens\":{"
+                       "\"[CLS]\":{\"id\":\"[CLS]\",\"ids\":[2],\"tokens\":[\"[CLS]\"]},"
+                       "\"[SEP]\":{\"id\":\"[SEP]\",\"ids\":[3],\"tokens\":[\"[SEP]\"]}}},"
+                       "\"pre_tokenizer\":{\"type\":\"Whitespace\"},"
+                       "\"model\":{\"type\":\"WordLevel\",\"unk_token\":\"[UNK]\","
+                       "\"vocab\":{\"[UNK]\":0,\"a\":1,\"[CLS]\":2,\"[SEP]\":3,\"b\":4}}}";
+    iv_tokenizer *tok = NULL;
+    iv_err err;
+    REQUIRE(iv_tokenizer_load_json(&tok, json, strlen(json), NULL, 0, &err) == 0);
+    CHECK_EQ_INT(iv_tokenizer_num_special_tokens(tok, 0), 2);
+    CHECK_EQ_INT(iv_tokenizer_num_special_tokens(tok, 1), 3);
+    iv_encode_opts o = iv_encode_opts_default();
+    iv_encoding e;
+    REQUIRE(iv_tokenizer_encode(tok, "a", 1, "b a", 3, &o, &e, &err) == 0);
+    const int32_t want[] = {2, 1, 3, 4, 1, 3};
+    const int32_t types[] = {0, 0, 0, 1, 1, 1};
+    REQUIRE(e.len == 6);
+    for (int i = 0; i < 6; i++) {
+        CHECK_EQ_INT(e.ids[i], want[i]);
+        CHECK_EQ_INT(e.type_ids[i], types[i]);
+    }
     iv_encoding_free(&e);
     iv_tokenizer_free(tok);
 }
