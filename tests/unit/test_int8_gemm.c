@@ -269,18 +269,16 @@ TEST(int8_linear_epilogues_and_edge_shapes)
     }
 }
 
-/* Several row tiles and column tiles, threaded. */
+/* Several row tiles and column tiles, threaded, with the default kernel
+ * (int8_linear_exact_on_integers runs the threaded path on every kernel). */
 TEST(int8_linear_large)
 {
     ops_rng r = {94};
-    FOR_EACH_KERNEL(k)
-    {
-        check_linear_int8(&r, (i8_case){300, 384, 200, 0, 0, IV_ACT_NONE});
-        check_linear_int8(&r, (i8_case){300, 384, 200, 1, 1, IV_ACT_GELU});
-        check_linear_int8(&r, (i8_case){257, 96, 500, 1, 2, IV_ACT_NONE});
-        check_linear_int8(&r, (i8_case){8, 384, 1536, 1, 0, IV_ACT_GELU});
-        check_linear_int8(&r, (i8_case){8, 1536, 384, 1, 2, IV_ACT_NONE});
-    }
+    check_linear_int8(&r, (i8_case){300, 384, 200, 0, 0, IV_ACT_NONE});
+    check_linear_int8(&r, (i8_case){300, 384, 200, 1, 1, IV_ACT_GELU});
+    check_linear_int8(&r, (i8_case){257, 96, 500, 1, 2, IV_ACT_NONE});
+    check_linear_int8(&r, (i8_case){8, 384, 1536, 1, 0, IV_ACT_GELU});
+    check_linear_int8(&r, (i8_case){8, 1536, 384, 1, 2, IV_ACT_NONE});
 }
 
 TEST(int8_linear_nan_row_stays_nan)

@@ -55,7 +55,7 @@ TEST(int8_activation_range_ends_and_special_rows)
 {
     /* Positive rows start at q = 0 (zero point 0), negative ones end at 255. */
     float pos[5] = {0.5f, 1.0f, 2.0f, 3.0f, 4.0f}, neg[3] = {-4.0f, -1.0f, -2.0f};
-    uint8_t q[5];
+    uint8_t q[16];
     float s;
     int32_t z;
     iv_int8_quantize_row(pos, 5, q, &s, &z);
