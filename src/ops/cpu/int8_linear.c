@@ -244,7 +244,9 @@ void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor
     {
         int32_t *acc = iv_cpu_scratch((size_t)(TILE_M * c.tile_n) * sizeof(int32_t));
         float *deq = iv_cpu_scratch((size_t)c.tile_n * sizeof(float));
-#pragma omp for schedule(static)
+        /* Dynamic: on a shared machine a descheduled thread must not hold
+         * back the others; a tile is tens of microseconds of work. */
+#pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < tiles; t++) run_tile(&c, t, acc, deq);
         free(acc);
         free(deq);

@@ -34,7 +34,8 @@ int iv_int8_pack_weights(void *blob, float *scales, const float *w, int64_t out,
         float amax = 0.0f;
         for (int64_t k = 0; k < in; k++) {
             if (!isfinite(row[k])) return -1;
-            amax = fmaxf(amax, fabsf(row[k]));
+            const float a = fabsf(row[k]);
+            if (a > amax) amax = a;
         }
         const float s = amax / 127.0f;
         scales[n] = s;
