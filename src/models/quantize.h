@@ -1,8 +1,8 @@
 /* Load-time int8 quantization of a model's large linear layers (`--dtype
  * int8` on CPU). The pass replaces, in every layer, the fused QKV, attention
- * output, MLP up and MLP down weights by IV_I8 tensors (per-output-row
- * symmetric int8, ops/cpu/int8_ops.h); embeddings, norms, biases and heads
- * stay FP32. The model must run on the int8 op table (iv_cpu_int8_ops),
+ * output, MLP up and MLP down weights (and each routed expert's up and down)
+ * by IV_I8 tensors (per-output-row symmetric int8, ops/cpu/int8_ops.h);
+ * embeddings, norms, biases, MoE routers and heads stay FP32. The model must run on the int8 op table (iv_cpu_int8_ops),
  * whose linear takes either dtype, so model code is unchanged. */
 #ifndef IV_MODELS_QUANTIZE_H
 #define IV_MODELS_QUANTIZE_H

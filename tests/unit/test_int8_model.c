@@ -115,14 +115,45 @@ static void check_engine_hidden(const char *name, double min_cos)
         REQUIRE(iv_tensor_numel(want) == (int64_t)g.lens[i] * out.cols);
         double c = iv_test_cosine(out.data, want->data, iv_tensor_numel(want));
         CHECK_MSG(c >= min_cos, "%s input %d: hidden-state cosine %.6f", name, i, c);
+
         iv_outputs_free(&out);
     }
     iv_engine_free(e);
     golden_free(&g);
 }
 
+/* One fixture per family and block layout: post-norm (BERT, DistilBERT,
+ * MPNet's relative bias, Jina ALiBi, Nomic/GTE rotary, ModernBERT), pre-norm
+ * gated (Llama, Qwen2/3, Mistral), sandwich (Gemma3), routed experts
+ * (Qwen3-MoE). Worst cosine seen when written: 0.9955 (jina_bert_v2). */
 TEST(int8_model_fixtures_close_to_reference)
 {
-    check_engine_hidden("bert", 0.99);
-    check_engine_hidden("mpnet", 0.99);
+    const char *names[] = {"bert", "distilbert", "mpnet", "jina_bert_v2", "nomic_bert", "gte_new", "modernbert",
+                           "llama", "qwen2", "qwen3", "mistral", "gemma3", "qwen3_moe"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) check_engine_hidden(names[i], 0.99);
+}
+
+TEST(int8_model_pass_quantizes_experts_not_router)
+{
+    iv_model *m;
+    if (load_fixture_model(&m, "qwen3_moe", iv_cpu_int8_ops())) return;
+    iv_quant_stats st;
+    iv_err err = {0};
+    REQUIRE(iv_model_quantize_int8(m, &st, &err) == 0);
+    int moe_layers = 0, experts = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        const iv_layer *L = &m->layers[l];
+        CHECK(is_i8(L->qkv_w) && is_i8(L->o_w));
+        if (!L->moe) {
+            CHECK(is_i8(L->up_w) && is_i8(L->down_w));
+            continue;
+        }
+        moe_layers++;
+        CHECK(is_f32_or_null(L->moe->router_w));
+        for (int e = 0; e < L->moe->n_experts; e++, experts++)
+            CHECK(is_i8(L->moe->up_w[e]) && is_i8(L->moe->down_w[e]));
+    }
+    CHECK(moe_layers > 0);
+    CHECK_EQ_INT(st.tensors, 2 * m->n_layers + 2 * (m->n_layers - moe_layers) + 2 * experts);
+    iv_model_free(m);
 }

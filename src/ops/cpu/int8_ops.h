@@ -53,8 +53,8 @@ const iv_ops *iv_cpu_int8_ops(void);
 size_t iv_int8_packed_bytes(int64_t out, int64_t in);
 size_t iv_int8_sums_offset(int64_t out, int64_t in);
 
-/* Quantizes w [out, in] (row-major f32) into blob (iv_int8_packed_bytes,
- * 64-byte aligned) and scales [out]. An all-zero row gets scale 0. Returns
+/* Quantizes w [out, in] (row-major f32) into blob (iv_int8_packed_bytes;
+ * any alignment, 64 bytes is fastest) and scales [out]. An all-zero row gets scale 0. Returns
  * -1 when w holds a NaN or an infinity (nothing sensible to quantize). */
 int iv_int8_pack_weights(void *blob, float *scales, const float *w, int64_t out, int64_t in);
 
