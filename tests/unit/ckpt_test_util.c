@@ -1,6 +1,5 @@
 #include "unit/ckpt_test_util.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +7,6 @@
 
 #include "engine/engine.h"
 #include "test.h"
-
-#define CKPT_PREFIX "/tmp/iv_ckpt_"
 
 int ckpt_write(const char *dir, const char *name, const void *data, size_t n)
 {
@@ -57,28 +54,15 @@ static int link_weights_of(const char *dir, const char *fixture)
 
 int ckpt_make(char *dir, size_t cap, const char *fixture, ckpt_edit_fn edit, int link_weights)
 {
-    snprintf(dir, cap, CKPT_PREFIX "XXXXXX");
-    if (!mkdtemp(dir)) {
+    if (tmp_dir(dir, cap, "ckpt")) {
         iv_test_fail(__FILE__, __LINE__, "cannot make a temp dir for a checkpoint from %s", fixture);
         return -1;
     }
     if (write_config(dir, fixture, edit) || (link_weights && link_weights_of(dir, fixture))) {
-        ckpt_remove(dir);
+        tmp_rmtree(dir);
         return -1;
     }
     return 0;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
-void ckpt_remove(const char *dir)
-{
-    if (dir && !strncmp(dir, CKPT_PREFIX, strlen(CKPT_PREFIX))) nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void ckpt_set(cJSON *cfg, const char *key, cJSON *v)
@@ -112,5 +96,5 @@ void ckpt_expect_reject_at(const char *file, int line, const char *fixture, ckpt
         return;
     }
     ckpt_expect_load_error_at(file, line, dir, fixture, needle, code);
-    ckpt_remove(dir);
+    tmp_rmtree(dir);
 }

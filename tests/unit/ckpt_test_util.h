@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "base/json.h"
+#include "unit/tmp_test_util.h"
 
 /* Edits a fixture's parsed config.json in place. */
 typedef void (*ckpt_edit_fn)(cJSON *cfg);
@@ -16,13 +17,10 @@ typedef void (*ckpt_edit_fn)(cJSON *cfg);
  * tests/fixtures/models/<fixture>: config.json passed through edit (NULL:
  * unchanged) and, with link_weights, model.safetensors linked to the
  * fixture's. 0 on success; -1 after recording a test failure (the partial
- * directory, if any, is removed). Remove it with ckpt_remove. */
+ * directory, if any, is removed). Remove it with tmp_rmtree. */
 int ckpt_make(char *dir, size_t cap, const char *fixture, ckpt_edit_fn edit, int link_weights);
 /* Writes dir/name with n bytes of data; 0 on success. */
 int ckpt_write(const char *dir, const char *name, const void *data, size_t n);
-/* Removes a directory made by ckpt_make and everything in it (links are
- * removed, never followed). Refuses any other path. */
-void ckpt_remove(const char *dir);
 
 /* Sets cfg[key] = v (taking v), replacing a value already there in place. */
 void ckpt_set(cJSON *cfg, const char *key, cJSON *v);
@@ -31,7 +29,7 @@ void ckpt_set(cJSON *cfg, const char *key, cJSON *v);
  * holding needle. Failures are reported at file:line and name `what`. */
 void ckpt_expect_load_error_at(const char *file, int line, const char *dir, const char *what, const char *needle,
                                int code);
-/* ckpt_make (weights linked), ckpt_expect_load_error_at, ckpt_remove. */
+/* ckpt_make (weights linked), ckpt_expect_load_error_at, tmp_rmtree. */
 void ckpt_expect_reject_at(const char *file, int line, const char *fixture, ckpt_edit_fn edit, const char *needle,
                            int code);
 

@@ -72,7 +72,7 @@ TEST(model_rejects_missing_weights)
     char dir[256];
     REQUIRE(ckpt_make(dir, sizeof dir, "bert", NULL, 0) == 0);
     CKPT_LOAD_ERROR(dir, "bert without weights", "", IV_E_NOTFOUND);
-    ckpt_remove(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(model_rejects_pytorch_only)
@@ -81,7 +81,7 @@ TEST(model_rejects_pytorch_only)
     REQUIRE(ckpt_make(dir, sizeof dir, "bert", NULL, 0) == 0);
     CHECK(ckpt_write(dir, "pytorch_model.bin", "PK\x03\x04", 4) == 0);
     CKPT_LOAD_ERROR(dir, "bert with pytorch_model.bin", "safetensors", IV_E_UNSUPPORTED);
-    ckpt_remove(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(model_rejects_bad_token_ids)

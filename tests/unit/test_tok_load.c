@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "test.h"
 #include "tok_test_data.h"
 #include "tokenizer/tokenizer.h"
+#include "unit/tmp_test_util.h"
 
 #define WP_MODEL "\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"vocab\":{\"[UNK]\":0,\"a\":1}}"
 
@@ -140,20 +140,10 @@ static int write_file(const char *dir, const char *name, const char *text)
     return fclose(f);
 }
 
-static void remove_dir(const char *dir)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    unlink(path);
-    rmdir(dir);
-}
-
 TEST(tok_load_directory_config)
 {
-    char dir[] = "/tmp/iv_tok_test_XXXXXX";
-    REQUIRE(mkdtemp(dir));
+    char dir[64];
+    REQUIRE(tmp_dir(dir, sizeof dir, "tok_test") == 0);
     REQUIRE(write_file(dir, "tokenizer.json", TOK_MINI_BPE) == 0);
     REQUIRE(write_file(dir, "tokenizer_config.json",
                        "{\"tokenizer_class\":\"LlamaTokenizer\",\"add_bos_token\":true,\"add_eos_token\":true,"
@@ -199,7 +189,7 @@ TEST(tok_load_directory_config)
             0);
     CHECK(iv_tokenizer_load(&tok, dir, &err) == -1);
     CHECK_CONTAINS(err.msg, "eos_token \"<eot>\"");
-    remove_dir(dir);
+    tmp_rmtree(dir);
 
     CHECK(iv_tokenizer_load(&tok, "/nonexistent/tokenizer.json", &err) == -1);
     CHECK_EQ_INT(err.code, IV_E_NOTFOUND);
