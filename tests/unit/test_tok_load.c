@@ -52,6 +52,26 @@ TEST(tok_load_unknown_types)
     expect_error("{\"normalizer\":{\"clean_text\":true}," WP_MODEL "}", IV_E_FORMAT, "normalizer", "type");
 }
 
+/* Every Sequence names a failing member by its path, and frees the members
+ * loaded before it (ASan); its member list must be an array. */
+TEST(tok_load_sequence_members)
+{
+    expect_error("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                 "{\"String\":\" \"},\"behavior\":\"Isolated\"},{\"type\":\"Sentencizer\"}]}," WP_MODEL "}",
+                 IV_E_UNSUPPORTED, "pre_tokenizer.pretokenizers[1]", "Sentencizer");
+    expect_error("{\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Strip\",\"content\":\" \","
+                 "\"start\":1,\"stop\":0},{\"type\":\"Oracle\"}]}," WP_MODEL "}",
+                 IV_E_UNSUPPORTED, "decoder.decoders[1]", "Oracle");
+    expect_error("{\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"BertProcessing\"},"
+                 "{\"type\":\"Magic\"}]}," WP_MODEL "}",
+                 IV_E_UNSUPPORTED, "post_processor.processors[1]", "Magic");
+    expect_error("{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":{\"type\":\"NFC\"}}," WP_MODEL "}",
+                 IV_E_FORMAT, "normalizer (Sequence)", "\"normalizers\" must be an array");
+    expect_error("{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Replace\",\"pattern\":"
+                 "{\"String\":\"a\"}}]}," WP_MODEL "}",
+                 IV_E_FORMAT, "normalizer.normalizers[0] (Replace)", "missing \"content\"");
+}
+
 TEST(tok_load_bad_fields)
 {
     expect_error("{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":\"yes\"}," WP_MODEL "}", IV_E_FORMAT,
