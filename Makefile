@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz fuzz-bins
+.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz fuzz-bins bench-ops
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -73,13 +73,20 @@ run: deps models
 FUZZ_CC   ?= clang
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz:
-	$(MAKE) fuzz-bins BUILD=build/fuzz CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
+	$(MAKE) fuzz-bins BUILD=build/fuzz CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer -Wno-unknown-warning-option -Wno-pass-failed" \
 		SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
 
 fuzz-bins: $(FUZZ_BIN)
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/libiv.a -o $@ $(LDLIBS)
+
+# Op micro-benchmark: GFLOP/s of sgemm, linear and attention (bench/bench_ops.c).
+bench-ops: $(BUILD)/bench_ops
+	$(BUILD)/bench_ops
+
+$(BUILD)/bench_ops: $(BUILD)/bench/bench_ops.o $(BUILD)/libiv.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # CPU benchmark against the peers (bench/README.md); BENCH_ARGS=--quick for the short run.
 bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak

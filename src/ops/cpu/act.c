@@ -4,7 +4,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/vmath.h"
 
-static inline v8f apply_act(v8f v, iv_act act)
+IV_VINLINE v8f apply_act(v8f v, iv_act act)
 {
     switch (act) {
     case IV_ACT_GELU: return v_gelu_erf(v);

@@ -12,16 +12,22 @@
  *
  * Work is split into tasks of (sequence, head, block of BQ queries), handed
  * to OpenMP threads dynamically since causal and windowed blocks differ in
- * cost. A task:
- *   1. scores its queries against the union of their visible key ranges,
- *      copying K transposed one tile of KT keys at a time so the inner loop
- *      is a broadcast-and-FMA outer product (4 queries x 16 keys);
- *   2. turns each score row into exp(s - max) over that row's own window,
- *      with zeros elsewhere, and keeps 1 / sum;
- *   3. accumulates P V the same way over rows of V (4 queries x 16 dims),
- *      then scales each output row by its 1 / sum.
- * Per-thread scratch is BQ x (longest sequence) scores plus one K^T tile, one
- * V tile and the output block: ~2 MiB at 8192 tokens, whatever the batch. */
+ * cost. A task works on the keys any of its queries can see (the union of
+ * their windows, jlo..jhi) and keeps the scores transposed, st[key][query],
+ * so that every step is a broadcast-and-FMA loop over contiguous memory:
+ *   1. Q^T for the block is packed in panels of 16 queries; scores for 6
+ *      keys x 16 queries come from K rows read in place (no K copy);
+ *   2. softmax sweeps the rows of st with vector lanes holding queries:
+ *      scale, softcap, bias, ALiBi, window and key masks, max, then
+ *      exp(s - max) and the sums (zero weight outside each query's window);
+ *   3. P V accumulates 6 queries x 16 dims per step over V packed in tiles
+ *      of KT keys x 16 dims, then each row is scaled by 1 / sum.
+ * The 6 x 16 micro-tiles keep 12 accumulators, two operand vectors and a
+ * broadcast in the 16 AVX2 registers; 4 x 16 left the loads, not the FMAs,
+ * as the bottleneck (~45 instead of ~65 GFLOP/s per core at L = 512).
+ * Per-thread scratch is BQ x (longest sequence) scores plus the packed Q
+ * block, one V tile and the output block: ~2.1 MiB at 8192 tokens and head
+ * dim 128, whatever the batch size. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -29,21 +35,23 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/vmath.h"
 
-#define ATT_BQ 64  /* queries per task */
-#define ATT_KT 256 /* keys per K^T / V tile: 64 KiB at head_dim 64 */
-#define ATT_NR 4   /* queries per micro-kernel call */
+#define ATT_BQ 64  /* queries per task; the row stride of the score buffer (16
+                    * and 32 measured slower, 128 no better) */
+#define ATT_KT 128 /* keys per packed V tile (8 KiB per 16-dim panel) */
+#define ATT_KR 6   /* keys per score micro-tile */
+#define ATT_QR 6   /* queries per P V micro-tile */
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 typedef struct {
-    float *s;    /* [BQ][round16(max_len)] scores, then unnormalised weights */
-    float *kt;   /* [head_dim][KT] transposed key tile */
-    float *vt;   /* [KT][round16(head_dim)] padded value tile */
-    float *o;    /* [BQ][round16(head_dim)] output accumulators */
-    float *inv;  /* [BQ] 1 / softmax denominators */
+    float *qp;  /* [BQ/16][head_dim][16] packed queries */
+    float *st;  /* [keys][BQ] scores, then unnormalised weights */
+    float *vp;  /* [round16(head_dim)/16][KT][16] packed value tile */
+    float *o;   /* [BQ][round16(head_dim)] output accumulators */
+    float *inv; /* [BQ] 1 / softmax denominators (0: no visible key) */
 } att_scratch;
 
-/* The keys of a sequence of length L that query i may see: [lo, hi]. */
+/* The keys of a sequence of length len that query i may see: [lo, hi]. */
 static int64_t key_lo(const iv_attn_args *a, int64_t i)
 {
     int64_t lo = a->window_left >= 0 ? i - a->window_left : 0;
@@ -57,123 +65,154 @@ static int64_t key_hi(const iv_attn_args *a, int64_t i, int64_t len)
     return hi;
 }
 
-/* s[r][jj] = q_r . k_jj for R query rows and kn16 keys (a multiple of 16)
- * of a transposed tile kt[c][jj]. R is a constant after inlining, so the
- * accumulators live in registers. */
-static inline __attribute__((always_inline)) void score_tile(int R, const float *const *q, int d,
-                                                             const float *kt, int64_t kn16, float *s,
-                                                             int64_t s_ld)
+/* st[kr][0..15] = k_kr . q_0..15 for R key rows k[kr] and one packed panel
+ * qp[c][16]. R is a constant after inlining, so the accumulators stay in
+ * registers. */
+static inline __attribute__((always_inline)) void score_tile(int R, const float *const *k, int d, const float *qp,
+                                                             float *st)
 {
-    for (int64_t jj = 0; jj < kn16; jj += 16) {
-        v8f acc[ATT_NR][2];
-        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = v_zero();
-        for (int c = 0; c < d; c++) {
-            v8f k0 = v_load(kt + (int64_t)c * ATT_KT + jj), k1 = v_load(kt + (int64_t)c * ATT_KT + jj + 8);
-            for (int r = 0; r < R; r++) {
-                v8f qb = v_set1(q[r][c]);
-                acc[r][0] = v_fma(qb, k0, acc[r][0]);
-                acc[r][1] = v_fma(qb, k1, acc[r][1]);
-            }
-        }
+    v8f acc[ATT_KR][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = v_zero();
+    for (int c = 0; c < d; c++) {
+        v8f q0 = v_load(qp + c * 16), q1 = v_load(qp + c * 16 + 8);
         for (int r = 0; r < R; r++) {
-            v_store(s + r * s_ld + jj, acc[r][0]);
-            v_store(s + r * s_ld + jj + 8, acc[r][1]);
+            v8f kb = v_set1(k[r][c]);
+            acc[r][0] = v_fma(kb, q0, acc[r][0]);
+            acc[r][1] = v_fma(kb, q1, acc[r][1]);
         }
+    }
+    for (int r = 0; r < R; r++) {
+        v_store(st + r * ATT_BQ, acc[r][0]);
+        v_store(st + r * ATT_BQ + 8, acc[r][1]);
     }
 }
 
-static void score_rows(int R, const float *const *q, int d, const float *kt, int64_t kn16, float *s, int64_t s_ld)
+static void score_rows(int R, const float *const *k, int d, const float *qp, float *st)
 {
     switch (R) {
-    case 4: score_tile(4, q, d, kt, kn16, s, s_ld); break;
-    case 3: score_tile(3, q, d, kt, kn16, s, s_ld); break;
-    case 2: score_tile(2, q, d, kt, kn16, s, s_ld); break;
-    default: score_tile(1, q, d, kt, kn16, s, s_ld); break;
+    case 6: score_tile(6, k, d, qp, st); break;
+    case 5: score_tile(5, k, d, qp, st); break;
+    case 4: score_tile(4, k, d, qp, st); break;
+    case 3: score_tile(3, k, d, qp, st); break;
+    case 2: score_tile(2, k, d, qp, st); break;
+    default: score_tile(1, k, d, qp, st); break;
     }
 }
 
-/* o[r][c] (+)= sum_jj p[r][jj] v[jj][c] for R rows, kn keys and dpad dims
- * (a multiple of 16); v rows are v_ld apart. */
-static inline __attribute__((always_inline)) void pv_tile(int R, const float *const *p, int64_t kn,
-                                                          const float *v, int64_t v_ld, int64_t dpad, float *o,
-                                                          int first)
+/* o[r][0..15] (+)= sum_jj p[jj][r] vp[jj][0..15] for R queries; p rows are
+ * ATT_BQ apart, vp is one packed 16-dim panel of kn keys. */
+static inline __attribute__((always_inline)) void pv_tile(int R, const float *p, int64_t kn, const float *vp,
+                                                          float *o, int64_t o_ld, int first)
 {
-    for (int64_t c = 0; c < dpad; c += 16) {
-        v8f acc[ATT_NR][2];
+    v8f acc[ATT_QR][2];
+    for (int r = 0; r < R; r++) {
+        acc[r][0] = first ? v_zero() : v_load(o + r * o_ld);
+        acc[r][1] = first ? v_zero() : v_load(o + r * o_ld + 8);
+    }
+    for (int64_t jj = 0; jj < kn; jj++) {
+        v8f v0 = v_load(vp + jj * 16), v1 = v_load(vp + jj * 16 + 8);
         for (int r = 0; r < R; r++) {
-            acc[r][0] = first ? v_zero() : v_load(o + r * dpad + c);
-            acc[r][1] = first ? v_zero() : v_load(o + r * dpad + c + 8);
+            v8f pb = v_set1(p[jj * ATT_BQ + r]);
+            acc[r][0] = v_fma(pb, v0, acc[r][0]);
+            acc[r][1] = v_fma(pb, v1, acc[r][1]);
         }
-        for (int64_t jj = 0; jj < kn; jj++) {
-            v8f v0 = v_load(v + jj * v_ld + c), v1 = v_load(v + jj * v_ld + c + 8);
-            for (int r = 0; r < R; r++) {
-                v8f pb = v_set1(p[r][jj]);
-                acc[r][0] = v_fma(pb, v0, acc[r][0]);
-                acc[r][1] = v_fma(pb, v1, acc[r][1]);
-            }
-        }
-        for (int r = 0; r < R; r++) {
-            v_store(o + r * dpad + c, acc[r][0]);
-            v_store(o + r * dpad + c + 8, acc[r][1]);
-        }
+    }
+    for (int r = 0; r < R; r++) {
+        v_store(o + r * o_ld, acc[r][0]);
+        v_store(o + r * o_ld + 8, acc[r][1]);
     }
 }
 
-static void pv_rows(int R, const float *const *p, int64_t kn, const float *v, int64_t v_ld, int64_t dpad, float *o,
-                    int first)
+static void pv_rows(int R, const float *p, int64_t kn, const float *vp, float *o, int64_t o_ld, int first)
 {
     switch (R) {
-    case 4: pv_tile(4, p, kn, v, v_ld, dpad, o, first); break;
-    case 3: pv_tile(3, p, kn, v, v_ld, dpad, o, first); break;
-    case 2: pv_tile(2, p, kn, v, v_ld, dpad, o, first); break;
-    default: pv_tile(1, p, kn, v, v_ld, dpad, o, first); break;
+    case 6: pv_tile(6, p, kn, vp, o, o_ld, first); break;
+    case 5: pv_tile(5, p, kn, vp, o, o_ld, first); break;
+    case 4: pv_tile(4, p, kn, vp, o, o_ld, first); break;
+    case 3: pv_tile(3, p, kn, vp, o, o_ld, first); break;
+    case 2: pv_tile(2, p, kn, vp, o, o_ld, first); break;
+    default: pv_tile(1, p, kn, vp, o, o_ld, first); break;
     }
 }
 
-/* Turns one score row (query i, keys jlo + jj for jj < nk16) into
- * unnormalised softmax weights, zero outside the row's window; returns
- * 1 / sum, or 0 when no key is visible. */
-static float softmax_row(const iv_attn_args *a, float *s, int64_t nk16, int64_t i, int64_t jlo, int64_t len,
-                         int64_t base, int h, const float *bias_row)
+/* Step 2: turns the score columns of the block's queries into
+ * exp(s - max), zero where a query may not look, and fills w->inv with
+ * 1 / sum (0 when a query sees no key). Rows of st are swept in order with
+ * the 8 lanes of group g holding queries g*8 .. g*8+7 (lanes past nq are
+ * padding with an empty window). */
+static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int64_t i0, int64_t jlo, int64_t nk,
+                          int64_t len, int64_t base, int h, const float *bias_seq)
 {
-    v8f scale = v_set1(a->scale);
-    if (a->softcap != 0.0f) {
-        v8f cap = v_set1(a->softcap);
-        for (int64_t jj = 0; jj < nk16; jj += IV_VL)
-            v_store(s + jj, cap * v_tanh(v_load(s + jj) * scale / cap));
-    } else {
-        for (int64_t jj = 0; jj < nk16; jj += IV_VL) v_store(s + jj, v_load(s + jj) * scale);
+    const int ng = (int)(round16(nq) / IV_VL);
+    v8i lo[ATT_BQ / IV_VL], hi[ATT_BQ / IV_VL], qi[ATT_BQ / IV_VL];
+    v8f mx[ATT_BQ / IV_VL], sum[ATT_BQ / IV_VL];
+    for (int g = 0; g < ng; g++) {
+        int32_t l32[IV_VL], h32[IV_VL], q32[IV_VL];
+        for (int l = 0; l < IV_VL; l++) {
+            int64_t r = (int64_t)g * IV_VL + l, i = i0 + r;
+            q32[l] = (int32_t)i;
+            l32[l] = r < nq ? (int32_t)key_lo(a, i) : 1;
+            h32[l] = r < nq ? (int32_t)key_hi(a, i, len) : 0;
+        }
+        memcpy(&lo[g], l32, sizeof lo[g]);
+        memcpy(&hi[g], h32, sizeof hi[g]);
+        memcpy(&qi[g], q32, sizeof qi[g]);
+        mx[g] = v_set1(-INFINITY);
+        sum[g] = v_zero();
     }
-    int64_t vlo = key_lo(a, i) - jlo, vhi = key_hi(a, i, len) - jlo;
-    for (int64_t jj = 0; jj < vlo; jj++) s[jj] = -INFINITY;
-    for (int64_t jj = vhi + 1; jj < nk16; jj++) s[jj] = -INFINITY;
-    if (bias_row)
-        for (int64_t jj = vlo; jj <= vhi; jj++) s[jj] += bias_row[jlo + jj];
-    if (a->alibi_slopes) {
-        float slope = a->alibi_slopes[h];
-        for (int64_t jj = vlo; jj <= vhi; jj++) {
-            int64_t dist = i - (jlo + jj);
-            s[jj] += -(slope * (float)(dist < 0 ? -dist : dist));
+    const v8f scale = v_set1(a->scale), cap = v_set1(a->softcap);
+    const int softcap = a->softcap != 0.0f;
+    const float slope = a->alibi_slopes ? a->alibi_slopes[h] : 0.0f;
+
+    /* scale * q.k and the softcap come before any additive term, so a bias
+     * needs its own pass in between. */
+    if (bias_seq) {
+        for (int64_t jj = 0; jj < nk; jj++)
+            for (int g = 0; g < ng; g++) {
+                float *x = w->st + jj * ATT_BQ + g * IV_VL;
+                v8f v = v_load(x) * scale;
+                if (softcap) v = cap * v_tanh(v / cap);
+                v_store(x, v);
+            }
+        for (int64_t r = 0; r < nq; r++) {
+            const float *brow = bias_seq + ((int64_t)h * len + i0 + r) * len + jlo;
+            for (int64_t jj = 0; jj < nk; jj++) w->st[jj * ATT_BQ + r] += brow[jj];
         }
     }
-    if (a->key_mask)
-        for (int64_t jj = vlo; jj <= vhi; jj++)
-            if (!a->key_mask[base + jlo + jj]) s[jj] = -INFINITY;
-
-    v8f mx = v_set1(-INFINITY);
-    for (int64_t jj = 0; jj < nk16; jj += IV_VL) mx = v_max(mx, v_load(s + jj));
-    float max = v_hmax(mx);
-    if (max == -INFINITY) {
-        for (int64_t jj = 0; jj < nk16; jj++) s[jj] = 0.0f;
-        return 0.0f;
+    for (int64_t jj = 0; jj < nk; jj++) {
+        int32_t j = (int32_t)(jlo + jj);
+        int masked = a->key_mask && !a->key_mask[base + j];
+        for (int g = 0; g < ng; g++) {
+            float *x = w->st + jj * ATT_BQ + g * IV_VL;
+            v8f v = v_load(x);
+            if (!bias_seq) {
+                v = v * scale;
+                if (softcap) v = cap * v_tanh(v / cap);
+            }
+            if (a->alibi_slopes) {
+                v8i dist = qi[g] - j, sign = dist >> 31;
+                dist = (dist ^ sign) - sign; /* |i - j| */
+                v = v + -(slope * __builtin_convertvector(dist, v8f));
+            }
+            v8i visible = (lo[g] <= j) & (hi[g] >= j) & (masked ? 0 : -1);
+            v = v_sel(visible, v, v_set1(-INFINITY));
+            v_store(x, v);
+            mx[g] = v_max(mx[g], v);
+        }
     }
-    v8f m = v_set1(max), sum = v_zero();
-    for (int64_t jj = 0; jj < nk16; jj += IV_VL) {
-        v8f e = v_exp(v_load(s + jj) - m); /* exp(-inf) = 0 */
-        v_store(s + jj, e);
-        sum = sum + e;
+    v8i empty[ATT_BQ / IV_VL];
+    for (int g = 0; g < ng; g++) {
+        empty[g] = mx[g] == -INFINITY;
+        mx[g] = v_sel(empty[g], v_zero(), mx[g]); /* exp(-inf - 0) = 0 */
     }
-    return 1.0f / v_hsum(sum);
+    for (int64_t jj = 0; jj < nk; jj++)
+        for (int g = 0; g < ng; g++) {
+            float *x = w->st + jj * ATT_BQ + g * IV_VL;
+            v8f e = v_exp(v_load(x) - mx[g]);
+            v_store(x, e);
+            sum[g] = sum[g] + e;
+        }
+    for (int g = 0; g < ng; g++) v_store(w->inv + g * IV_VL, v_sel(empty[g], v_zero(), 1.0f / sum[g]));
 }
 
 /* One task: queries [i0, i1) of sequence s, head h. */
@@ -182,59 +221,50 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
     const int d = a->head_dim;
     const int64_t base = a->cu_seqlens[s], len = a->cu_seqlens[s + 1] - base;
     const int kvh = h / (a->n_heads / a->n_kv_heads);
-    const int64_t nq = i1 - i0, dpad = round16(d);
-    const int64_t jlo = key_lo(a, i0), jhi = key_hi(a, i1 - 1, len);
-    const int64_t nk = jhi - jlo + 1, nk16 = round16(nk), s_ld = nk16;
+    const int64_t nq = i1 - i0, nq16 = round16(nq), dpad = round16(d);
+    const int64_t jlo = key_lo(a, i0), jhi = key_hi(a, i1 - 1, len), nk = jhi - jlo + 1;
     const float *kbase = a->k.data + (base + jlo) * a->k.ld + (int64_t)kvh * d;
     const float *vbase = a->v.data + (base + jlo) * a->v.ld + (int64_t)kvh * d;
 
-    /* 1. Scores, one transposed key tile at a time. */
-    for (int64_t kt0 = 0; kt0 < nk; kt0 += ATT_KT) {
-        int64_t kn = nk - kt0 < ATT_KT ? nk - kt0 : ATT_KT, kn16 = round16(kn);
-        for (int64_t jj = 0; jj < kn; jj++) {
-            const float *krow = kbase + (kt0 + jj) * a->k.ld;
-            for (int c = 0; c < d; c++) w->kt[(int64_t)c * ATT_KT + jj] = krow[c];
-        }
-        for (int c = 0; c < d; c++)
-            for (int64_t jj = kn; jj < kn16; jj++) w->kt[(int64_t)c * ATT_KT + jj] = 0.0f;
-        for (int64_t r0 = 0; r0 < nq; r0 += ATT_NR) {
-            int R = nq - r0 < ATT_NR ? (int)(nq - r0) : ATT_NR;
-            const float *q[ATT_NR];
-            for (int r = 0; r < R; r++)
-                q[r] = a->q.data + (base + i0 + r0 + r) * a->q.ld + (int64_t)h * d;
-            score_rows(R, q, d, w->kt, kn16, w->s + r0 * s_ld + kt0, s_ld);
+    /* 1. Pack Q^T in panels of 16 queries (zeros past nq), then scores. */
+    for (int64_t r = 0; r < nq16; r++) {
+        float *dst = w->qp + (r / 16) * d * 16 + r % 16;
+        if (r < nq) {
+            const float *q = a->q.data + (base + i0 + r) * a->q.ld + (int64_t)h * d;
+            for (int c = 0; c < d; c++) dst[c * 16] = q[c];
+        } else {
+            for (int c = 0; c < d; c++) dst[c * 16] = 0.0f;
         }
     }
+    for (int64_t p = 0; p < nq16 / 16; p++)
+        for (int64_t jj = 0; jj < nk; jj += ATT_KR) {
+            int R = nk - jj < ATT_KR ? (int)(nk - jj) : ATT_KR;
+            const float *k[ATT_KR];
+            for (int r = 0; r < R; r++) k[r] = kbase + (jj + r) * a->k.ld;
+            score_rows(R, k, d, w->qp + p * d * 16, w->st + jj * ATT_BQ + p * 16);
+        }
 
-    /* 2. Softmax weights per row. */
-    for (int64_t r = 0; r < nq; r++) {
-        int64_t i = i0 + r;
-        const float *bias_row = a->bias ? a->bias + a->bias_offsets[s] + ((int64_t)h * len + i) * len : NULL;
-        w->inv[r] = softmax_row(a, w->s + r * s_ld, nk16, i, jlo, len, base, h, bias_row);
-    }
+    /* 2. Softmax down the key columns, 8 queries at a time. */
+    const float *bias_seq = a->bias ? a->bias + a->bias_offsets[s] : NULL;
+    softmax_block(a, w, nq, i0, jlo, nk, len, base, h, bias_seq);
 
-    /* 3. P V, one value tile at a time. Rows of V are used in place when
-     * head_dim is a multiple of 16, else copied zero-padded. */
+    /* 3. P V over packed value tiles. */
     for (int64_t kt0 = 0; kt0 < nk; kt0 += ATT_KT) {
         int64_t kn = nk - kt0 < ATT_KT ? nk - kt0 : ATT_KT;
-        const float *vt = vbase + kt0 * a->v.ld;
-        int64_t v_ld = a->v.ld;
-        if (dpad != d) {
-            for (int64_t jj = 0; jj < kn; jj++) {
-                const float *vrow = vbase + (kt0 + jj) * a->v.ld;
-                float *dst = w->vt + jj * dpad;
-                for (int c = 0; c < d; c++) dst[c] = vrow[c];
-                for (int64_t c = d; c < dpad; c++) dst[c] = 0.0f;
+        for (int64_t jj = 0; jj < kn; jj++) {
+            const float *vrow = vbase + (kt0 + jj) * a->v.ld;
+            for (int64_t c0 = 0; c0 < dpad; c0 += IV_VL) {
+                int64_t m = d - c0 < IV_VL ? d - c0 : IV_VL;
+                v8f v = m == IV_VL ? v_load(vrow + c0) : m > 0 ? v_load_part(vrow + c0, m) : v_zero();
+                v_store(w->vp + (c0 / 16) * ATT_KT * 16 + jj * 16 + c0 % 16, v);
             }
-            vt = w->vt;
-            v_ld = dpad;
         }
-        for (int64_t r0 = 0; r0 < nq; r0 += ATT_NR) {
-            int R = nq - r0 < ATT_NR ? (int)(nq - r0) : ATT_NR;
-            const float *p[ATT_NR];
-            for (int r = 0; r < R; r++) p[r] = w->s + (r0 + r) * s_ld + kt0;
-            pv_rows(R, p, kn, vt, v_ld, dpad, w->o + r0 * dpad, kt0 == 0);
-        }
+        for (int64_t p = 0; p < dpad / 16; p++)
+            for (int64_t r0 = 0; r0 < nq; r0 += ATT_QR) {
+                int R = nq - r0 < ATT_QR ? (int)(nq - r0) : ATT_QR;
+                pv_rows(R, w->st + kt0 * ATT_BQ + r0, kn, w->vp + p * ATT_KT * 16, w->o + r0 * dpad + p * 16, dpad,
+                        kt0 == 0);
+            }
     }
 
     for (int64_t r = 0; r < nq; r++) {
@@ -269,14 +299,14 @@ void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a)
 #pragma omp parallel if (ntasks > 1 && work >= 64 * IV_CPU_PAR_MIN)
     {
         att_scratch w;
-        w.s = iv_cpu_scratch((size_t)(ATT_BQ * round16(max_len)) * sizeof(float));
-        w.kt = iv_cpu_scratch((size_t)(a->head_dim * ATT_KT) * sizeof(float));
-        w.vt = iv_cpu_scratch((size_t)(ATT_KT * dpad) * sizeof(float));
+        w.qp = iv_cpu_scratch((size_t)(ATT_BQ * a->head_dim) * sizeof(float));
+        w.st = iv_cpu_scratch((size_t)(ATT_BQ * (max_len > 0 ? max_len : 1)) * sizeof(float));
+        w.vp = iv_cpu_scratch((size_t)(ATT_KT * dpad) * sizeof(float));
         w.o = iv_cpu_scratch((size_t)(ATT_BQ * dpad) * sizeof(float));
         w.inv = iv_cpu_scratch(ATT_BQ * sizeof(float));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntasks; t++) {
-            int lo = 0, hi = a->n_seqs - 1; /* last s with first[s] <= t */
+            int lo = 0, hi = a->n_seqs - 1; /* last s with first[s] <= t: skips empty sequences */
             while (lo < hi) {
                 int mid = (lo + hi + 1) / 2;
                 if (first[mid] <= t) lo = mid;
@@ -289,9 +319,9 @@ void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a)
             int64_t i0 = (rem % blocks) * ATT_BQ, i1 = i0 + ATT_BQ < len ? i0 + ATT_BQ : len;
             attend_block(a, s, h, i0, i1, &w);
         }
-        free(w.s);
-        free(w.kt);
-        free(w.vt);
+        free(w.qp);
+        free(w.st);
+        free(w.vp);
         free(w.o);
         free(w.inv);
     }

@@ -18,32 +18,37 @@
 #endif
 
 /* Without AVX, GCC warns that 32-byte vector arguments change the ABI. These
- * helpers are static inline and never cross a library boundary, so the
+ * helpers are always inlined and never cross a library boundary, so the
  * warning does not apply (GCC still prints an informational note). */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+/* Every function taking or returning a vector is forced inline, so no call
+ * ever passes one by value (and -O1 builds stay fast enough for tests). */
+#define IV_VINLINE static inline __attribute__((always_inline))
 
 #define IV_VL 8
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 
-static inline v8f v_load(const float *p)
+IV_VINLINE v8f v_load(const float *p)
 {
     v8f v;
     memcpy(&v, p, sizeof v);
     return v;
 }
-static inline void v_store(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-static inline v8f v_set1(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
-static inline v8f v_zero(void) { return v_set1(0.0f); }
+IV_VINLINE void v_store(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+IV_VINLINE v8f v_set1(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
+IV_VINLINE v8f v_zero(void) { return v_set1(0.0f); }
 
 /* Loads n < 8 floats, zero-filling the other lanes; stores the first n. */
-static inline v8f v_load_part(const float *p, int64_t n)
+IV_VINLINE v8f v_load_part(const float *p, int64_t n)
 {
     float buf[IV_VL] = {0};
     memcpy(buf, p, (size_t)n * sizeof(float));
     return v_load(buf);
 }
-static inline void v_store_part(float *p, v8f v, int64_t n)
+IV_VINLINE void v_store_part(float *p, v8f v, int64_t n)
 {
     float buf[IV_VL];
     v_store(buf, v);
@@ -51,13 +56,13 @@ static inline void v_store_part(float *p, v8f v, int64_t n)
 }
 
 /* Lane select: lanes of m that are all ones take a, zero lanes take b. */
-static inline v8f v_sel(v8i m, v8f a, v8f b) { return (v8f)((m & (v8i)a) | (~m & (v8i)b)); }
-static inline v8f v_abs(v8f x) { return (v8f)((v8i)x & 0x7fffffff); }
-static inline v8f v_max(v8f a, v8f b) { return v_sel(a > b, a, b); }
-static inline v8f v_min(v8f a, v8f b) { return v_sel(a < b, a, b); }
+IV_VINLINE v8f v_sel(v8i m, v8f a, v8f b) { return (v8f)((m & (v8i)a) | (~m & (v8i)b)); }
+IV_VINLINE v8f v_abs(v8f x) { return (v8f)((v8i)x & 0x7fffffff); }
+IV_VINLINE v8f v_max(v8f a, v8f b) { return v_sel(a > b, a, b); }
+IV_VINLINE v8f v_min(v8f a, v8f b) { return v_sel(a < b, a, b); }
 
 /* a * b + c, fused when the CPU has FMA (ISO C mode never contracts). */
-static inline v8f v_fma(v8f a, v8f b, v8f c)
+IV_VINLINE v8f v_fma(v8f a, v8f b, v8f c)
 {
 #if defined(__FMA__)
     return _mm256_fmadd_ps(a, b, c);
@@ -69,7 +74,7 @@ static inline v8f v_fma(v8f a, v8f b, v8f c)
 /* The rounding error of hi = a * a, so that a * a == hi + lo exactly: one
  * FMA when available, else Dekker's split (exact because ISO C mode keeps
  * the products uncontracted). */
-static inline v8f v_square_lo(v8f a, v8f hi)
+IV_VINLINE v8f v_square_lo(v8f a, v8f hi)
 {
 #if defined(__FMA__)
     return _mm256_fmsub_ps(a, a, hi);
@@ -81,13 +86,13 @@ static inline v8f v_square_lo(v8f a, v8f hi)
 #endif
 }
 
-static inline float v_hsum(v8f v)
+IV_VINLINE float v_hsum(v8f v)
 {
     float b[IV_VL];
     v_store(b, v);
     return ((b[0] + b[4]) + (b[1] + b[5])) + ((b[2] + b[6]) + (b[3] + b[7]));
 }
-static inline float v_hmax(v8f v)
+IV_VINLINE float v_hmax(v8f v)
 {
     float b[IV_VL];
     v_store(b, v);
@@ -101,7 +106,7 @@ static inline float v_hmax(v8f v)
  * then scaling by 2^n built in the exponent bits. Results below the
  * smallest normal float (x < -86.6) are flushed to 0, so exp(-inf) = 0;
  * x beyond ln(FLT_MAX) gives +inf; NaN propagates. */
-static inline v8f v_exp(v8f x)
+IV_VINLINE v8f v_exp(v8f x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     v8i under = x < -86.6f, over = x > 88.7228394f;
@@ -129,18 +134,18 @@ static inline v8f v_exp(v8f x)
 
 /* 1 / (1 + e^-x), from e^-|x| so the exponential never overflows and both
  * tails keep full relative precision. */
-static inline v8f v_sigmoid(v8f x)
+IV_VINLINE v8f v_sigmoid(v8f x)
 {
     v8f e = v_exp(-v_abs(x));
     v8f s = 1.0f / (1.0f + e);
     return v_sel(x < 0.0f, e * s, s);
 }
 
-static inline v8f v_silu(v8f x) { return x * v_sigmoid(x); }
+IV_VINLINE v8f v_silu(v8f x) { return x * v_sigmoid(x); }
 
 /* tanh: an odd Taylor polynomial below |x| = 0.4 (where 1 - 2/(e^2x + 1)
  * would cancel; terms to x^13 leave < 4e-9), that formula above. */
-static inline v8f v_tanh(v8f x)
+IV_VINLINE v8f v_tanh(v8f x)
 {
     v8f a = v_abs(x);
     v8f big = 1.0f - 2.0f / (v_exp(a + a) + 1.0f);
@@ -163,7 +168,7 @@ static inline v8f v_tanh(v8f x)
  * relative precision far into the left tail; e^{-x^2/2} is computed from the
  * exact split x^2 = hi + lo because the rounding of x^2 alone would cost
  * ~4e-6 relative at |x| = 10. Beyond |x| = 16 the tail is 0 in float. */
-static inline v8f v_gelu_erf(v8f x)
+IV_VINLINE v8f v_gelu_erf(v8f x)
 {
     v8f a = v_min(v_abs(x), v_set1(16.0f));
     v8f z = a * 0.707106781f;
@@ -189,7 +194,7 @@ static inline v8f v_gelu_erf(v8f x)
 /* tanh GELU 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), via the
  * identity 1 + tanh(u) = 2 sigmoid(2u), which avoids the cancellation of
  * 1 + tanh(u) for negative x. */
-static inline v8f v_gelu_tanh(v8f x)
+IV_VINLINE v8f v_gelu_tanh(v8f x)
 {
     v8f u = 0.797884561f * (x + 0.044715f * (x * x * x));
     return x * v_sigmoid(u + u);
