@@ -39,11 +39,11 @@ REAL_MODEL = os.path.join(".cache", "models", "all-MiniLM-L6-v2")
 # out over `rounds` processes per engine, engine order rotated each round.
 PROFILES = {
     "full": dict(models=["minilm-l6", "bert-base"],
-                 batch=dict(warmup=1, min_runs=3, max_runs=10, max_seconds=8.0),
+                 batch=dict(warmup=1, min_runs=2, max_runs=10, max_seconds=6.0),
                  latency=dict(warmup=5, min_runs=50, max_runs=400, max_seconds=4.0),
                  rounds=2, cli_runs=2, sgemm=dict(n=2048, runs=7)),
     "quick": dict(models=["minilm-l6"],
-                  batch=dict(warmup=1, min_runs=2, max_runs=5, max_seconds=2.0),
+                  batch=dict(warmup=1, min_runs=2, max_runs=6, max_seconds=2.0),
                   latency=dict(warmup=3, min_runs=30, max_runs=200, max_seconds=1.5),
                   rounds=2, cli_runs=1, sgemm=dict(n=2048, runs=5)),
 }
