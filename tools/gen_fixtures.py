@@ -23,7 +23,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import common, real_minilm, synthetic, verify  # noqa: E402
+from fixtures import common, real_minilm, synthetic, synthetic_decoders, synthetic_enc, verify  # noqa: E402
+
+# Fixture groups: (SPECS, build(spec, root), verify(spec, root)) of each generator module.
+GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
+          (synthetic_decoders.SPECS, synthetic_decoders.build, synthetic_decoders.verify),
+          (synthetic_enc.SPECS, synthetic_enc.build, synthetic_enc.verify)]
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")
@@ -56,17 +61,17 @@ def main():
     quiet()
     common.deterministic_torch()
 
-    known = {s.name: s for s in synthetic.SPECS}
+    known = {s.name: (s, build, check) for specs, build, check in GROUPS for s in specs}
     unknown = [n for n in args.names if n not in known]
     if unknown:
         sys.exit(f"unknown fixture(s) {unknown}; known: {sorted(known)}")
-    specs = [known[n] for n in args.names] if args.names else synthetic.SPECS
+    todo = [known[n] for n in args.names] if args.names else list(known.values())
     t0 = time.time()
-    for spec in specs:
-        d, outputs, n = synthetic.build(spec, MODELS_DIR)
+    for spec, build, check in todo:
+        d, outputs, n = build(spec, MODELS_DIR)
         line = f"wrote {d}: {spec.model_cls}, {n} inputs, outputs {','.join(outputs)}, {size_of(d) // 1024} KiB"
         if not args.no_verify:
-            worst, worst_batch = verify.verify_synthetic(spec, MODELS_DIR)
+            worst, worst_batch = check(spec, MODELS_DIR)
             line += f"; verified (reload max diff {worst:.1e}, padded batch {worst_batch:.1e})"
         print(line, flush=True)
 

@@ -98,3 +98,122 @@ int iv_json_bool_chk(const cJSON *obj, const char *key, int def, int *out, const
     *out = cJSON_IsTrue(v);
     return 0;
 }
+
+static int hex4(const char *p, unsigned *v)
+{
+    unsigned x = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        x <<= 4;
+        if (c >= '0' && c <= '9') x |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') x |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') x |= (unsigned)(c - 'A' + 10);
+        else return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+static size_t put_utf8(char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+int iv_json_decode_string(const char *p, size_t len, char **out, size_t *out_len, size_t *consumed,
+                          iv_err *err)
+{
+    size_t i = 0;
+    *out = NULL;
+    while (i < len && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+    if (i >= len || p[i] != '"') return iv_errf(err, IV_E_INVALID, "expected a JSON string");
+    i++;
+    /* Escapes never expand: the output fits in the remaining input. */
+    char *o = malloc(len - i + 1);
+    if (!o) return iv_errf(err, IV_E_NOMEM, "out of memory decoding a JSON string");
+    size_t n = 0;
+    for (;;) {
+        if (i >= len) {
+            free(o);
+            return iv_errf(err, IV_E_INVALID, "unterminated JSON string");
+        }
+        unsigned char c = (unsigned char)p[i];
+        if (c == '"') {
+            i++;
+            break;
+        }
+        if (c < 0x20) {
+            free(o);
+            return iv_errf(err, IV_E_INVALID, "control character 0x%02X inside a JSON string", c);
+        }
+        if (c != '\\') {
+            o[n++] = (char)c;
+            i++;
+            continue;
+        }
+        if (i + 1 >= len) {
+            free(o);
+            return iv_errf(err, IV_E_INVALID, "unterminated escape in a JSON string");
+        }
+        char e = p[i + 1];
+        i += 2;
+        switch (e) {
+        case '"': o[n++] = '"'; break;
+        case '\\': o[n++] = '\\'; break;
+        case '/': o[n++] = '/'; break;
+        case 'b': o[n++] = '\b'; break;
+        case 'f': o[n++] = '\f'; break;
+        case 'n': o[n++] = '\n'; break;
+        case 'r': o[n++] = '\r'; break;
+        case 't': o[n++] = '\t'; break;
+        case 'u': {
+            unsigned cp;
+            if (i + 4 > len || hex4(p + i, &cp)) {
+                free(o);
+                return iv_errf(err, IV_E_INVALID, "bad \\u escape in a JSON string");
+            }
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (i + 6 <= len && p[i] == '\\' && p[i + 1] == 'u' && !hex4(p + i + 2, &lo) &&
+                    lo >= 0xDC00 && lo <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    i += 6;
+                } else {
+                    cp = 0xFFFD;
+                }
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                cp = 0xFFFD;
+            }
+            n += put_utf8(o + n, cp);
+            break;
+        }
+        default:
+            free(o);
+            return iv_errf(err, IV_E_INVALID, "bad escape \\%c in a JSON string", e);
+        }
+    }
+    o[n] = 0;
+    *out = o;
+    if (out_len) *out_len = n;
+    if (consumed) *consumed = i;
+    return 0;
+}

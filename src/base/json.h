@@ -26,6 +26,13 @@ int iv_json_num_chk(const cJSON *obj, const char *key, double def, double *out, 
 int iv_json_bool_chk(const cJSON *obj, const char *key, int def, int *out, const char *what,
                      iv_err *err);
 
+/* Decodes the JSON string literal at p (after optional whitespace) into a
+ * malloc'd NUL-terminated buffer, keeping embedded U+0000 that cJSON's
+ * valuestring would cut short. *consumed: bytes of p used. Lone surrogate
+ * escapes become U+FFFD. */
+int iv_json_decode_string(const char *p, size_t len, char **out, size_t *out_len, size_t *consumed,
+                          iv_err *err);
+
 /* True when v is a JSON number holding an integer that fits int64. */
 int iv_json_is_integer(const cJSON *v);
 

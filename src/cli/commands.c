@@ -6,5 +6,6 @@
 const iv_command iv_commands[] = {
     {"embed", iv_cmd_embed},
     {"predict", iv_cmd_predict},
+    {"tokenize", iv_cmd_tokenize},
     {NULL, NULL},
 };

@@ -39,7 +39,8 @@ static int prepare_text(const iv_engine *e, const iv_input *in, const iv_input_o
 {
     const iv_tokenizer *tok = iv_engine_tokenizer(e);
     if (!tok) return iv_errf(err, IV_E_UNSUPPORTED, "this model has no tokenizer.json; send token ids instead");
-    if (in->text_len == 0 && (!in->pair || in->pair_len == 0)) return iv_errf(err, IV_E_INVALID, "input is empty");
+    /* An empty string is a valid input (it encodes to the special tokens),
+     * as in sentence-transformers; the APIs reject empty batches, not texts. */
     const int max = iv_engine_max_input_length(e);
     iv_encode_opts eo = iv_encode_opts_default();
     eo.add_special_tokens = o->add_special_tokens;

@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "models/block_mlp.h"
+
 void iv_block_norm(const iv_ops *ops, const iv_block_spec *spec, const iv_norm *n, iv_view y, iv_view x,
                    const float *r)
 {
@@ -25,14 +27,75 @@ typedef struct block_scratch {
     float *qkv;    /* [T, (Hq + 2Hkv) * D] */
     float *attn;   /* [T, Hq * D] */
     float *h;      /* [T, H] */
-    float *up;     /* [T, I or 2I] */
-    float *gated;  /* [T, I] */
+    iv_mlp_scratch mlp;
 } block_scratch;
 
 static iv_view view(float *p, int64_t rows, int64_t cols)
 {
     iv_view v = {p, rows, cols, cols};
     return v;
+}
+
+/* Rows [r0, r1) of a view. */
+static iv_view rows_of(iv_view v, int64_t r0, int64_t r1)
+{
+    iv_view s = {v.data + r0 * v.ld, r1 - r0, v.cols, v.ld};
+    return s;
+}
+
+static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view q, iv_view k,
+                      const int32_t *pos, const float *inv_freq)
+{
+    iv_rope_args r = {q, s->n_heads, s->head_dim, s->rot_dim, pos, inv_freq, s->rope_interleaved,
+                      L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f};
+    ops->rope(ops, &r);
+    r.x = k;
+    r.n_heads = s->n_kv_heads;
+    ops->rope(ops, &r);
+}
+
+/* RoPE on q and k; per sequence when the frequencies depend on its length. */
+static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
+                       const iv_attn_extras *ex, iv_view q, iv_view k)
+{
+    if (!ex->seq_inv_freq) {
+        rope_rows(ops, s, L, q, k, ex->positions, L->inv_freq);
+        return;
+    }
+    for (int i = 0; i < b->n_seqs; i++) {
+        const int64_t r0 = b->cu_seqlens[i], r1 = b->cu_seqlens[i + 1];
+        rope_rows(ops, s, L, rows_of(q, r0, r1), rows_of(k, r0, r1), ex->positions + r0,
+                  ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
+    }
+}
+
+/* Llama-4 query scaling: tokens with the same floor(pos / period) share a
+ * factor, so each run of them is one scale call (a run of 1 below period). */
+static void scale_queries_by_position(const iv_ops *ops, const iv_block_spec *s, const int32_t *pos, iv_view q)
+{
+    for (int64_t t0 = 0; t0 < q.rows;) {
+        const int32_t bucket = pos[t0] / s->q_pos_scale_period;
+        int64_t t1 = t0 + 1;
+        while (t1 < q.rows && pos[t1] / s->q_pos_scale_period == bucket) t1++;
+        /* transformers: 1 + beta * log(1 + floor(pos / period)), float32. */
+        const float f = 1.0f + s->q_pos_scale_beta * logf(1.0f + floorf((float)pos[t0] / (float)s->q_pos_scale_period));
+        if (f != 1.0f) ops->scale(ops, rows_of(q, t0, t1), rows_of(q, t0, t1), f);
+        t0 = t1;
+    }
+}
+
+/* GTE logn_attention_scale: q *= ln(L) / ln(logn_base) per sequence of L
+ * tokens, in float32 as the remote code (attention_mask.sum(1).log() /
+ * tensor(max_position_embeddings).log()), clipped below at 1 when asked. */
+static void scale_queries_by_length(const iv_ops *ops, const iv_block_spec *s, const iv_batch *b, iv_view q)
+{
+    const float denom = logf((float)s->logn_base);
+    for (int i = 0; i < b->n_seqs; i++) {
+        float f = logf((float)iv_batch_seqlen(b, i)) / denom;
+        if (s->logn_clip1 && f < 1.0f) f = 1.0f;
+        iv_view qs = rows_of(q, b->cu_seqlens[i], b->cu_seqlens[i + 1]);
+        ops->scale(ops, qs, qs, f);
+    }
 }
 
 static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
@@ -47,16 +110,14 @@ static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const 
     iv_view q = {sc->qkv, T, q_cols, qkv_cols};
     iv_view k = {sc->qkv + q_cols, T, kv_cols, qkv_cols};
     iv_view v = {sc->qkv + q_cols + kv_cols, T, kv_cols, qkv_cols};
-    if (L->q_norm_w) ops->head_rms_norm(ops, q, s->n_heads, s->head_dim, L->q_norm_w, s->qk_norm_eps, 0.0f);
-    if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, 0.0f);
-    if (s->rot_dim && L->inv_freq) {
-        iv_rope_args r = {q, s->n_heads, s->head_dim, s->rot_dim, ex->positions, L->inv_freq,
-                          s->rope_interleaved, L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f};
-        ops->rope(ops, &r);
-        r.x = k;
-        r.n_heads = s->n_kv_heads;
-        ops->rope(ops, &r);
-    }
+    const float qk_offset = s->norm_kind == IV_NORM_RMS_PLUS1 ? 1.0f : 0.0f;
+    if (L->q_full_norm.present) iv_block_norm(ops, s, &L->q_full_norm, q, q, NULL);
+    if (L->k_full_norm.present) iv_block_norm(ops, s, &L->k_full_norm, k, k, NULL);
+    if (L->q_norm_w) ops->head_rms_norm(ops, q, s->n_heads, s->head_dim, L->q_norm_w, s->qk_norm_eps, qk_offset);
+    if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
+    if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, k);
+    if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, ex->positions, q);
+    if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
         .out = view(sc->attn, T, q_cols),
@@ -72,22 +133,6 @@ static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const 
     ops->attention(ops, &a);
 }
 
-/* Up projection, activation or GLU; returns the view feeding the down projection. */
-static iv_view mlp_hidden(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in,
-                          block_scratch *sc, int64_t T)
-{
-    if (!s->gated) {
-        iv_view up = view(sc->up, T, s->intermediate);
-        ops->linear(ops, up, in, L->up_w, L->up_b, s->act, NULL);
-        return up;
-    }
-    iv_view up = view(sc->up, T, 2 * (int64_t)s->intermediate);
-    ops->linear(ops, up, in, L->up_w, L->up_b, IV_ACT_NONE, NULL);
-    iv_view g = view(sc->gated, T, s->intermediate);
-    ops->glu(ops, g, up, s->act, s->act_on_first);
-    return g;
-}
-
 static void layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
                             const iv_attn_extras *ex, float *x, block_scratch *sc)
 {
@@ -97,8 +142,8 @@ static void layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
     ops->linear(ops, hv, view(sc->attn, T, (int64_t)s->n_heads * s->head_dim), L->o_w, L->o_b, IV_ACT_NONE, x);
     iv_block_norm(ops, s, &L->attn_norm, hv, hv, NULL);
-    iv_view mid = mlp_hidden(ops, s, L, hv, sc, T);
-    ops->linear(ops, xv, mid, L->down_w, L->down_b, IV_ACT_NONE, sc->h);
+    if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, x);
+    iv_block_mlp(ops, s, L, hv, xv, sc->h, &sc->mlp);
     iv_block_norm(ops, s, &L->mlp_norm, xv, xv, NULL);
 }
 
@@ -129,13 +174,12 @@ static void layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_l
         iv_block_norm(ops, s, &L->mlp_norm, nv, xv, NULL);
         in = nv;
     }
-    iv_view mid = mlp_hidden(ops, s, L, in, sc, T);
     if (sandwich) {
-        ops->linear(ops, hv, mid, L->down_w, L->down_b, IV_ACT_NONE, NULL);
+        iv_block_mlp(ops, s, L, in, hv, NULL, &sc->mlp);
         iv_block_norm(ops, s, &L->post_mlp_norm, hv, hv, NULL);
         ops->add(ops, xv, xv, hv);
     } else {
-        ops->linear(ops, hv, mid, L->down_w, L->down_b, IV_ACT_NONE, x);
+        iv_block_mlp(ops, s, L, in, hv, x, &sc->mlp);
         memcpy(x, sc->h, (size_t)T * s->hidden * sizeof(float));
     }
 }
@@ -146,16 +190,14 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
 {
     const int64_t T = batch->n_tokens;
     const int64_t qkv_cols = (int64_t)(spec->n_heads + 2 * spec->n_kv_heads) * spec->head_dim;
-    const int64_t up_cols = (spec->gated ? 2 : 1) * (int64_t)spec->intermediate;
     block_scratch sc = {
         .normed = iv_arena_alloc(arena, (size_t)T * spec->hidden * sizeof(float)),
         .qkv = iv_arena_alloc(arena, (size_t)(T * qkv_cols) * sizeof(float)),
         .attn = iv_arena_alloc(arena, (size_t)T * spec->n_heads * spec->head_dim * sizeof(float)),
         .h = iv_arena_alloc(arena, (size_t)T * spec->hidden * sizeof(float)),
-        .up = iv_arena_alloc(arena, (size_t)(T * up_cols) * sizeof(float)),
-        .gated = iv_arena_alloc(arena, (size_t)T * spec->intermediate * sizeof(float)),
     };
-    if (!sc.normed || !sc.qkv || !sc.attn || !sc.h || !sc.up || !sc.gated) return -1;
+    if (!sc.normed || !sc.qkv || !sc.attn || !sc.h) return -1;
+    if (iv_mlp_scratch_alloc(&sc.mlp, spec, layers, n_layers, T, arena)) return -1;
     for (int l = 0; l < n_layers; l++) {
         if (spec->norm_place == IV_NORM_POST) layer_post_norm(ops, spec, &layers[l], batch, extras, x, &sc);
         else layer_pre_norm(ops, spec, &layers[l], batch, extras, x, &sc);

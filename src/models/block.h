@@ -5,6 +5,13 @@
  *   post-norm (BERT):   h = N1(x + O(attn(QKV(x))));  y = N2(h + D(act(U(h))))
  *   pre-norm (Llama):   h = x + O(attn(QKV(N1(x))));  y = h + D(act(U(N2(h))))
  *   sandwich (Gemma):   h = x + P1(O(attn(QKV(N1(x))))); y = h + P2(D(act(U(N2(h)))))
+ *
+ * The MLP is dense (plain or gated) or, per layer, a mixture of experts
+ * (block_mlp.c).
+ *
+ * Optional per-layer extras: a norm over the full Q and K projections before
+ * the head split (JinaCode), and for post-norm a second residual norm after
+ * N1, h = N1b(x + N1(x + O(attn))) (JinaCode's layer_norm_1).
  */
 #ifndef IV_MODELS_BLOCK_H
 #define IV_MODELS_BLOCK_H
@@ -38,23 +45,48 @@ typedef struct iv_block_spec {
     int act_on_first;   /* GLU: act(first half) * second (1) or first * act(second) (0) */
     int rope_interleaved;
     int rot_dim;        /* rotary dims per head; 0 = no rotary */
-    float qk_norm_eps;  /* per-head q/k RMSNorm eps (when q_norm/k_norm weights exist) */
+    float qk_norm_eps;  /* per-head q/k RMSNorm eps (when q_norm/k_norm weights exist); the
+                           norm follows norm_kind (Gemma: 1 + w) */
+    /* Llama-4 / Ministral3 query scaling after RoPE: q *= 1 + beta * ln(1 + floor(pos / period)).
+     * beta 0: off. */
+    float q_pos_scale_beta;
+    int q_pos_scale_period;
+    /* GTE logn_attention_scale: q *= ln(L) / ln(logn_base) for a sequence of L
+     * tokens, after rotary (0: off); logn_clip1 raises factors below 1 to 1. */
+    int logn_base;
+    int logn_clip1;
 } iv_block_spec;
+
+/* A routed MLP (Qwen3-MoE): softmax over the router logits in float32, the
+ * top_k experts per token (weights renormalised to sum 1 when
+ * norm_topk_prob), each expert a gated MLP with the block's act and GLU
+ * order; the token's output is the weighted sum over its experts, added in
+ * ascending expert order as transformers does. */
+typedef struct iv_moe {
+    int n_experts, top_k, intermediate;
+    int norm_topk_prob;
+    const iv_tensor *router_w;   /* [E, H], no bias */
+    const iv_tensor **up_w;      /* [E] of [2I, H]: fused gate/up, halves in the block's GLU order */
+    const iv_tensor **down_w;    /* [E] of [H, I] */
+} iv_moe;
 
 typedef struct iv_layer {
     /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
     const iv_tensor *qkv_w, *qkv_b;
     const iv_tensor *o_w, *o_b;
     const iv_tensor *q_norm_w, *k_norm_w; /* per-head RMSNorm before RoPE, or NULL */
+    iv_norm q_full_norm, k_full_norm; /* JinaCode: a norm over all of Q / K before the head split */
     iv_norm attn_norm;       /* N1 */
     iv_norm mlp_norm;        /* N2 */
     iv_norm post_attn_norm;  /* P1 (sandwich) */
     iv_norm post_mlp_norm;   /* P2 (sandwich) */
+    iv_norm attn_outer_norm; /* post-norm only (JinaCode): h = norm(x + N1(x + O(attn))) */
     const iv_tensor *up_w, *up_b;     /* [I or 2I, H] */
     const iv_tensor *down_w, *down_b; /* [H, I] */
     int window_left, window_right;    /* -1: unlimited */
     const float *inv_freq;            /* rotary frequencies [rot_dim/2], or NULL */
     float rope_attn_factor;           /* scales cos/sin (YaRN); 0 means 1 */
+    const iv_moe *moe;                /* routed MLP instead of up/down, or NULL */
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */
@@ -63,6 +95,10 @@ typedef struct iv_attn_extras {
     const float *bias;
     const int64_t *bias_offsets;
     const int32_t *positions; /* rotary positions per token */
+    /* [n_seqs][rot_dim / 2] rotary frequencies chosen per sequence from its
+     * length (dynamic NTK, LongRoPE), used instead of the layers' inv_freq;
+     * NULL for most models. */
+    const float *seq_inv_freq;
 } iv_attn_extras;
 
 /* Runs layers [0, n_layers) over x [T, hidden] in place. Scratch comes from arena. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "models/model.h"
+#include "models/rope.h"
 
 /* Token positions per the family's rule (see iv_pos_mode). */
 static void compute_positions(const iv_model *m, const iv_batch *b, int32_t *pos)
@@ -94,6 +95,26 @@ static int build_rel_bias(const iv_model *m, const iv_batch *b, iv_arena *arena,
     return 0;
 }
 
+/* Rotary frequencies per sequence when they depend on its length (dynamic
+ * NTK, LongRoPE); ex->seq_inv_freq stays NULL when no sequence needs its own. */
+static int build_seq_rope(const iv_model *m, const iv_batch *b, iv_arena *arena, iv_attn_extras *ex, iv_err *err)
+{
+    const iv_rope_params *p = m->seq_rope;
+    int any = 0;
+    for (int s = 0; s < b->n_seqs; s++) any |= iv_rope_length_dependent(p, iv_batch_seqlen(b, s));
+    if (!any) return 0;
+    const int half = p->rot_dim / 2;
+    float *f = iv_arena_alloc(arena, (size_t)b->n_seqs * half * sizeof(float));
+    if (!f) return iv_errf(err, IV_E_NOMEM, "out of memory for rotary frequencies");
+    for (int s = 0; s < b->n_seqs; s++) {
+        float attn_factor; /* the same for every length: the layers carry it */
+        if (iv_rope_inv_freq_for_length(p, iv_batch_seqlen(b, s), f + (int64_t)s * half, &attn_factor, err))
+            return -1;
+    }
+    ex->seq_inv_freq = f;
+    return 0;
+}
+
 int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err)
 {
     const int64_t T = b->n_tokens, H = m->block.hidden;
@@ -103,9 +124,10 @@ int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, floa
     compute_positions(m, b, pos);
     embed_tokens(m, b, pos, x, arena);
 
-    iv_attn_extras ex = {.positions = pos};
+    iv_attn_extras ex = {.positions = pos, .alibi_slopes = m->alibi_slopes};
     if (m->rel_bias.table && build_rel_bias(m, b, arena, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
+    if (m->seq_rope && build_seq_rope(m, b, arena, &ex, err)) return -1;
     if (iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, &ex, x, arena))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     if (m->final_norm.present) {

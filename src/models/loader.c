@@ -110,6 +110,17 @@ iv_tensor *iv_model_new_tensor(iv_model *m, int64_t d0, int64_t d1)
     return t;
 }
 
+void *iv_model_alloc(iv_model *m, size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p || reserve_owned(m)) {
+        free(p);
+        return NULL;
+    }
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
 int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const iv_tensor *v_w,
                 const iv_tensor *q_b, const iv_tensor *k_b, const iv_tensor *v_b, const iv_tensor **qkv_w,
                 const iv_tensor **qkv_b, iv_err *err)
@@ -142,6 +153,28 @@ int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const i
         }
         *qkv_b = b;
     }
+    return 0;
+}
+
+int iv_concat_rows(iv_model *m, const iv_tensor *const *parts, int n, const iv_tensor **out, iv_err *err)
+{
+    const int nd = parts[0]->ndim;
+    const int64_t cols = nd == 2 ? parts[0]->shape[1] : 1;
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (parts[i]->ndim != nd || (nd == 2 && parts[i]->shape[1] != cols))
+            return iv_errf(err, IV_E_FORMAT, "tensors to concatenate disagree on shape");
+        rows += parts[i]->shape[0];
+    }
+    iv_tensor *t = iv_model_new_tensor(m, rows, nd == 2 ? cols : -1);
+    if (!t) return iv_errf(err, IV_E_NOMEM, "out of memory concatenating weights");
+    float *dst = t->data;
+    for (int i = 0; i < n; i++) {
+        size_t k = (size_t)(parts[i]->shape[0] * cols);
+        memcpy(dst, parts[i]->data, k * sizeof(float));
+        dst += k;
+    }
+    *out = t;
     return 0;
 }
 

@@ -25,12 +25,19 @@ int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const i
                 const iv_tensor *q_b, const iv_tensor *k_b, const iv_tensor *v_b, const iv_tensor **qkv_w,
                 const iv_tensor **qkv_b, iv_err *err);
 
+/* Concatenates n tensors of equal width along their rows ([r_i, C] -> [sum r_i, C],
+ * or 1-D [r_i] -> [sum r_i]) into one owned by the model: gated MLP halves
+ * stored apart. */
+int iv_concat_rows(iv_model *m, const iv_tensor *const *parts, int n, const iv_tensor **out, iv_err *err);
+
 /* Picks the backbone prefix: the first of candidates (e.g. "bert.", "") for
  * which prefix + probe exists. Error naming the probe when none does. */
 int iv_detect_prefix(iv_model *m, const char *const *candidates, const char *probe, iv_err *err);
 
 /* Allocates a model-owned float buffer described by a tensor [d0, d1] (d1 < 0: 1-D). */
 iv_tensor *iv_model_new_tensor(iv_model *m, int64_t d0, int64_t d1);
+/* Zeroed model-owned memory (per-layer descriptors, pointer tables), freed with the model. */
+void *iv_model_alloc(iv_model *m, size_t bytes);
 
 /* Checks the architecture is one of a NULL-terminated list, else a clear error. */
 int iv_require_architecture(const iv_model *m, const char *const *allowed, iv_err *err);

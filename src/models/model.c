@@ -13,7 +13,7 @@ int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_e
     if (!m) return iv_errf(err, IV_E_NOMEM, "out of memory");
     m->ops = ops;
     if (iv_hf_config_load(&m->cfg, model_dir, err)) goto fail;
-    m->family = iv_family_find(m->cfg.model_type);
+    m->family = iv_family_for_config(&m->cfg);
     if (!m->family) {
         iv_errf(err, IV_E_UNSUPPORTED,
                 "unsupported model_type \"%s\" (architecture \"%s\"); supported model types: %s",
@@ -46,6 +46,7 @@ void iv_model_free(iv_model *m)
 
 int iv_model_max_length(const iv_model *m)
 {
+    if (m->max_len > 0) return m->max_len;
     if (m->embed.position) {
         int n = (int)m->embed.position->shape[0];
         /* RoBERTa-style positions start after padding_idx. */

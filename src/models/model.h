@@ -65,11 +65,19 @@ typedef struct iv_model {
     iv_layer *layers;
     iv_norm final_norm;         /* after the last layer (pre-norm families), present=0 when none */
     iv_rel_bias_spec rel_bias;
+    const float *alibi_slopes;  /* [n_heads] symmetric ALiBi (model-owned), or NULL */
 
     iv_head seq_head;           /* sequence classification (n_steps 0 when absent) */
     iv_seq_pool seq_head_pool;
     iv_head token_head;         /* token classification */
     iv_head mlm_head;           /* masked-LM logits (SPLADE) */
+
+    /* Longest accepted input; 0 = the position table's size, else
+     * max_position_embeddings (iv_model_max_length). */
+    int max_len;
+    /* Rotary scaling whose frequencies depend on the sequence length (dynamic,
+     * longrope), shared by every rotary layer; NULL otherwise. */
+    const struct iv_rope_params *seq_rope;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;

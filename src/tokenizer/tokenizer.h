@@ -37,11 +37,21 @@ typedef struct iv_encoding {
     int32_t *seq_index;      /* [len]: 0 first text, 1 pair text, -1 added special token */
     char **tokens;           /* [len] token strings, when want_tokens */
     int n_truncated;         /* tokens dropped by truncation */
+    int32_t *token_lens;     /* [len] byte lengths of tokens (a token may hold a NUL), when want_tokens */
 } iv_encoding;
 
 /* Loads tokenizer.json from a file path, or from a directory (tokenizer.json
- * plus tokenizer_config.json when present). */
+ * plus tokenizer_config.json when present: model_max_length, sentinels such
+ * as 1e30 ignored; and for Llama/CodeLlama/Gemma tokenizer classes
+ * add_bos_token / add_eos_token, which rebuild the template as transformers'
+ * update_post_processor does). The "truncation" and "padding" sections of
+ * tokenizer.json are NOT applied: iv_tokenizer_encode truncates only as
+ * iv_encode_opts asks, and never pads. */
 int iv_tokenizer_load(iv_tokenizer **out, const char *path, iv_err *err);
+/* Same from memory: the text of tokenizer.json, and optionally of
+ * tokenizer_config.json (NULL when absent). */
+int iv_tokenizer_load_json(iv_tokenizer **out, const char *json, size_t len, const char *config_json,
+                           size_t config_len, iv_err *err);
 void iv_tokenizer_free(iv_tokenizer *tok);
 
 /* Encodes text (and pair when non-NULL). Inputs must be valid UTF-8; invalid
@@ -53,6 +63,9 @@ void iv_encoding_free(iv_encoding *enc);
 /* Decodes ids to a malloc'd UTF-8 string through the decoder. */
 int iv_tokenizer_decode(const iv_tokenizer *tok, const int32_t *ids, int n, int skip_special_tokens,
                         char **out, iv_err *err);
+/* Same, also giving the length (the text may contain U+0000). */
+int iv_tokenizer_decode_n(const iv_tokenizer *tok, const int32_t *ids, int n, int skip_special_tokens,
+                          char **out, size_t *out_len, iv_err *err);
 
 int iv_tokenizer_vocab_size(const iv_tokenizer *tok);
 /* -1 when absent. */
@@ -66,5 +79,9 @@ int iv_tokenizer_model_max_length(const iv_tokenizer *tok);
 
 /* Converts byte offsets to Unicode code point offsets (as the Python library reports). */
 int32_t iv_utf8_byte_to_char_offset(const char *text, size_t len, int32_t byte_off);
+/* Converts n (start, end) byte-offset pairs into `text` to the char offsets
+ * the Python library reports, in place, including its edge cases (a pair
+ * starting at or past the end of the text stays in bytes). -1 on OOM. */
+int iv_tokenizer_char_offsets(const char *text, size_t len, int32_t *pairs, int n);
 
 #endif

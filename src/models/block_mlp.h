@@ -1,0 +1,29 @@
+/* The MLP half of the shared block (internal to block.c): a dense MLP, plain
+ * or gated, or a mixture of experts. Scratch is sized once per forward for
+ * the widest layer, so no layer allocates. */
+#ifndef IV_MODELS_BLOCK_MLP_H
+#define IV_MODELS_BLOCK_MLP_H
+
+#include "models/block.h"
+
+typedef struct iv_mlp_scratch {
+    float *up;    /* [T, I or 2I] dense up projection */
+    float *gated; /* [T, I] GLU output */
+    /* Mixture of experts (NULL when no layer routes). */
+    float *logits;        /* [T, E] router probabilities */
+    int32_t *choice;      /* [T, k] chosen experts per token */
+    float *weight;        /* [T, k] their weights */
+    int32_t *count;       /* [E + 1] tokens per expert, then start offsets */
+    int32_t *slot;        /* [T * k] (token, choice) slots grouped by expert */
+    float *xe, *upe, *ge; /* [T, H], [T, 2I_moe], [T, I_moe] rows of one expert */
+} iv_mlp_scratch;
+
+int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_block_spec *s, const iv_layer *layers, int n_layers,
+                         int64_t n_tokens, iv_arena *arena);
+
+/* out = MLP(in) (+ residual when non-NULL, same layout as out). out must not
+ * alias in. */
+void iv_block_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,
+                  const float *residual, iv_mlp_scratch *sc);
+
+#endif

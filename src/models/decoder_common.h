@@ -1,0 +1,60 @@
+/* What the pre-norm decoder families (Llama, Mistral/Ministral3, Qwen2/3,
+ * Qwen3-MoE, Gemma3) share: config keys, the Llama tensor names
+ * (embed_tokens, layers.N.self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
+ * input_layernorm, ..., norm), Q/K/V and gate/up fused at load, rotary
+ * tables, sliding windows and the generic `score` heads. Family files pass
+ * their quirks as data and adjust the result. */
+#ifndef IV_MODELS_DECODER_COMMON_H
+#define IV_MODELS_DECODER_COMMON_H
+
+#include "models/model.h"
+#include "models/rope.h"
+
+typedef struct iv_decoder_desc {
+    const char *const *archs;   /* accepted architectures, NULL-terminated */
+    iv_norm_kind norm_kind;     /* IV_NORM_RMS, or IV_NORM_RMS_PLUS1 (Gemma) */
+    int sandwich;               /* Gemma: post_attention_layernorm on the attention output,
+                                   pre_/post_feedforward_layernorm around the MLP */
+    int qkv_bias;               /* q/k/v biased whatever attention_bias says (Qwen2) */
+    int qk_norm;                /* self_attn.q_norm / k_norm per head (Qwen3, Gemma3) */
+    const char *act_key;        /* config key of the MLP activation (NULL: "hidden_act") */
+    int default_head_dim;       /* head_dim when config.json has no such key (the config class's
+                                   default: Qwen3, Ministral3 128, Gemma3 256); 0: hidden / heads */
+    /* Routed MLPs (Qwen3-MoE): moe_layers[l] != 0 marks layer l; the other fields
+     * are copied into every routed layer. NULL: all layers dense. */
+    const unsigned char *moe_layers;
+    iv_moe moe;
+} iv_decoder_desc;
+
+/* Fills m->embed, m->block, m->layers, m->final_norm and the heads of the
+ * architecture (sequence classification: `score` without bias on the last
+ * token; token classification: `score` with bias). Causal unless config.json
+ * says "is_causal": false (transformers' bidirectional switch). Rotary tables
+ * and windows are left to iv_decoder_rope / iv_decoder_windows. */
+int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err);
+
+/* Per-layer attention kind from config "layer_types" (full_attention |
+ * sliding_attention): sliding[l] = 1 for sliding layers. Returns 0 with
+ * *found = 0 when the config has no layer_types. */
+int iv_decoder_layer_types(const iv_model *m, unsigned char *sliding, int *found, iv_err *err);
+
+/* How a sliding window of size W limits key j for query i. */
+typedef enum iv_window_rule {
+    IV_WINDOW_CAUSAL = 0,  /* transformers' sliding causal mask: i - W < j <= i */
+    IV_WINDOW_SYMMETRIC,   /* is_causal false: |i - j| <= W */
+    IV_WINDOW_HALF,        /* Gemma3 use_bidirectional_attention: |i - j| <= W / 2 */
+} iv_window_rule;
+
+/* Applies window W with rule to the layers flagged in sliding (NULL: all). */
+void iv_decoder_windows(iv_model *m, const unsigned char *sliding, int window, iv_window_rule rule);
+
+/* Rotary tables for the layers flagged in which (NULL: all) from p. A rope
+ * whose frequencies depend on the sequence length must cover every layer; it
+ * becomes m->seq_rope, and dynamic NTK raises the length limit to
+ * max_position_embeddings * factor. */
+int iv_decoder_rope(iv_model *m, const iv_rope_params *p, const unsigned char *which, iv_err *err);
+
+/* Scales a head's last linear by 1 / temperature (a model-owned copy). */
+int iv_decoder_head_temperature(iv_model *m, iv_head *h, double temperature, iv_err *err);
+
+#endif

@@ -1,0 +1,76 @@
+/* Mistral: Llama math plus an optional sliding window on every layer
+ * (transformers' mask: key j visible to query i iff i - window < j <= i).
+ * Ministral3: explicit head_dim, YaRN rope by default, and Llama-4 query
+ * scaling after RoPE, q *= 1 + beta * ln(1 + floor(pos / original_max)),
+ * with beta = rope_parameters.llama_4_scaling_beta. */
+#include <string.h>
+
+#include "base/json.h"
+#include "models/decoder_common.h"
+#include "models/family.h"
+
+static const char *const k_mistral_archs[] = {
+    "MistralModel", "MistralForCausalLM", "MistralForSequenceClassification", "MistralForTokenClassification", NULL,
+};
+static const char *const k_ministral3_archs[] = {
+    "Ministral3Model", "Ministral3ForCausalLM", "Ministral3ForSequenceClassification",
+    "Ministral3ForTokenClassification", NULL,
+};
+
+/* Ministral3Config's rope_parameters when config.json has none. */
+static const char k_ministral3_default_rope[] =
+    "{\"rope_type\": \"yarn\", \"rope_theta\": 1000000.0, \"factor\": 16.0, "
+    "\"original_max_position_embeddings\": 16384, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
+    "\"mscale_all_dim\": 1.0, \"mscale\": 1.0, \"llama_4_scaling_beta\": 0.1}";
+
+static int ministral3_rope(iv_model *m, iv_err *err)
+{
+    const iv_hf_config *c = &m->cfg;
+    const cJSON *given = cJSON_GetObjectItemCaseSensitive(c->json, "rope_parameters");
+    cJSON *defaults = NULL;
+    const cJSON *params = given;
+    if (!cJSON_IsObject(given)) params = defaults = cJSON_Parse(k_ministral3_default_rope);
+    if (!params) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    iv_rope_params rope;
+    int rc = iv_rope_params_from_config(c->json, params, c->head_dim, 10000.0, c->max_position_embeddings, &rope, err);
+    const cJSON *beta = cJSON_GetObjectItemCaseSensitive(params, "llama_4_scaling_beta");
+    if (!rc && !cJSON_IsNumber(beta))
+        rc = iv_errf(err, IV_E_FORMAT, "ministral3: rope_parameters.llama_4_scaling_beta must be a number");
+    if (!rc) {
+        m->block.q_pos_scale_beta = (float)beta->valuedouble;
+        m->block.q_pos_scale_period = rope.original_max_position_embeddings;
+        rc = iv_decoder_rope(m, &rope, NULL, err);
+    }
+    cJSON_Delete(defaults);
+    return rc;
+}
+
+static int mistral_load(iv_model *m, iv_err *err)
+{
+    const iv_hf_config *c = &m->cfg;
+    const int ministral3 = !strcmp(c->model_type, "ministral3");
+    if (c->has_auto_map)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
+                       "checkpoints are supported",
+                       c->model_type);
+    if (cJSON_GetObjectItemCaseSensitive(c->json, "layer_types"))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "%s config with layer_types (alternating attention) is not supported; transformers' %s "
+                       "ignores it too",
+                       c->model_type, c->model_type);
+    const iv_decoder_desc d = {.archs = ministral3 ? k_ministral3_archs : k_mistral_archs, .norm_kind = IV_NORM_RMS,
+                               .default_head_dim = ministral3 ? 128 : 0};
+    if (iv_decoder_load(m, &d, err)) return -1;
+    int64_t window = iv_json_int(c->json, "sliding_window", 0);
+    if (window < 0) return iv_errf(err, IV_E_FORMAT, "config.json: sliding_window must be positive");
+    if (window > 0) iv_decoder_windows(m, NULL, (int)window, m->block.causal ? IV_WINDOW_CAUSAL : IV_WINDOW_SYMMETRIC);
+    if (ministral3) return ministral3_rope(m, err);
+    iv_rope_params rope;
+    if (iv_rope_params_from_config(c->json, NULL, c->head_dim, 10000.0, c->max_position_embeddings, &rope, err))
+        return -1;
+    return iv_decoder_rope(m, &rope, NULL, err);
+}
+
+static const char *const k_types[] = {"mistral", "ministral3", NULL};
+const iv_family iv_family_mistral = {"mistral", k_types, mistral_load};
