@@ -101,11 +101,20 @@ def summarise_cli(model_dir, arith, n_texts, tokens, per_engine):
     mean_len = tokens / n_texts
     flops = 2 * arith["linear_params"] * tokens + arith["layers"] * n_texts * 4 * mean_len ** 2 * arith["attn_width"]
     out = {"model": model_dir, "sentences": n_texts, "tokens": tokens, "model_gflop": flops / 1e9, "engines": {}}
+
+    def unit(v):
+        v = np.asarray(v, dtype=np.float64)
+        return v / max(np.linalg.norm(v), 1e-12)
+    ref = per_engine.get(REFERENCE, {}).get("first_embedding")
     for engine, r in per_engine.items():
         if "error" in r:
             out["engines"][engine] = {"error": r["error"]}
             continue
-        e = dict(r)
+        e = {k: v for k, v in r.items() if k != "first_embedding"}
+        e["runs"] = [{k: v for k, v in x.items() if k != "first_embedding"} for x in r.get("runs", [])]
+        # Engines differ in whether they L2-normalise; compare directions.
+        if ref is not None and r.get("first_embedding") is not None and len(ref) == len(r["first_embedding"]):
+            e["max_abs_diff_vs_torch"] = float(np.max(np.abs(unit(r["first_embedding"]) - unit(ref))))
         e["tokens_per_s"] = tokens / r["encode_s"]
         e["tokens_per_s_total"] = tokens / r["total_s"]
         e["gflops"] = flops / r["encode_s"] / 1e9
@@ -143,7 +152,9 @@ def _f(v, fmt):
 def table(result):
     meta = result["meta"]
     lines = [f"infinity_v3 CPU benchmark ({meta['mode']}), {meta['threads']} threads, {meta['cpu']}, "
-             f"load average before {meta.get('loadavg_before')}, after {meta.get('loadavg_after')}"]
+             f"load average before {meta.get('loadavg_before')}, after {meta.get('loadavg_after')}"
+             + (", OMP_WAIT_POLICY=PASSIVE for every engine" if meta.get("passive_all") else
+                ", OMP_WAIT_POLICY=PASSIVE for torch only")]
     sg = result.get("sgemm", {})
     peaks = ", ".join(f"{t} thread{'s' if t != '1' else ''}: {_f(v.get('median_gflops'), '.1f')} GFLOP/s"
                       for t, v in sorted(sg.items()))
@@ -181,7 +192,7 @@ def table(result):
             lines.append(f"CLI path: {cli['sentences']} sentences ({cli['tokens']} tokens) as text, "
                          f"{cli['model']}, fresh process each, tokenization included")
             lines.append(f"{'engine':<13}{'total s':>9}{'startup s':>10}{'encode s':>10}{'tok/s':>9}"
-                         f"{'speedup':>9}{'total x':>9}{'RSS MB':>9}{'%peak':>8}")
+                         f"{'speedup':>9}{'total x':>9}{'RSS MB':>9}{'%peak':>8}{'max|d|':>9}")
             for engine, e in cli["engines"].items():
                 if "error" in e:
                     lines.append(f"{engine:<13}  unavailable: {e['error'][:90]}")
@@ -191,7 +202,8 @@ def table(result):
                 tot = "1" if engine == MAIN else _f(r.get("speedup_total"), ".2f")
                 lines.append(f"{engine:<13}{e['total_s']:9.2f}{e['startup_s']:10.2f}{e['encode_s']:10.2f}"
                              f"{e['tokens_per_s']:9.0f}{sp:>9}{tot:>9}{e['peak_rss_kb'] / 1024:9.0f}"
-                             f"{_f(100 * e['peak_fraction'] if e.get('peak_fraction') else None, '7.1f')}%")
+                             f"{_f(100 * e['peak_fraction'] if e.get('peak_fraction') else None, '7.1f')}%"
+                             f"{_f(e.get('max_abs_diff_vs_torch'), '9.1e')}")
     lines.append("")
     lines.append("speedup: peer time / infinity_v3 time (median for batches, p50 for latency, encode time for "
                  "the CLI; total x: whole process). Above 1: infinity_v3 is faster.")

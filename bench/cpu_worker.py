@@ -115,6 +115,9 @@ class OrtEngine:
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+            # The harness's --passive: the pool's idle threads sleep.
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.sess = ort.InferenceSession(os.path.join(converted, "onnx", "model.onnx"), so,
                                          providers=["CPUExecutionProvider"])
         self.names = {i.name for i in self.sess.get_inputs()}

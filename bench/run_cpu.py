@@ -47,6 +47,10 @@ PROFILES = {
                   latency=dict(warmup=3, min_runs=30, max_runs=200, max_seconds=1.5),
                   rounds=2, cli_runs=1, sgemm=dict(n=2048, runs=5)),
 }
+# --passive: every engine's idle threads sleep (OMP_WAIT_POLICY=PASSIVE, and
+# no spinning in onnxruntime's pool), not only torch's. On a machine shared
+# with other work spinning threads lose whole scheduler slices at each barrier.
+PASSIVE_ALL = False
 CLI_SENTENCES = 1000
 CLI_BATCH = 32  # sentence-transformers' default encode batch size
 
@@ -61,7 +65,7 @@ def engine_env(engine, threads):
         env[var] = str(threads)
     env["HF_HUB_OFFLINE"] = "1"
     env.pop("OMP_WAIT_POLICY", None)
-    if engine == "torch":
+    if engine == "torch" or PASSIVE_ALL:
         # Idle OpenMP workers sleep instead of spinning between ops, as
         # PyTorch recommends when it shares the cores.
         env["OMP_WAIT_POLICY"] = "PASSIVE"
@@ -308,7 +312,7 @@ def cli_once(engine, model, converted, wl_path, text_path, one_path, threads, bu
         if len(lines) != CLI_SENTENCES or bad:
             return {"error": f"expected {CLI_SENTENCES} embeddings, got {len(lines)} lines ({bad} not vectors)"}
         return {"total_s": wall, "startup_s": start_wall, "encode_s": max(wall - start_wall, 1e-9),
-                "peak_rss_kb": rss}
+                "peak_rss_kb": rss, "first_embedding": json.loads(lines[0])}
     cmd = [sys.executable, os.path.join(HERE, "cpu_worker.py"), "--engine", engine, "--model", model,
            "--converted", converted, "--threads", str(threads), "--workloads", wl_path,
            "--out", wl_path + f".{engine}.json"]
@@ -319,7 +323,7 @@ def cli_once(engine, model, converted, wl_path, text_path, one_path, threads, bu
         res = json.load(f)
     enc = res["workloads"]["cli"]["times_s"][0]
     return {"total_s": wall, "startup_s": wall - enc, "encode_s": enc, "load_s": res["load_s"],
-            "peak_rss_kb": rss}
+            "peak_rss_kb": rss, "first_embedding": res["workloads"]["cli"]["first_embedding"]}
 
 
 def resolve_models(args, profile):
@@ -341,6 +345,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="threads for every engine (default %(default)s)")
     ap.add_argument("--models", nargs="*", help="checkpoint directories (default: the profile's bench models)")
     ap.add_argument("--engines", nargs="*", default=ENGINES, choices=ENGINES)
+    ap.add_argument("--passive", action="store_true",
+                    help="OMP_WAIT_POLICY=PASSIVE (no spin-waiting) for every engine, not only torch")
     ap.add_argument("--no-cli", action="store_true", help="skip the 1,000-sentence CLI workload")
     ap.add_argument("--build", default=os.path.join("build", "release"),
                     help="folder holding infinity_v3, bench_engine and sgemm_peak")
@@ -348,10 +354,12 @@ def main():
     ap.add_argument("--plot", default=os.path.join("bench", "results", "cpu_ratios.png"))
     args = ap.parse_args()
     os.chdir(ROOT)
+    global PASSIVE_ALL
+    PASSIVE_ALL = args.passive
     mode = "quick" if args.quick else "full"
     profile = PROFILES[mode]
     t_start = time.time()
-    result = {"meta": {"mode": mode, "threads": args.threads, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    result = {"meta": {"mode": mode, "threads": args.threads, "passive_all": args.passive, "date": datetime.datetime.now().isoformat(timespec="seconds"),
                        "cpu": cpu_model(), "nproc": os.cpu_count(), "loadavg_before": loadavg(),
                        "versions": versions(), "profile": profile}}
     log(f"sgemm peak ({profile['sgemm']['n']}^3, OpenBLAS, 1 and {args.threads} threads)")
