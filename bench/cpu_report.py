@@ -257,8 +257,9 @@ def plot(result, path):
     ax.set_xticklabels(groups, fontsize=8)
     ax.set_ylabel("infinity_v3 speedup (peer time / our time)")
     meta = result["meta"]
-    ax.set_title(f"infinity_v3 vs peers on CPU, {meta['threads']} threads ({meta['mode']} run, {meta['date']})",
-                 fontsize=10)
+    wait = "every engine passive-waiting" if meta.get("passive_all") else "torch passive-waiting"
+    ax.set_title(f"infinity_v3 vs peers on CPU, {meta['threads']} threads, {wait} ({meta['mode']} run, "
+                 f"{meta['date']})", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
