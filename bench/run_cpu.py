@@ -352,8 +352,16 @@ def main():
                     help="folder holding infinity_v3, bench_engine and sgemm_peak")
     ap.add_argument("--out", default=os.path.join("bench", "results", "cpu.json"))
     ap.add_argument("--plot", default=os.path.join("bench", "results", "cpu_ratios.png"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="measure nothing: print the table and redraw the plot from --out")
     args = ap.parse_args()
     os.chdir(ROOT)
+    if args.report_only:
+        with open(args.out) as f:
+            result = json.load(f)
+        print(cpu_report.table(result))
+        cpu_report.plot(result, args.plot)
+        return
     global PASSIVE_ALL
     PASSIVE_ALL = args.passive
     mode = "quick" if args.quick else "full"
