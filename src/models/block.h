@@ -55,6 +55,10 @@ typedef struct iv_block_spec {
      * tokens, after rotary (0: off); logn_clip1 raises factors below 1 to 1. */
     int logn_base;
     int logn_clip1;
+    /* Layers with a dynamic attention bias (iv_layer.dyn_bias) fill it for
+     * groups of whole sequences of at most this many bias floats (or one
+     * sequence, whatever its size); 0: 16M floats (64 MiB). */
+    int64_t dyn_bias_group_floats;
 } iv_block_spec;
 
 /* A routed MLP (Qwen3-MoE): softmax over the router logits in float32, the
@@ -69,6 +73,30 @@ typedef struct iv_moe {
     const iv_tensor **up_w;      /* [E] of [2I, H]: fused gate/up, halves in the block's GLU order */
     const iv_tensor **down_w;    /* [E] of [H, I] */
 } iv_moe;
+
+/* A per-layer attention bias computed from the layer's own queries and keys
+ * (DeBERTa's disentangled content->position / position->content terms),
+ * which therefore cannot be a table built once per forward. The block calls
+ * the layer's hook after QKV (and any q/k norm, RoPE or query scaling), for
+ * groups of whole sequences at a time, then runs attention over that group
+ * with the bias added to the scaled scores (plus the static extras bias, if
+ * any). */
+typedef struct iv_dyn_bias_args {
+    const iv_batch *batch;
+    int seq_begin, seq_end;     /* sequences to fill: [seq_begin, seq_end) of batch */
+    iv_view q, k;               /* all tokens' queries and keys as the attention op sees them */
+    int n_heads, head_dim;
+    /* Out: sequence s's [n_heads, L, L] block (query rows, key columns) at
+     * bias + offsets[s - seq_begin]. */
+    float *bias;
+    const int64_t *offsets;
+    /* A slot kept for one stack forward and shared by all its layers (NULL at
+     * the first call): per-batch tables and scratch the hook reuses. */
+    void **state;
+    iv_arena *arena;
+} iv_dyn_bias_args;
+/* Returns 0, or -1 when out of memory. */
+typedef int (*iv_dyn_bias_fn)(const iv_ops *ops, const void *ctx, const iv_dyn_bias_args *a);
 
 typedef struct iv_layer {
     /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
@@ -87,6 +115,8 @@ typedef struct iv_layer {
     const float *inv_freq;            /* rotary frequencies [rot_dim/2], or NULL */
     float rope_attn_factor;           /* scales cos/sin (YaRN); 0 means 1 */
     const iv_moe *moe;                /* routed MLP instead of up/down, or NULL */
+    iv_dyn_bias_fn dyn_bias;          /* per-layer dynamic attention bias, or NULL */
+    const void *dyn_bias_ctx;         /* its context (weights, settings) */
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */

@@ -170,20 +170,24 @@ int iv_load_transform_head(iv_model *m, iv_head *h, const char *dense, iv_act ac
 int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *norm, const char *decoder,
                      const char *bias, iv_err *err)
 {
-    const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0];
+    /* E: the embedding width, which the transform maps back to (hidden unless
+     * the embeddings are projected, as in DeBERTa-v2 with embedding_size). */
+    const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0], E = m->embed.word->shape[1];
     iv_head *h = &m->mlm_head;
     *h = (iv_head){0};
     if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
-    if (h->steps[0].w->shape[0] != H) return iv_errf(err, IV_E_FORMAT, "MLM transform must keep the hidden size");
+    if (h->steps[0].w->shape[0] != E)
+        return iv_errf(err, IV_E_FORMAT, "MLM transform \"%s\" must map to the embedding width %lld", dense,
+                       (long long)E);
     iv_norm ln;
-    if (iv_ld_layer_norm(m, norm, H, 1, &ln, err)) return -1;
+    if (iv_ld_layer_norm(m, norm, E, 1, &ln, err)) return -1;
     h->steps[0].ln_w = ln.w;
     h->steps[0].ln_b = ln.b;
     h->steps[0].ln_eps = m->block.norm_eps;
     char name[256];
     snprintf(name, sizeof name, "%s.weight", decoder);
     iv_head_step *dec = &h->steps[1];
-    if (iv_ld_top_opt(m, name, V, H, &dec->w, err)) return -1;
+    if (iv_ld_top_opt(m, name, V, E, &dec->w, err)) return -1;
     if (!dec->w) dec->w = m->embed.word; /* tied to the input embeddings, as saved by transformers */
     if (iv_ld_top_opt(m, bias, V, -1, &dec->b, err)) return -1;
     if (!dec->b) {

@@ -40,7 +40,8 @@ int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_di
 int iv_load_transform_head(iv_model *m, iv_head *h, const char *dense, iv_act act, const char *norm,
                            const char *out, iv_err *err);
 /* MLM: transform dense -> act -> LayerNorm -> decoder (tied to word
- * embeddings when its weight is absent) + bias (`bias`, else decoder.bias). */
+ * embeddings when its weight is absent) + bias (`bias`, else decoder.bias).
+ * The transform maps hidden to the embedding width (word->shape[1]). */
 int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *norm, const char *decoder,
                      const char *bias, iv_err *err);
 

@@ -33,5 +33,6 @@ extern const iv_family iv_family_modernbert;
 extern const iv_family iv_family_gte;
 extern const iv_family iv_family_nomic_bert;
 extern const iv_family iv_family_jina_bert;
+extern const iv_family iv_family_deberta;
 
 #endif
