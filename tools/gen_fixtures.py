@@ -23,11 +23,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import common, real_minilm, synthetic, synthetic_decoders, verify  # noqa: E402
+from fixtures import common, real_minilm, synthetic, synthetic_colbert, synthetic_decoders, verify  # noqa: E402
 
 # Fixture groups: (SPECS, build(spec, root), verify(spec, root)) of each generator module.
 GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
-          (synthetic_decoders.SPECS, synthetic_decoders.build, synthetic_decoders.verify)]
+          (synthetic_decoders.SPECS, synthetic_decoders.build, synthetic_decoders.verify),
+          (synthetic_colbert.SPECS, synthetic_colbert.build, synthetic_colbert.verify)]
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")
