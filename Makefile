@@ -60,9 +60,9 @@ fixtures:
 	python3 tools/gen_fixtures.py
 
 # The README's first command: install, build, fetch the default model and serve it.
-run: deps models
+run: deps
 	$(MAKE) $(BUILD)/infinity_v3
-	$(BUILD)/infinity_v3 serve --model-id .cache/models/all-MiniLM-L6-v2 --port 7997
+	scripts/serve-default.sh $(BUILD)/infinity_v3
 
 # libFuzzer targets: every tests/fuzz/fuzz_*.c becomes build/fuzz/fuzz_*, linked
 # against a clang-built, coverage-instrumented libiv.a (ASan + UBSan). Not part

@@ -85,6 +85,18 @@ void iv_sb_json_string(iv_strbuf *b, const char *s, size_t n)
     iv_sb_putc(b, '"');
 }
 
+void iv_sb_int(iv_strbuf *b, long long v)
+{
+    char tmp[24], *e = tmp + sizeof tmp, *p = e;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    iv_sb_append(b, p, (size_t)(e - p));
+}
+
 void iv_sb_float(iv_strbuf *b, float f)
 {
     if (!isfinite(f)) {

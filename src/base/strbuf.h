@@ -19,6 +19,8 @@ void iv_sb_putc(iv_strbuf *b, char c);
 void iv_sb_printf(iv_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A JSON string literal with quotes and escapes (input must be valid UTF-8). */
 void iv_sb_json_string(iv_strbuf *b, const char *s, size_t n);
+/* Decimal integer, without printf. */
+void iv_sb_int(iv_strbuf *b, long long v);
 /* Shortest decimal that reads back as the same float; non-finite -> null. */
 void iv_sb_float(iv_strbuf *b, float f);
 /* [f0,f1,...] */

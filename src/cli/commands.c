@@ -7,5 +7,6 @@ const iv_command iv_commands[] = {
     {"embed", iv_cmd_embed},
     {"predict", iv_cmd_predict},
     {"tokenize", iv_cmd_tokenize},
+    {"serve", iv_cmd_serve},
     {NULL, NULL},
 };

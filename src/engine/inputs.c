@@ -5,14 +5,20 @@
 
 iv_input_opts iv_input_opts_default(void)
 {
-    iv_input_opts o = {.prompt = NULL, .truncate = 1, .truncate_left = 0, .add_special_tokens = 1};
+    iv_input_opts o = {.prompt = NULL, .truncate = 1, .truncate_left = 0, .add_special_tokens = 1, .max_length = 0};
     return o;
+}
+
+static int effective_max(const iv_engine *e, const iv_input_opts *o)
+{
+    int max = iv_engine_max_input_length(e);
+    return o->max_length > 0 && o->max_length < max ? o->max_length : max;
 }
 
 static int prepare_ids(const iv_engine *e, const iv_input *in, const iv_input_opts *o, iv_prepared *out,
                        iv_err *err)
 {
-    const int max = iv_engine_max_input_length(e), vocab = iv_engine_vocab_size(e);
+    const int max = effective_max(e, o), vocab = iv_engine_vocab_size(e);
     if (in->n_ids <= 0) return iv_errf(err, IV_E_INVALID, "input is empty");
     int n = in->n_ids, start = 0;
     if (n > max) {
@@ -41,7 +47,7 @@ static int prepare_text(const iv_engine *e, const iv_input *in, const iv_input_o
     if (!tok) return iv_errf(err, IV_E_UNSUPPORTED, "this model has no tokenizer.json; send token ids instead");
     /* An empty string is a valid input (it encodes to the special tokens),
      * as in sentence-transformers; the APIs reject empty batches, not texts. */
-    const int max = iv_engine_max_input_length(e);
+    const int max = effective_max(e, o);
     iv_encode_opts eo = iv_encode_opts_default();
     eo.add_special_tokens = o->add_special_tokens;
     /* Encode untruncated first when truncation is off, so the error can say how long the input is. */

@@ -20,6 +20,7 @@ typedef struct iv_input_opts {
     int truncate;          /* cut to the model's limit instead of failing */
     int truncate_left;
     int add_special_tokens; /* default 1 */
+    int max_length;        /* token limit below the model's (server --max-batch-tokens); 0: the model's */
 } iv_input_opts;
 
 iv_input_opts iv_input_opts_default(void);

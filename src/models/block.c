@@ -28,7 +28,19 @@ typedef struct block_scratch {
     float *attn;   /* [T, Hq * D] */
     float *h;      /* [T, H] */
     iv_mlp_scratch mlp;
+    /* Per-layer dynamic attention bias (layers with a dyn_bias hook only). */
+    float *dyn_bias;      /* [dyn_cap] bias blocks of one group of sequences */
+    int64_t dyn_cap;
+    int64_t *dyn_offsets; /* [n_seqs + 1] block offsets within the group */
+    int32_t *group_cu;    /* [n_seqs + 1] the group's cu_seqlens, rebased to its first token */
+    void *dyn_state;      /* the hooks' per-forward slot */
+    iv_arena *arena;
 } block_scratch;
+
+/* Default bias floats one group of sequences may use at once (64 MiB),
+ * unless a single sequence needs more; the groups bound the memory of
+ * per-layer biases on large batches. */
+#define IV_DYN_BIAS_GROUP_FLOATS ((int64_t)16 << 20)
 
 static iv_view view(float *p, int64_t rows, int64_t cols)
 {
@@ -84,8 +96,78 @@ static void scale_queries_by_position(const iv_ops *ops, const iv_block_spec *s,
     }
 }
 
-static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
-                               const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
+/* GTE logn_attention_scale: q *= ln(L) / ln(logn_base) per sequence of L
+ * tokens, in float32 as the remote code (attention_mask.sum(1).log() /
+ * tensor(max_position_embeddings).log()), clipped below at 1 when asked. */
+static void scale_queries_by_length(const iv_ops *ops, const iv_block_spec *s, const iv_batch *b, iv_view q)
+{
+    const float denom = logf((float)s->logn_base);
+    for (int i = 0; i < b->n_seqs; i++) {
+        float f = logf((float)iv_batch_seqlen(b, i)) / denom;
+        if (s->logn_clip1 && f < 1.0f) f = 1.0f;
+        iv_view qs = rows_of(q, b->cu_seqlens[i], b->cu_seqlens[i + 1]);
+        ops->scale(ops, qs, qs, f);
+    }
+}
+
+/* Attention over sequences [s0, s1) only: rows rebased to the group's first token. */
+static void attend_group(const iv_ops *ops, const iv_attn_args *all, const iv_batch *b, int s0, int s1,
+                         block_scratch *sc)
+{
+    const int64_t r0 = b->cu_seqlens[s0], r1 = b->cu_seqlens[s1];
+    for (int i = s0; i <= s1; i++) sc->group_cu[i - s0] = b->cu_seqlens[i] - (int32_t)r0;
+    iv_attn_args a = *all;
+    a.q = rows_of(all->q, r0, r1);
+    a.k = rows_of(all->k, r0, r1);
+    a.v = rows_of(all->v, r0, r1);
+    a.out = rows_of(all->out, r0, r1);
+    a.cu_seqlens = sc->group_cu;
+    a.n_seqs = s1 - s0;
+    a.bias = sc->dyn_bias;
+    a.bias_offsets = sc->dyn_offsets;
+    a.key_mask = all->key_mask ? all->key_mask + r0 : NULL;
+    ops->attention(ops, &a);
+}
+
+/* Attention with the layer's dynamic bias: per group of whole sequences,
+ * the hook fills their bias blocks, the static bias (if any) is added, and
+ * attention runs over the group. */
+static int attention_dynamic_bias(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
+                                  const iv_batch *b, const iv_attn_extras *ex, const iv_attn_args *all,
+                                  block_scratch *sc)
+{
+    for (int s0 = 0; s0 < b->n_seqs;) {
+        int s1 = s0;
+        int64_t total = 0;
+        while (s1 < b->n_seqs) {
+            const int64_t len = iv_batch_seqlen(b, s1), need = (int64_t)s->n_heads * len * len;
+            if (s1 > s0 && total + need > sc->dyn_cap) break;
+            sc->dyn_offsets[s1 - s0] = total;
+            total += need;
+            s1++;
+        }
+        sc->dyn_offsets[s1 - s0] = total;
+        iv_dyn_bias_args d = {
+            .batch = b, .seq_begin = s0, .seq_end = s1, .q = all->q, .k = all->k,
+            .n_heads = s->n_heads, .head_dim = s->head_dim,
+            .bias = sc->dyn_bias, .offsets = sc->dyn_offsets, .state = &sc->dyn_state, .arena = sc->arena,
+        };
+        if (L->dyn_bias(ops, L->dyn_bias_ctx, &d)) return -1;
+        if (ex->bias)
+            for (int i = s0; i < s1; i++) {
+                const int64_t n = sc->dyn_offsets[i - s0 + 1] - sc->dyn_offsets[i - s0];
+                iv_view dst = {sc->dyn_bias + sc->dyn_offsets[i - s0], 1, n, n};
+                iv_view add = {(float *)ex->bias + ex->bias_offsets[i], 1, n, n};
+                ops->add(ops, dst, dst, add);
+            }
+        attend_group(ops, all, b, s0, s1, sc);
+        s0 = s1;
+    }
+    return 0;
+}
+
+static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
+                              const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
 {
     const int64_t T = b->n_tokens;
     const int q_cols = s->n_heads * s->head_dim, kv_cols = s->n_kv_heads * s->head_dim;
@@ -97,10 +179,13 @@ static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const 
     iv_view k = {sc->qkv + q_cols, T, kv_cols, qkv_cols};
     iv_view v = {sc->qkv + q_cols + kv_cols, T, kv_cols, qkv_cols};
     const float qk_offset = s->norm_kind == IV_NORM_RMS_PLUS1 ? 1.0f : 0.0f;
+    if (L->q_full_norm.present) iv_block_norm(ops, s, &L->q_full_norm, q, q, NULL);
+    if (L->k_full_norm.present) iv_block_norm(ops, s, &L->k_full_norm, k, k, NULL);
     if (L->q_norm_w) ops->head_rms_norm(ops, q, s->n_heads, s->head_dim, L->q_norm_w, s->qk_norm_eps, qk_offset);
     if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
     if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, k);
     if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, ex->positions, q);
+    if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
         .out = view(sc->attn, T, q_cols),
@@ -113,25 +198,29 @@ static void attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const 
         .bias = ex->bias, .bias_offsets = ex->bias_offsets,
         .key_mask = b->key_mask,
     };
+    if (L->dyn_bias) return attention_dynamic_bias(ops, s, L, b, ex, &a, sc);
     ops->attention(ops, &a);
+    return 0;
 }
 
-static void layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
-                            const iv_attn_extras *ex, float *x, block_scratch *sc)
+static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
+                           const iv_attn_extras *ex, float *x, block_scratch *sc)
 {
     const int64_t T = b->n_tokens;
     iv_view xv = view(x, T, s->hidden), hv = view(sc->h, T, s->hidden);
-    attention_sublayer(ops, s, L, b, ex, xv, sc);
+    if (attention_sublayer(ops, s, L, b, ex, xv, sc)) return -1;
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
     ops->linear(ops, hv, view(sc->attn, T, (int64_t)s->n_heads * s->head_dim), L->o_w, L->o_b, IV_ACT_NONE, x);
     iv_block_norm(ops, s, &L->attn_norm, hv, hv, NULL);
+    if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, x);
     iv_block_mlp(ops, s, L, hv, xv, sc->h, &sc->mlp);
     iv_block_norm(ops, s, &L->mlp_norm, xv, xv, NULL);
+    return 0;
 }
 
 /* Pre-norm and sandwich layers: the residual stream x is only ever added to. */
-static void layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
-                           const iv_attn_extras *ex, float *x, block_scratch *sc)
+static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
+                          const iv_attn_extras *ex, float *x, block_scratch *sc)
 {
     const int64_t T = b->n_tokens;
     iv_view xv = view(x, T, s->hidden), nv = view(sc->normed, T, s->hidden), hv = view(sc->h, T, s->hidden);
@@ -141,7 +230,7 @@ static void layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_l
         iv_block_norm(ops, s, &L->attn_norm, nv, xv, NULL);
         in = nv;
     }
-    attention_sublayer(ops, s, L, b, ex, in, sc);
+    if (attention_sublayer(ops, s, L, b, ex, in, sc)) return -1;
     iv_view attn = view(sc->attn, T, (int64_t)s->n_heads * s->head_dim);
     if (sandwich) {
         ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, NULL);
@@ -164,6 +253,30 @@ static void layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_l
         iv_block_mlp(ops, s, L, in, hv, x, &sc->mlp);
         memcpy(x, sc->h, (size_t)T * s->hidden * sizeof(float));
     }
+    return 0;
+}
+
+/* Scratch for layers with a dynamic attention bias: the bias of one group
+ * of sequences (at most the spec's group size, or the longest sequence's). */
+static int dyn_bias_scratch_alloc(block_scratch *sc, const iv_block_spec *spec, const iv_layer *layers,
+                                  int n_layers, const iv_batch *b, iv_arena *arena)
+{
+    int any = 0;
+    for (int l = 0; l < n_layers; l++) any |= layers[l].dyn_bias != NULL;
+    if (!any) return 0;
+    int64_t total = 0, largest = 0;
+    for (int i = 0; i < b->n_seqs; i++) {
+        const int64_t len = iv_batch_seqlen(b, i), need = (int64_t)spec->n_heads * len * len;
+        total += need;
+        if (need > largest) largest = need;
+    }
+    const int64_t group = spec->dyn_bias_group_floats > 0 ? spec->dyn_bias_group_floats : IV_DYN_BIAS_GROUP_FLOATS;
+    sc->dyn_cap = total < group ? total : group;
+    if (sc->dyn_cap < largest) sc->dyn_cap = largest;
+    sc->dyn_bias = iv_arena_alloc(arena, (size_t)sc->dyn_cap * sizeof(float));
+    sc->dyn_offsets = iv_arena_alloc(arena, (size_t)(b->n_seqs + 1) * sizeof(int64_t));
+    sc->group_cu = iv_arena_alloc(arena, (size_t)(b->n_seqs + 1) * sizeof(int32_t));
+    return sc->dyn_bias && sc->dyn_offsets && sc->group_cu ? 0 : -1;
 }
 
 int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const iv_layer *layers,
@@ -180,9 +293,13 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
     };
     if (!sc.normed || !sc.qkv || !sc.attn || !sc.h) return -1;
     if (iv_mlp_scratch_alloc(&sc.mlp, spec, layers, n_layers, T, arena)) return -1;
+    if (dyn_bias_scratch_alloc(&sc, spec, layers, n_layers, batch, arena)) return -1;
+    sc.arena = arena;
     for (int l = 0; l < n_layers; l++) {
-        if (spec->norm_place == IV_NORM_POST) layer_post_norm(ops, spec, &layers[l], batch, extras, x, &sc);
-        else layer_pre_norm(ops, spec, &layers[l], batch, extras, x, &sc);
+        const int rc = spec->norm_place == IV_NORM_POST
+                           ? layer_post_norm(ops, spec, &layers[l], batch, extras, x, &sc)
+                           : layer_pre_norm(ops, spec, &layers[l], batch, extras, x, &sc);
+        if (rc) return -1;
     }
     return 0;
 }

@@ -8,6 +8,10 @@
  *
  * The MLP is dense (plain or gated) or, per layer, a mixture of experts
  * (block_mlp.c).
+ *
+ * Optional per-layer extras: a norm over the full Q and K projections before
+ * the head split (JinaCode), and for post-norm a second residual norm after
+ * N1, h = N1b(x + N1(x + O(attn))) (JinaCode's layer_norm_1).
  */
 #ifndef IV_MODELS_BLOCK_H
 #define IV_MODELS_BLOCK_H
@@ -47,6 +51,14 @@ typedef struct iv_block_spec {
      * beta 0: off. */
     float q_pos_scale_beta;
     int q_pos_scale_period;
+    /* GTE logn_attention_scale: q *= ln(L) / ln(logn_base) for a sequence of L
+     * tokens, after rotary (0: off); logn_clip1 raises factors below 1 to 1. */
+    int logn_base;
+    int logn_clip1;
+    /* Layers with a dynamic attention bias (iv_layer.dyn_bias) fill it for
+     * groups of whole sequences of at most this many bias floats (or one
+     * sequence, whatever its size); 0: 16M floats (64 MiB). */
+    int64_t dyn_bias_group_floats;
 } iv_block_spec;
 
 /* A routed MLP (Qwen3-MoE): softmax over the router logits in float32, the
@@ -62,21 +74,49 @@ typedef struct iv_moe {
     const iv_tensor **down_w;    /* [E] of [H, I] */
 } iv_moe;
 
+/* A per-layer attention bias computed from the layer's own queries and keys
+ * (DeBERTa's disentangled content->position / position->content terms),
+ * which therefore cannot be a table built once per forward. The block calls
+ * the layer's hook after QKV (and any q/k norm, RoPE or query scaling), for
+ * groups of whole sequences at a time, then runs attention over that group
+ * with the bias added to the scaled scores (plus the static extras bias, if
+ * any). */
+typedef struct iv_dyn_bias_args {
+    const iv_batch *batch;
+    int seq_begin, seq_end;     /* sequences to fill: [seq_begin, seq_end) of batch */
+    iv_view q, k;               /* all tokens' queries and keys as the attention op sees them */
+    int n_heads, head_dim;
+    /* Out: sequence s's [n_heads, L, L] block (query rows, key columns) at
+     * bias + offsets[s - seq_begin]. */
+    float *bias;
+    const int64_t *offsets;
+    /* A slot kept for one stack forward and shared by all its layers (NULL at
+     * the first call): per-batch tables and scratch the hook reuses. */
+    void **state;
+    iv_arena *arena;
+} iv_dyn_bias_args;
+/* Returns 0, or -1 when out of memory. */
+typedef int (*iv_dyn_bias_fn)(const iv_ops *ops, const void *ctx, const iv_dyn_bias_args *a);
+
 typedef struct iv_layer {
     /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
     const iv_tensor *qkv_w, *qkv_b;
     const iv_tensor *o_w, *o_b;
     const iv_tensor *q_norm_w, *k_norm_w; /* per-head RMSNorm before RoPE, or NULL */
+    iv_norm q_full_norm, k_full_norm; /* JinaCode: a norm over all of Q / K before the head split */
     iv_norm attn_norm;       /* N1 */
     iv_norm mlp_norm;        /* N2 */
     iv_norm post_attn_norm;  /* P1 (sandwich) */
     iv_norm post_mlp_norm;   /* P2 (sandwich) */
+    iv_norm attn_outer_norm; /* post-norm only (JinaCode): h = norm(x + N1(x + O(attn))) */
     const iv_tensor *up_w, *up_b;     /* [I or 2I, H] */
     const iv_tensor *down_w, *down_b; /* [H, I] */
     int window_left, window_right;    /* -1: unlimited */
     const float *inv_freq;            /* rotary frequencies [rot_dim/2], or NULL */
     float rope_attn_factor;           /* scales cos/sin (YaRN); 0 means 1 */
     const iv_moe *moe;                /* routed MLP instead of up/down, or NULL */
+    iv_dyn_bias_fn dyn_bias;          /* per-layer dynamic attention bias, or NULL */
+    const void *dyn_bias_ctx;         /* its context (weights, settings) */
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */

@@ -76,12 +76,16 @@ int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *
     copy_str(cfg->model_type, sizeof cfg->model_type, iv_json_str(j, "model_type", ""));
     cfg->has_auto_map = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "auto_map"));
 
-    /* DistilBERT spells these differently; families may override. */
+    /* DistilBERT and GPT-2 style configs (Nomic BERT hub checkpoints) spell these
+     * differently; families may override. */
     int rc = 0;
-    rc |= read_int(j, "hidden_size", (int)iv_json_int(j, "dim", 0), &cfg->hidden_size, err);
-    rc |= read_int(j, "num_hidden_layers", (int)iv_json_int(j, "n_layers", 0), &cfg->num_layers, err);
-    rc |= read_int(j, "num_attention_heads", (int)iv_json_int(j, "n_heads", 0), &cfg->num_heads, err);
-    rc |= read_int(j, "intermediate_size", (int)iv_json_int(j, "hidden_dim", 0), &cfg->intermediate_size, err);
+    rc |= read_int(j, "hidden_size", (int)iv_json_int(j, "dim", iv_json_int(j, "n_embd", 0)), &cfg->hidden_size, err);
+    rc |= read_int(j, "num_hidden_layers", (int)iv_json_int(j, "n_layers", iv_json_int(j, "n_layer", 0)),
+                   &cfg->num_layers, err);
+    rc |= read_int(j, "num_attention_heads", (int)iv_json_int(j, "n_heads", iv_json_int(j, "n_head", 0)),
+                   &cfg->num_heads, err);
+    rc |= read_int(j, "intermediate_size", (int)iv_json_int(j, "hidden_dim", iv_json_int(j, "n_inner", 0)),
+                   &cfg->intermediate_size, err);
     rc |= read_int(j, "max_position_embeddings", 0, &cfg->max_position_embeddings, err);
     rc |= read_int(j, "type_vocab_size", 0, &cfg->type_vocab_size, err);
     rc |= read_int(j, "vocab_size", 0, &cfg->vocab_size, err);
@@ -116,4 +120,44 @@ int iv_arch_has_suffix(const iv_hf_config *cfg, const char *suffix)
 {
     size_t n = strlen(cfg->architecture), m = strlen(suffix);
     return n >= m && strcmp(cfg->architecture + n - m, suffix) == 0;
+}
+
+/* "owner/name--module.Class" (or a list whose first item is) names repo. */
+static int names_repo(const cJSON *v, const char *repo)
+{
+    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
+    if (!cJSON_IsString(v)) return 0;
+    size_t n = strlen(repo);
+    return !strncmp(v->valuestring, repo, n) && !strncmp(v->valuestring + n, "--", 2);
+}
+
+int iv_config_references_code(const iv_hf_config *cfg, const char *repo)
+{
+    if (!strcmp(iv_json_str(cfg->json, "_name_or_path", ""), repo)) return 1;
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->json, "auto_map");
+    const cJSON *it;
+    if (cJSON_IsObject(map))
+        cJSON_ArrayForEach(it, map) if (names_repo(it, repo)) return 1;
+    return 0;
+}
+
+int iv_config_auto_map_classes(const iv_hf_config *cfg, const char *class_prefix, iv_err *err)
+{
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->json, "auto_map");
+    const cJSON *it;
+    if (!cJSON_IsObject(map)) return 0;
+    cJSON_ArrayForEach(it, map) {
+        /* Model and config classes; tokenizer entries name other code. */
+        if (strncmp(it->string, "AutoModel", 9) && strcmp(it->string, "AutoConfig")) continue;
+        const cJSON *v = cJSON_IsArray(it) ? cJSON_GetArrayItem(it, 0) : it;
+        if (!cJSON_IsString(v)) continue; /* [null, "Fast"] tokenizer entries and the like */
+        const char *cls = strrchr(v->valuestring, '.');
+        cls = cls ? cls + 1 : v->valuestring;
+        if (strncmp(cls, class_prefix, strlen(class_prefix)))
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "config.json references custom code (auto_map %s: \"%s\") other than the %s* classes "
+                           "this family implements",
+                           it->string, v->valuestring, class_prefix);
+    }
+    return 0;
 }

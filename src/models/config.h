@@ -35,6 +35,15 @@ int iv_hf_config_load(iv_hf_config *cfg, const char *model_dir, iv_err *err);
  * failure cfg still needs iv_hf_config_free. */
 int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *err);
 void iv_hf_config_free(iv_hf_config *cfg);
+/* True when config.json points at the hub code repository `repo` (e.g.
+ * "jinaai/jina-bert-implementation"): any auto_map entry naming
+ * "repo--module.Class", or _name_or_path equal to repo. */
+int iv_config_references_code(const iv_hf_config *cfg, const char *repo);
+/* For families that implement one remote code base: 0 when config.json has
+ * no auto_map or every AutoConfig / AutoModel* class name starts with class_prefix (e.g.
+ * "NomicBert" for "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel");
+ * else an IV_E_UNSUPPORTED error naming the entry. */
+int iv_config_auto_map_classes(const iv_hf_config *cfg, const char *class_prefix, iv_err *err);
 /* Architecture names ending in this suffix, e.g. "ForSequenceClassification". */
 int iv_arch_has_suffix(const iv_hf_config *cfg, const char *suffix);
 

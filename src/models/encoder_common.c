@@ -14,7 +14,7 @@ static int ld_linear(iv_model *m, const char *base, int64_t out, int64_t in, con
     return iv_ld_opt(m, name, out, -1, b, err);
 }
 
-int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
+int iv_encoder_block_spec(iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
     int act = iv_act_from_name(c->hidden_act);
@@ -22,42 +22,83 @@ int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
     if (c->intermediate_size <= 0) return iv_errf(err, IV_E_FORMAT, "config.json: intermediate_size missing");
     if (c->num_kv_heads != c->num_heads || c->head_dim * c->num_heads != c->hidden_size)
         return iv_errf(err, IV_E_FORMAT, "config.json: heads do not divide hidden_size");
-    iv_block_spec *s = &m->block;
-    *s = (iv_block_spec){
+    m->block = (iv_block_spec){
         .hidden = c->hidden_size, .n_heads = c->num_heads, .n_kv_heads = c->num_heads,
         .head_dim = c->head_dim, .intermediate = c->intermediate_size,
         .norm_kind = IV_NORM_LAYER, .norm_place = IV_NORM_POST, .norm_eps = (float)c->layer_norm_eps,
         .act = (iv_act)act,
     };
-    m->n_layers = c->num_layers;
+    return 0;
+}
+
+/* A gated up projection stored as two halves, concatenated into one [2I, H]. */
+static int ld_split_up(iv_model *m, const char *pre, const iv_encoder_names *nm, int64_t I, int64_t H,
+                       iv_layer *L, iv_err *err)
+{
+    char name[384];
+    const iv_tensor *w[2], *b[2];
+    const char *half[2] = {nm->up, nm->up2};
+    for (int i = 0; i < 2; i++) {
+        snprintf(name, sizeof name, "%s%s", pre, half[i]);
+        if (ld_linear(m, name, I, H, &w[i], &b[i], err)) return -1;
+    }
+    if (iv_concat_rows(m, w, 2, &L->up_w, err)) return -1;
+    if (!b[0] && !b[1]) return 0;
+    if (!b[0] || !b[1]) return iv_errf(err, IV_E_FORMAT, "%s: only one half of the gated MLP has a bias", pre);
+    return iv_concat_rows(m, b, 2, &L->up_b, err);
+}
+
+int iv_load_encoder_layer_weights(iv_model *m, const iv_encoder_names *nm, iv_err *err)
+{
+    const iv_block_spec *s = &m->block;
+    m->n_layers = m->cfg.num_layers;
     m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
     if (!m->layers) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    const int64_t H = c->hidden_size, I = c->intermediate_size;
+    const int64_t H = s->hidden, I = s->intermediate, QKV = (int64_t)(s->n_heads + 2 * s->n_kv_heads) * s->head_dim;
+    const int64_t QH = (int64_t)s->n_heads * s->head_dim, KVH = (int64_t)s->n_kv_heads * s->head_dim;
     for (int l = 0; l < m->n_layers; l++) {
         iv_layer *L = &m->layers[l];
         char pre[128], name[384];
         snprintf(pre, sizeof pre, nm->layer_fmt, l);
-        const iv_tensor *qw, *kw, *vw, *qb, *kb, *vb;
 #define LIN(field, out, in, w, b)                                                   \
     do {                                                                          \
         snprintf(name, sizeof name, "%s%s", pre, field);                          \
         if (ld_linear(m, name, out, in, w, b, err)) return -1;                    \
     } while (0)
-        LIN(nm->q, H, H, &qw, &qb);
-        LIN(nm->k, H, H, &kw, &kb);
-        LIN(nm->v, H, H, &vw, &vb);
-        LIN(nm->o, H, H, &L->o_w, &L->o_b);
-        LIN(nm->up, I, H, &L->up_w, &L->up_b);
+        if (nm->qkv) {
+            LIN(nm->qkv, QKV, H, &L->qkv_w, &L->qkv_b);
+        } else {
+            const iv_tensor *qw, *kw, *vw, *qb, *kb, *vb;
+            LIN(nm->q, QH, H, &qw, &qb);
+            LIN(nm->k, KVH, H, &kw, &kb);
+            LIN(nm->v, KVH, H, &vw, &vb);
+            if (iv_fuse_qkv(m, qw, kw, vw, qb, kb, vb, &L->qkv_w, &L->qkv_b, err)) return -1;
+        }
+        LIN(nm->o, H, QH, &L->o_w, &L->o_b);
+        if (nm->up2) {
+            if (ld_split_up(m, pre, nm, I, H, L, err)) return -1;
+        } else {
+            LIN(nm->up, (s->gated ? 2 : 1) * I, H, &L->up_w, &L->up_b);
+        }
         LIN(nm->down, H, I, &L->down_w, &L->down_b);
 #undef LIN
-        if (iv_fuse_qkv(m, qw, kw, vw, qb, kb, vb, &L->qkv_w, &L->qkv_b, err)) return -1;
-        snprintf(name, sizeof name, "%s%s", pre, nm->attn_norm);
-        if (iv_ld_layer_norm(m, name, H, 0, &L->attn_norm, err)) return -1;
+        if (l == 0 && nm->first_attn_norm_absent) {
+            L->attn_norm.present = 0;
+        } else {
+            snprintf(name, sizeof name, "%s%s", pre, nm->attn_norm);
+            if (iv_ld_layer_norm(m, name, H, 0, &L->attn_norm, err)) return -1;
+        }
         snprintf(name, sizeof name, "%s%s", pre, nm->mlp_norm);
         if (iv_ld_layer_norm(m, name, H, 0, &L->mlp_norm, err)) return -1;
         L->window_left = L->window_right = -1;
     }
     return 0;
+}
+
+int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
+{
+    if (iv_encoder_block_spec(m, err)) return -1;
+    return iv_load_encoder_layer_weights(m, nm, err);
 }
 
 static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_prefix, int64_t in,
@@ -108,23 +149,45 @@ int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_di
     return 0;
 }
 
+int iv_load_transform_head(iv_model *m, iv_head *h, const char *dense, iv_act act, const char *norm,
+                           const char *out, iv_err *err)
+{
+    const int64_t H = m->cfg.hidden_size;
+    *h = (iv_head){0};
+    if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
+    const int64_t mid = h->steps[0].w->shape[0];
+    iv_norm ln;
+    if (iv_ld_layer_norm(m, norm, mid, 1, &ln, err)) return -1;
+    h->steps[0].ln_w = ln.w;
+    h->steps[0].ln_b = ln.b;
+    h->steps[0].ln_eps = m->block.norm_eps;
+    if (head_step(m, &h->steps[1], out, 0, mid, IV_ACT_NONE, 1, err)) return -1;
+    h->n_steps = 2;
+    h->out_dim = (int)h->steps[1].w->shape[0];
+    return 0;
+}
+
 int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *norm, const char *decoder,
                      const char *bias, iv_err *err)
 {
-    const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0];
+    /* E: the embedding width, which the transform maps back to (hidden unless
+     * the embeddings are projected, as in DeBERTa-v2 with embedding_size). */
+    const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0], E = m->embed.word->shape[1];
     iv_head *h = &m->mlm_head;
     *h = (iv_head){0};
     if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
-    if (h->steps[0].w->shape[0] != H) return iv_errf(err, IV_E_FORMAT, "MLM transform must keep the hidden size");
+    if (h->steps[0].w->shape[0] != E)
+        return iv_errf(err, IV_E_FORMAT, "MLM transform \"%s\" must map to the embedding width %lld", dense,
+                       (long long)E);
     iv_norm ln;
-    if (iv_ld_layer_norm(m, norm, H, 1, &ln, err)) return -1;
+    if (iv_ld_layer_norm(m, norm, E, 1, &ln, err)) return -1;
     h->steps[0].ln_w = ln.w;
     h->steps[0].ln_b = ln.b;
     h->steps[0].ln_eps = m->block.norm_eps;
     char name[256];
     snprintf(name, sizeof name, "%s.weight", decoder);
     iv_head_step *dec = &h->steps[1];
-    if (iv_ld_top_opt(m, name, V, H, &dec->w, err)) return -1;
+    if (iv_ld_top_opt(m, name, V, E, &dec->w, err)) return -1;
     if (!dec->w) dec->w = m->embed.word; /* tied to the input embeddings, as saved by transformers */
     if (iv_ld_top_opt(m, bias, V, -1, &dec->b, err)) return -1;
     if (!dec->b) {

@@ -9,14 +9,22 @@
 typedef struct iv_encoder_names {
     const char *layer_fmt;            /* e.g. "encoder.layer.%d." */
     const char *q, *k, *v, *o;        /* linear layers (".weight"/".bias" appended) */
-    const char *attn_norm;            /* LayerNorm after attention */
-    const char *up, *down;            /* MLP */
-    const char *mlp_norm;             /* LayerNorm after the MLP */
+    const char *qkv;                  /* fused [3H, H] projection instead of q, k, v (NULL: separate) */
+    const char *attn_norm;            /* norm N1 (after attention, or before it in pre-norm) */
+    const char *up, *down;            /* MLP; up is [2I, H] when m->block.gated */
+    const char *up2;                  /* gated MLPs stored as two [I, H] halves: up first, up2 second */
+    const char *mlp_norm;             /* norm N2 */
+    int first_attn_norm_absent;       /* layer 0 has no attn_norm (ModernBERT) */
 } iv_encoder_names;
 
 /* Fills m->block (post-norm LayerNorm, non-gated MLP, act from config) and
  * m->layers from the names. Requires m->cfg fields and m->prefix. */
 int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *names, iv_err *err);
+/* The two halves of iv_load_encoder_layers, for families with their own block
+ * spec: m->block from m->cfg as BERT has it; then the layers' weights by name
+ * for whatever m->block says (gated decides the up projection's shape). */
+int iv_encoder_block_spec(iv_model *m, iv_err *err);
+int iv_load_encoder_layer_weights(iv_model *m, const iv_encoder_names *names, iv_err *err);
 
 /* Heads. Each returns 0 with an empty head when `required` is 0 and the
  * tensors are absent. `base` names are taken as is (no backbone prefix)
@@ -27,8 +35,13 @@ int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_
                           const char *second, iv_err *err);
 /* One linear: token classifiers. */
 int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_dim, iv_err *err);
+/* dense -> act -> LayerNorm `norm` (eps m->block.norm_eps) -> `out` linear, all
+ * taken as is: ModernBERT's head.dense/head.norm + classifier. */
+int iv_load_transform_head(iv_model *m, iv_head *h, const char *dense, iv_act act, const char *norm,
+                           const char *out, iv_err *err);
 /* MLM: transform dense -> act -> LayerNorm -> decoder (tied to word
- * embeddings when its weight is absent) + bias (`bias`, else decoder.bias). */
+ * embeddings when its weight is absent) + bias (`bias`, else decoder.bias).
+ * The transform maps hidden to the embedding width (word->shape[1]). */
 int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *norm, const char *decoder,
                      const char *bias, iv_err *err);
 

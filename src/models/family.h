@@ -15,6 +15,10 @@ typedef struct iv_family {
 } iv_family;
 
 const iv_family *iv_family_find(const char *model_type);
+/* The family for a parsed config: a checkpoint whose config points at remote
+ * code a family implements (a table in registry.c) goes to that family,
+ * anything else by model_type. NULL when none. */
+const iv_family *iv_family_for_config(const iv_hf_config *cfg);
 /* Comma-separated list of supported model types, for error messages. */
 const char *iv_family_supported_list(void);
 
@@ -25,5 +29,10 @@ extern const iv_family iv_family_llama;
 extern const iv_family iv_family_mistral;
 extern const iv_family iv_family_qwen;
 extern const iv_family iv_family_gemma3;
+extern const iv_family iv_family_modernbert;
+extern const iv_family iv_family_gte;
+extern const iv_family iv_family_nomic_bert;
+extern const iv_family iv_family_jina_bert;
+extern const iv_family iv_family_deberta;
 
 #endif

@@ -78,7 +78,8 @@ static int bert_load(iv_model *m, iv_err *err)
     if (c->has_auto_map)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json references custom code (auto_map) for model_type \"%s\"; this checkpoint "
-                       "is not plain %s (e.g. Jina BERT) and is not supported by this family",
+                       "is not plain %s, and its code is none of those implemented here (Jina BERT's are routed "
+                       "by models/registry.c)",
                        c->model_type, c->model_type);
     const char *pet = iv_json_str(c->json, "position_embedding_type", "absolute");
     if (strcmp(pet, "absolute"))

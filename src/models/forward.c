@@ -5,6 +5,7 @@
 
 #include "models/model.h"
 #include "models/rope.h"
+#include "models/token_conv.h"
 
 /* Token positions per the family's rule (see iv_pos_mode). */
 static void compute_positions(const iv_model *m, const iv_batch *b, int32_t *pos)
@@ -24,27 +25,52 @@ static void compute_positions(const iv_model *m, const iv_batch *b, int32_t *pos
     }
 }
 
-static void embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos, float *x, iv_arena *arena)
+static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos, float *x, iv_arena *arena)
 {
     const iv_ops *ops = m->ops;
     const int64_t T = b->n_tokens, H = m->block.hidden;
     iv_view xv = {x, T, H, H};
-    ops->embed(ops, xv, m->embed.word, b->ids, 0);
-    if (m->embed.scale != 0 && m->embed.scale != 1) ops->scale(ops, xv, xv, m->embed.scale);
-    if (m->embed.position) ops->embed(ops, xv, m->embed.position, pos, 1);
+    /* Embeddings narrower than hidden are summed at their width, then projected. */
+    const int64_t E = m->embed.proj ? m->embed.word->shape[1] : H;
+    iv_view ev = xv;
+    if (m->embed.proj) {
+        ev = (iv_view){iv_arena_alloc(arena, (size_t)(T * E) * sizeof(float)), T, E, E};
+        if (!ev.data) return -1;
+    }
+    ops->embed(ops, ev, m->embed.word, b->ids, 0);
+    if (m->embed.scale != 0 && m->embed.scale != 1) ops->scale(ops, ev, ev, m->embed.scale);
+    if (m->embed.position) ops->embed(ops, ev, m->embed.position, pos, 1);
     if (m->embed.token_type) {
         const int32_t *types = b->type_ids;
         if (!types) {
             int32_t *zeros = iv_arena_alloc(arena, (size_t)T * sizeof(int32_t));
+            if (!zeros) return -1;
             memset(zeros, 0, (size_t)T * sizeof(int32_t));
             types = zeros;
         }
-        ops->embed(ops, xv, m->embed.token_type, types, 1);
+        ops->embed(ops, ev, m->embed.token_type, types, 1);
     }
+    if (m->embed.proj) ops->linear(ops, xv, ev, m->embed.proj, NULL, IV_ACT_NONE, NULL);
     if (m->embed.norm.present) {
         /* Embedding norms are LayerNorms in every family that has one so far. */
         ops->layer_norm(ops, xv, xv, NULL, m->embed.norm.w, m->embed.norm.b, m->block.norm_eps);
     }
+    return 0;
+}
+
+/* The block stack, with the token convolution after layer 0 when the model has one. */
+static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, float *x, iv_arena *arena)
+{
+    if (!m->conv.w || m->n_layers == 0)
+        return iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, ex, x, arena);
+    const size_t bytes = (size_t)(b->n_tokens * m->block.hidden) * sizeof(float);
+    float *emb = iv_arena_alloc(arena, bytes);
+    if (!emb) return -1;
+    memcpy(emb, x, bytes);
+    if (iv_block_stack_forward(m->ops, &m->block, m->layers, 1, b, ex, x, arena) ||
+        iv_token_conv_apply(m->ops, &m->conv, m->block.norm_eps, b, emb, x, m->block.hidden, arena))
+        return -1;
+    return iv_block_stack_forward(m->ops, &m->block, m->layers + 1, m->n_layers - 1, b, ex, x, arena);
 }
 
 /* T5-style bidirectional bucket of relative position (key - query), in
@@ -122,13 +148,14 @@ int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, floa
     int32_t *pos = iv_arena_alloc(arena, (size_t)T * sizeof(int32_t));
     if (!x || !pos) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     compute_positions(m, b, pos);
-    embed_tokens(m, b, pos, x, arena);
+    if (embed_tokens(m, b, pos, x, arena))
+        return iv_errf(err, IV_E_NOMEM, "out of memory for embeddings of %lld tokens", (long long)T);
 
-    iv_attn_extras ex = {.positions = pos};
+    iv_attn_extras ex = {.positions = pos, .alibi_slopes = m->alibi_slopes};
     if (m->rel_bias.table && build_rel_bias(m, b, arena, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, arena, &ex, err)) return -1;
-    if (iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, &ex, x, arena))
+    if (run_layers(m, b, &ex, x, arena))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     if (m->final_norm.present) {
         iv_view xv = {x, T, H, H};

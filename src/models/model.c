@@ -13,7 +13,7 @@ int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_e
     if (!m) return iv_errf(err, IV_E_NOMEM, "out of memory");
     m->ops = ops;
     if (iv_hf_config_load(&m->cfg, model_dir, err)) goto fail;
-    m->family = iv_family_find(m->cfg.model_type);
+    m->family = iv_family_for_config(&m->cfg);
     if (!m->family) {
         iv_errf(err, IV_E_UNSUPPORTED,
                 "unsupported model_type \"%s\" (architecture \"%s\"); supported model types: %s",
@@ -73,7 +73,9 @@ int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err)
         if (b->ids[t] < 0 || b->ids[t] >= vocab)
             return iv_errf(err, IV_E_INVALID, "token id %d is outside the vocabulary (size %lld)", b->ids[t],
                            (long long)vocab);
-        if (b->type_ids && (b->type_ids[t] < 0 || b->type_ids[t] >= types))
+        /* Without a token-type table the ids are ignored, as transformers does
+         * (DeBERTa-v3 tokenizers still mark pair segments with type 1). */
+        if (b->type_ids && m->embed.token_type && (b->type_ids[t] < 0 || b->type_ids[t] >= types))
             return iv_errf(err, IV_E_INVALID, "token type id %d is out of range (the model has %lld)",
                            b->type_ids[t], (long long)types);
     }

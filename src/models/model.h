@@ -24,6 +24,10 @@ typedef struct iv_embed_spec {
     int padding_idx;
     float scale;                /* multiplies word embeddings (Gemma sqrt(H)); 0 = 1 */
     iv_norm norm;               /* embedding LayerNorm (present=0 when none) */
+    /* [hidden, E] projection (no bias) from embedding width E = word->shape[1]
+     * to hidden, applied to the summed embeddings before the norm (DeBERTa-v2
+     * embed_proj); NULL when E == hidden. */
+    const iv_tensor *proj;
 } iv_embed_spec;
 
 /* T5/MPNet bidirectional relative-position buckets, added to every layer's scores. */
@@ -31,6 +35,19 @@ typedef struct iv_rel_bias_spec {
     const iv_tensor *table; /* [num_buckets, n_heads], or NULL */
     int num_buckets, max_distance;
 } iv_rel_bias_spec;
+
+/* A convolution over each sequence's tokens, mixed into the output of the
+ * first layer (DeBERTa-v2 ConvLayer): with e the embedding output and x the
+ * first layer's output, x = LN(x + act(conv1d(e))), the convolution zero
+ * padded (kernel - 1) / 2 tokens at both ends of each sequence. */
+typedef struct iv_token_conv {
+    const iv_tensor *w;  /* [H, kernel * H]: w[o][k * H + c] weighs input channel c at offset k - pad
+                            (grouped convolutions expanded at load); NULL when the model has none */
+    const iv_tensor *b;  /* [H] or NULL */
+    int kernel;
+    iv_act act;
+    iv_norm norm;
+} iv_token_conv;
 
 /* A small head: up to IV_HEAD_MAX_STEPS of linear -> activation -> optional
  * LayerNorm, applied row-wise (BERT pooler + classifier, RoBERTa
@@ -65,6 +82,8 @@ typedef struct iv_model {
     iv_layer *layers;
     iv_norm final_norm;         /* after the last layer (pre-norm families), present=0 when none */
     iv_rel_bias_spec rel_bias;
+    const float *alibi_slopes;  /* [n_heads] symmetric ALiBi (model-owned), or NULL */
+    iv_token_conv conv;         /* after layer 0, when conv.w */
 
     iv_head seq_head;           /* sequence classification (n_steps 0 when absent) */
     iv_seq_pool seq_head_pool;

@@ -10,8 +10,38 @@ static const iv_family *const k_families[] = {
     &iv_family_mistral,
     &iv_family_qwen,
     &iv_family_gemma3,
+    &iv_family_modernbert,
+    &iv_family_gte,
+    &iv_family_nomic_bert,
+    &iv_family_jina_bert,
+    &iv_family_deberta,
     NULL,
 };
+
+/* Checkpoints that share a model_type with a native family but run remote
+ * code another family implements, recognised by the code repository their
+ * config.json names (auto_map "repo--module.Class", or _name_or_path), as
+ * TEI does. Other auto_map targets stay with the model_type's family, which
+ * rejects code it does not implement. */
+typedef struct code_route {
+    const char *model_type;
+    const char *code_repo;
+    const iv_family *family;
+} code_route;
+
+static const code_route k_code_routes[] = {
+    {"bert", "jinaai/jina-bert-implementation", &iv_family_jina_bert},
+    {"bert", "jinaai/jina-bert-v2-qk-post-norm", &iv_family_jina_bert},
+    {NULL, NULL, NULL},
+};
+
+const iv_family *iv_family_for_config(const iv_hf_config *cfg)
+{
+    for (const code_route *r = k_code_routes; r->model_type; r++)
+        if (!strcmp(r->model_type, cfg->model_type) && iv_config_references_code(cfg, r->code_repo))
+            return r->family;
+    return iv_family_find(cfg->model_type);
+}
 
 const iv_family *iv_family_find(const char *model_type)
 {

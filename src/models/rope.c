@@ -10,7 +10,7 @@
 #include <string.h>
 #include "base/json.h"
 
-static const char *const k_types[] = {"default", "linear", "dynamic", "llama3", "yarn", "longrope", NULL};
+static const char *const k_types[] = {"default", "linear", "dynamic", "llama3", "yarn", "longrope", "ntk", NULL};
 
 static int known_type(const char *t)
 {
@@ -61,7 +61,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         if (!known_type(t))
             return iv_errf(err, IV_E_UNSUPPORTED,
                            "rope type \"%s\" is not supported (supported: default, linear, dynamic, llama3, yarn, "
-                           "longrope)",
+                           "longrope, ntk)",
                            t);
         snprintf(out->type, sizeof out->type, "%s", t);
         out->has_factor = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(src, "factor"));
@@ -76,6 +76,11 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         out->mscale_all_dim = iv_json_num(src, "mscale_all_dim", 0.0);
         out->attention_factor = iv_json_num(src, "attention_factor", 0.0);
         out->truncate = iv_json_bool(src, "truncate", 1);
+        const cJSON *mixed_b = cJSON_GetObjectItemCaseSensitive(src, "mixed_b");
+        if (cJSON_IsNumber(mixed_b)) {
+            out->has_mixed_b = 1;
+            out->mixed_b = mixed_b->valuedouble;
+        }
         if (is_type(out, "longrope") &&
             (read_factor_list(src, "short_factor", rot_dim / 2, out->short_factor, err) ||
              read_factor_list(src, "long_factor", rot_dim / 2, out->long_factor, err)))
@@ -90,7 +95,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
     if (out->theta <= 0) return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (theta %g)", out->theta);
     if (out->original_max_position_embeddings <= 0 || out->max_position_embeddings <= 0)
         return iv_errf(err, IV_E_FORMAT, "rope type \"%s\" needs positive max_position_embeddings", out->type);
-    if ((is_type(out, "linear") || is_type(out, "dynamic") || is_type(out, "llama3")) &&
+    if ((is_type(out, "linear") || is_type(out, "dynamic") || is_type(out, "llama3") || is_type(out, "ntk")) &&
         (!out->has_factor || out->factor <= 0))
         return iv_errf(err, IV_E_FORMAT, "rope type \"%s\" needs a positive \"factor\"", out->type);
     if (is_type(out, "llama3") && out->high_freq_factor == out->low_freq_factor)
@@ -208,6 +213,28 @@ static void dynamic_inv_freq(const iv_rope_params *p, int seq_len, float *inv)
     base_inv_freq(base, d, inv);
 }
 
+/* GTE "new" fixed NTK (see rope.h), transcribed from NTKScalingRotaryEmbedding:
+ * base * factor ** 1 (or 1 with mixed_b) in Python double, the power and the
+ * divisions on float32 tensors; factor ** (2 / dim) and (dim / 2) ** mixed_b
+ * are Python doubles, rounded to float by the tensor ops. */
+static void ntk_inv_freq(const iv_rope_params *p, float *inv)
+{
+    const int d = p->rot_dim;
+    if (p->factor <= 1.0) { /* the cache never outgrows max_position_embeddings */
+        base_inv_freq((float)p->theta, d, inv);
+        return;
+    }
+    if (!p->has_mixed_b) {
+        base_inv_freq((float)(p->theta * p->factor), d, inv);
+        const float s = (float)pow(p->factor, 2.0 / d);
+        for (int i = 0; i < d / 2; i++) inv[i] /= s;
+        return;
+    }
+    base_inv_freq((float)p->theta, d, inv);
+    const float a = logf((float)p->factor) / (float)pow(d / 2.0, p->mixed_b);
+    for (int i = 0; i < d / 2; i++) inv[i] /= expf(a * powf((float)(i + 1), (float)p->mixed_b));
+}
+
 int iv_rope_length_dependent(const iv_rope_params *p, int seq_len)
 {
     if (is_type(p, "dynamic")) return seq_len > p->max_position_embeddings;
@@ -232,6 +259,8 @@ int iv_rope_inv_freq_for_length(const iv_rope_params *p, int seq_len, float *inv
         yarn_inv_freq(p, inv, attn_factor);
     } else if (is_type(p, "longrope")) {
         longrope_inv_freq(p, seq_len, inv, attn_factor);
+    } else if (is_type(p, "ntk")) {
+        ntk_inv_freq(p, inv);
     } else {
         return iv_errf(err, IV_E_UNSUPPORTED, "rope type \"%s\" is not supported", p->type);
     }

@@ -7,7 +7,16 @@
  * the positions of the whole (padded) batch at every forward; we apply them
  * per sequence, which equals transformers running that sequence alone:
  *   dynamic   L > max_position_embeddings: NTK base grown for L
- *   longrope  L > original_max_position_embeddings: long_factor instead of short_factor */
+ *   longrope  L > original_max_position_embeddings: long_factor instead of short_factor
+ *
+ * "ntk" is the fixed NTK scaling of Alibaba-NLP/new-impl (GTE "new", not a
+ * transformers type): NTKScalingRotaryEmbedding builds its cos/sin cache for
+ * max_position * factor positions at construction, so with factor > 1 the
+ * scaled frequencies apply to every sequence, short ones included:
+ *   inv_freq_i = 1 / (theta * factor)^(2i/d) / factor^(2/d)        (no mixed_b)
+ *   inv_freq_i = 1 / theta^(2i/d) / exp(a * (i + 1)^b),
+ *                a = ln(factor) / (d/2)^b                           (mixed_b = b)
+ * With factor <= 1 the plain frequencies apply. */
 #ifndef IV_MODELS_ROPE_H
 #define IV_MODELS_ROPE_H
 
@@ -31,6 +40,9 @@ typedef struct iv_rope_params {
     int truncate;            /* yarn: truncate the correction range (default 1) */
     /* longrope: one factor per frequency */
     float short_factor[IV_ROPE_MAX_HALF], long_factor[IV_ROPE_MAX_HALF];
+    /* ntk (GTE "new"): optional mixed_b exponent */
+    int has_mixed_b;
+    double mixed_b;
 } iv_rope_params;
 
 /* Reads rope parameters from a config object: v5 `rope_parameters` (pass the

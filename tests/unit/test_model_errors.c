@@ -90,10 +90,17 @@ static void set_unknown_arch(cJSON *c)
 {
     set_key(c, "architectures", cJSON_CreateStringArray((const char *[]){"BertForFrobbing"}, 1));
 }
+/* Custom code no family implements stays with model_type's family, which refuses it. */
 static void set_auto_map(cJSON *c)
 {
     cJSON *m = cJSON_AddObjectToObject(c, "auto_map");
-    cJSON_AddStringToObject(m, "AutoModel", "jinaai/jina-bert-implementation--modeling_bert.JinaBertModel");
+    cJSON_AddStringToObject(m, "AutoModel", "someone/custom-bert--modeling_custom.CustomBertModel");
+}
+/* Jina BERT's remote code is routed to the Jina family, which then wants Jina's switches. */
+static void set_jina_auto_map(cJSON *c)
+{
+    cJSON *m = cJSON_AddObjectToObject(c, "auto_map");
+    cJSON_AddStringToObject(m, "AutoConfig", "jinaai/jina-bert-implementation--configuration_bert.JinaBertConfig");
 }
 static void set_more_layers(cJSON *c)
 {
@@ -115,6 +122,10 @@ static void set_bad_act(cJSON *c)
 TEST(model_rejects_unknown_model_type) { expect_load_error(set_unknown_type, 1, "unsupported model_type \"frobnicator\"", IV_E_UNSUPPORTED); }
 TEST(model_rejects_unknown_architecture) { expect_load_error(set_unknown_arch, 1, "BertForFrobbing", IV_E_UNSUPPORTED); }
 TEST(model_rejects_custom_code) { expect_load_error(set_auto_map, 1, "auto_map", IV_E_UNSUPPORTED); }
+TEST(model_routes_jina_code_to_jina_family)
+{
+    expect_load_error(set_jina_auto_map, 1, "jina_bert model: unsupported architecture \"BertModel\"", IV_E_UNSUPPORTED);
+}
 TEST(model_rejects_missing_tensor) { expect_load_error(set_more_layers, 1, "missing tensor", IV_E_NOTFOUND); }
 TEST(model_rejects_wrong_shape) { expect_load_error(set_wrong_intermediate, 1, "shape", IV_E_FORMAT); }
 TEST(model_rejects_unsupported_positions) { expect_load_error(set_alibi, 1, "alibi", IV_E_UNSUPPORTED); }

@@ -97,7 +97,8 @@ TEST(rope_scaling_rejects_unknown_and_malformed)
         int code;
     } bad[] = {
         {"{\"rope_type\": \"proportional\"}", "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED},
-        {"{\"type\": \"ntk\", \"factor\": 2.0}", "rope type \"ntk\"", IV_E_UNSUPPORTED},
+        {"{\"type\": \"su\", \"factor\": 2.0}", "rope type \"su\"", IV_E_UNSUPPORTED},
+        {"{\"type\": \"ntk\"}", "needs a positive \"factor\"", IV_E_FORMAT},
         {"{\"rope_type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": [1, 1, 1, 1]}", "short_factor",
          IV_E_FORMAT},
         {"{\"rope_type\": \"linear\"}", "needs a positive \"factor\"", IV_E_FORMAT},

@@ -1,0 +1,279 @@
+/* `infinity_v3 serve` (also the default subcommand): flags -> server.
+ * Flag names and defaults follow TEI's text-embeddings-router, except the
+ * port (7997, Infinity's); `--flag value` and `--flag=value` both work. On
+ * SIGTERM or SIGINT the server stops accepting, answers every request it
+ * accepted, and exits 0. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "server/server.h"
+
+#define MAX_MODELS 16
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: infinity_v3 serve --model-id ID [--model-id ID2 ...] [options]\n"
+            "  --model-id ID                local directory, Hugging Face cache entry or hub id (repeatable)\n"
+            "  --revision REV               hub branch, tag or commit (main)\n"
+            "  --huggingface-hub-cache DIR  hub cache root (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub)\n"
+            "  --served-model-name NAME     name the `model` field selects (once per --model-id, in order)\n"
+            "  --port N                     TCP port (7997; 0 picks a free one)\n"
+            "  --hostname ADDR              address to listen on (0.0.0.0); --host is a synonym\n"
+            "  --uds-path PATH              listen on a Unix socket instead of TCP\n"
+            "  --api-key KEY                require `Authorization: Bearer KEY` (not on /health, /metrics)\n"
+            "  --payload-limit BYTES        largest request body (2000000)\n"
+            "  --max-concurrent-requests N  inputs admitted at once; more get 429 (512)\n"
+            "  --max-batch-tokens N         token budget of one forward pass (16384)\n"
+            "  --max-batch-requests N       sequences per forward pass (no limit)\n"
+            "  --max-client-batch-size N    inputs per request (32)\n"
+            "  --auto-truncate [true|false] truncate inputs over the model's limit (true)\n"
+            "  --default-prompt-name NAME   prompt from config_sentence_transformers.json for every request\n"
+            "  --default-prompt TEXT        prompt text for every request\n"
+            "  --tokenization-workers N     tokenizer threads per model (cores - 1)\n"
+            "  --pooling cls|mean|max|last-token|splade   override the model's pooling\n"
+            "  --device cpu  --dtype float32  --backend native\n"
+            "  --json-output                logs as JSON lines\n"
+            "  --log-level debug|info|warn|error (or LOG_LEVEL)\n");
+}
+
+static int parse_int(const char *flag, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "infinity_v3 serve: %s expects an integer in [%ld, %ld], got \"%s\"\n", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_bool(const char *flag, const char *v, int *out)
+{
+    if (!strcmp(v, "true") || !strcmp(v, "1")) *out = 1;
+    else if (!strcmp(v, "false") || !strcmp(v, "0")) *out = 0;
+    else {
+        fprintf(stderr, "infinity_v3 serve: %s expects true or false, got \"%s\"\n", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_pooling(const char *v, int *mode, int *splade)
+{
+    static const struct {
+        const char *name;
+        iv_pool_mode mode;
+    } names[] = {{"cls", IV_POOL_CLS}, {"mean", IV_POOL_MEAN}, {"max", IV_POOL_MAX},
+                 {"last-token", IV_POOL_LAST}, {"last_token", IV_POOL_LAST}, {"lasttoken", IV_POOL_LAST}};
+    if (!strcmp(v, "splade")) {
+        *splade = 1;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(v, names[i].name)) {
+            *mode = names[i].mode;
+            return 0;
+        }
+    fprintf(stderr, "infinity_v3 serve: unknown --pooling \"%s\" (cls, mean, max, last-token, splade)\n", v);
+    return -1;
+}
+
+static void set_log_level(const char *v)
+{
+    if (!v) return;
+    if (!strcasecmp(v, "debug") || !strcasecmp(v, "trace")) iv_log_set_level(IV_LOG_DEBUG);
+    else if (!strcasecmp(v, "info")) iv_log_set_level(IV_LOG_INFO);
+    else if (!strcasecmp(v, "warn") || !strcasecmp(v, "warning")) iv_log_set_level(IV_LOG_WARN);
+    else if (!strcasecmp(v, "error")) iv_log_set_level(IV_LOG_ERROR);
+}
+
+/* OpenMP's default wait policy keeps idle worker threads spinning after
+ * every parallel region. In a server those spinning threads take the cores
+ * the HTTP and tokenizer threads need: on 2 cores, 16 clients of short
+ * requests got 14 req/s with spinning and 171 req/s without. libgomp reads
+ * OMP_WAIT_POLICY once at load, so set it and execute the binary again;
+ * an explicit OMP_WAIT_POLICY from the user is left alone. */
+static void prefer_passive_openmp(void)
+{
+    if (getenv("OMP_WAIT_POLICY")) return;
+    static char buf[65536];
+    char *args[512];
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f) return;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    if (n == 0 || n == sizeof buf - 1) return;
+    buf[n] = 0;
+    int argc = 0;
+    for (size_t off = 0; off < n && argc < 511; off += strlen(buf + off) + 1) args[argc++] = buf + off;
+    args[argc] = NULL;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", args);
+    /* Could not re-execute: carry on with the default policy. */
+}
+
+/* Many waiting clients need many descriptors. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int iv_cmd_serve(int argc, char **argv)
+{
+    prefer_passive_openmp();
+    /* Block the stop signals before any thread exists (engine, batchers,
+     * HTTP), so only sigwait below sees them. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    iv_server_opts o;
+    iv_server_opts_default(&o);
+    iv_model_spec models[MAX_MODELS] = {{0}};
+    const char *served[MAX_MODELS] = {0};
+    int n_models = 0, n_served = 0, splade = 0;
+    set_log_level(getenv("LOG_LEVEL"));
+
+    for (int i = 1; i < argc; i++) {
+        char flag[64];
+        const char *a = argv[i], *val = NULL;
+        const char *eq = strchr(a, '=');
+        if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof flag) {
+            memcpy(flag, a, (size_t)(eq - a));
+            flag[eq - a] = 0;
+            a = flag;
+            val = eq + 1;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        /* Flags without a value. */
+        if (!strcmp(a, "--json-output")) {
+            iv_log_set_json(1);
+            continue;
+        }
+        if (!strcmp(a, "--auto-truncate") && !val) {
+            if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) val = argv[++i];
+            else {
+                o.auto_truncate = 1;
+                continue;
+            }
+        }
+        if (!val) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "infinity_v3 serve: %s needs a value\n", a);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        long x;
+        int rc = 0;
+        if (!strcmp(a, "--model-id")) {
+            if (n_models == MAX_MODELS) {
+                fprintf(stderr, "infinity_v3 serve: at most %d models\n", MAX_MODELS);
+                return 2;
+            }
+            models[n_models++].model_id = val;
+        } else if (!strcmp(a, "--served-model-name")) {
+            if (n_served == MAX_MODELS) {
+                fprintf(stderr, "infinity_v3 serve: at most %d served names\n", MAX_MODELS);
+                return 2;
+            }
+            served[n_served++] = val;
+        } else if (!strcmp(a, "--port") || !strcmp(a, "-p")) {
+            if (!(rc = parse_int(a, val, 0, 65535, &x))) o.port = (int)x;
+        } else if (!strcmp(a, "--hostname") || !strcmp(a, "--host")) {
+            o.hostname = val;
+        } else if (!strcmp(a, "--uds-path")) {
+            o.uds_path = val;
+        } else if (!strcmp(a, "--api-key")) {
+            o.api_key = val;
+        } else if (!strcmp(a, "--payload-limit")) {
+            if (!(rc = parse_int(a, val, 1, LONG_MAX, &x))) o.payload_limit = (size_t)x;
+        } else if (!strcmp(a, "--max-concurrent-requests")) {
+            if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_concurrent_requests = (int)x;
+        } else if (!strcmp(a, "--max-batch-tokens")) {
+            if (!(rc = parse_int(a, val, 1, 1 << 28, &x))) o.max_batch_tokens = (int)x;
+        } else if (!strcmp(a, "--max-batch-requests")) {
+            if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_batch_requests = (int)x;
+        } else if (!strcmp(a, "--max-client-batch-size")) {
+            if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_client_batch_size = (int)x;
+        } else if (!strcmp(a, "--tokenization-workers")) {
+            if (!(rc = parse_int(a, val, 1, 64, &x))) o.tokenization_workers = (int)x;
+        } else if (!strcmp(a, "--http-threads")) {
+            if (!(rc = parse_int(a, val, 1, 256, &x))) o.http_threads = (int)x;
+        } else if (!strcmp(a, "--auto-truncate")) {
+            rc = parse_bool(a, val, &o.auto_truncate);
+        } else if (!strcmp(a, "--default-prompt-name")) {
+            o.default_prompt_name = val;
+        } else if (!strcmp(a, "--default-prompt")) {
+            o.default_prompt = val;
+        } else if (!strcmp(a, "--pooling")) {
+            rc = parse_pooling(val, &o.engine.pooling_override, &splade);
+        } else if (!strcmp(a, "--device")) {
+            o.engine.device = val;
+        } else if (!strcmp(a, "--dtype")) {
+            o.engine.dtype = val;
+        } else if (!strcmp(a, "--backend")) {
+            if (strcmp(val, "native") && strcmp(val, "libtorch")) {
+                fprintf(stderr, "infinity_v3 serve: unknown backend \"%s\" (native)\n", val);
+                rc = -1;
+            }
+        } else if (!strcmp(a, "--revision")) {
+            o.revision = val;
+        } else if (!strcmp(a, "--huggingface-hub-cache")) {
+            o.hub_cache = val;
+        } else if (!strcmp(a, "--log-level")) {
+            set_log_level(val);
+        } else {
+            fprintf(stderr, "infinity_v3 serve: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (rc) return 2;
+    }
+    if (n_served > n_models) {
+        fprintf(stderr, "infinity_v3 serve: %d --served-model-name for %d --model-id\n", n_served, n_models);
+        return 2;
+    }
+    for (int i = 0; i < n_served; i++) models[i].served_name = served[i];
+    raise_fd_limit();
+
+    iv_server *s;
+    iv_err err = {0};
+    if (iv_server_start(&s, &o, models, n_models, &err)) {
+        IV_ERROR("%s", err.msg);
+        return 1;
+    }
+    for (int i = 0; splade && i < s->n_models; i++)
+        if (!(s->models[i].caps & IV_CAN(IV_TASK_SPARSE))) {
+            IV_ERROR("--pooling splade needs a *ForMaskedLM checkpoint; %s (%s) has no masked-LM head",
+                     s->models[i].model_id, iv_engine_architecture(s->models[i].engine));
+            iv_server_stop(s);
+            return 1;
+        }
+    int sig = 0;
+    sigwait(&stop, &sig);
+    IV_INFO("signal %d received, starting graceful shutdown", sig);
+    iv_server_stop(s);
+    IV_INFO("stopped");
+    return 0;
+}

@@ -1,0 +1,444 @@
+/* Queue, tokenization workers and the batching thread (see batcher.h).
+ *
+ * Two intrusive FIFO lists of job items, each behind its own mutex:
+ *   tokenize list: items waiting for a worker to run iv_prepare_input;
+ *   ready list:    tokenized items waiting for a batch.
+ * An item lives in at most one list; its job finishes when the last item
+ * is accounted for (run, failed or dropped). */
+#include "engine/batcher.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "base/log.h"
+
+typedef struct item_list {
+    iv_job_item *head, *tail;
+    int count;
+} item_list;
+
+struct iv_batcher {
+    iv_engine *engine;
+    iv_batcher_opts o;
+
+    pthread_mutex_t tok_lock;
+    pthread_cond_t tok_cond;
+    item_list tok_list;
+
+    pthread_mutex_t ready_lock;
+    pthread_cond_t ready_cond;
+    item_list ready_list;
+
+    int tok_stop;   /* under tok_lock: workers exit once their list is empty */
+    int ready_stop; /* under ready_lock, set after the workers exited */
+    atomic_int permits_used;
+    atomic_int unhealthy;
+    atomic_int ready_count; /* mirrors ready_list.count for lock-free readers */
+    atomic_int tok_count;
+
+    pthread_t *workers;
+    int n_workers;
+    pthread_t batch_thread;
+    int batch_thread_started;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void list_push(item_list *l, iv_job_item *it)
+{
+    it->next = NULL;
+    it->prev = l->tail;
+    if (l->tail) l->tail->next = it;
+    else l->head = it;
+    l->tail = it;
+    l->count++;
+}
+
+static void list_remove(item_list *l, iv_job_item *it)
+{
+    if (it->prev) it->prev->next = it->next;
+    else l->head = it->next;
+    if (it->next) it->next->prev = it->prev;
+    else l->tail = it->prev;
+    it->prev = it->next = NULL;
+    l->count--;
+}
+
+/* ---- job bookkeeping ---- */
+
+static void job_fail(iv_job *job, iv_job_stage stage, const iv_err *err)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&job->failed, &expected, 1)) {
+        job->stage = stage;
+        if (err) job->err = *err;
+    }
+}
+
+/* A job is abandoned once one of its inputs failed (the answer is already
+ * an error) or its client closed the connection. */
+static int job_abandoned(iv_job *job)
+{
+    if (atomic_load(&job->failed)) return 1;
+    if (job->client_fd < 0) return 0;
+    struct pollfd p = {.fd = job->client_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
+        iv_err e = {.code = IV_E_INVALID};
+        snprintf(e.msg, sizeof e.msg, "the client closed the connection");
+        job_fail(job, IV_JOB_DROPPED, &e);
+        return 1;
+    }
+    return 0;
+}
+
+/* Accounts for one item; the last one completes the job. */
+static void item_finished(iv_job_item *it)
+{
+    iv_job *job = it->job;
+    if (atomic_fetch_sub(&job->pending, 1) == 1) {
+        atomic_fetch_sub(&job->owner->permits_used, job->n_items);
+        job->done(job);
+    }
+}
+
+void iv_job_release(iv_job *job)
+{
+    for (int i = 0; i < job->n_items; i++) {
+        iv_prepared_free(&job->items[i].prep);
+        free(job->items[i].out);
+        job->items[i].out = NULL;
+    }
+}
+
+/* ---- tokenization ---- */
+
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* Byte length of the first `chars` code points of s (or of the last ones when from_end). */
+static size_t utf8_prefix_bytes(const char *s, size_t n, size_t chars, int from_end)
+{
+    size_t seen = 0;
+    if (!from_end) {
+        for (size_t i = 0; i < n; i++)
+            if (((unsigned char)s[i] & 0xC0) != 0x80 && seen++ == chars) return i;
+        return n;
+    }
+    for (size_t i = n; i-- > 0;)
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && ++seen == chars) return n - i;
+    return n;
+}
+
+/* Runs iv_prepare_input with the server's rules on top: a character limit
+ * of 250 x the token limit before tokenizing (as TEI, so a huge text cannot
+ * keep a worker busy), and TEI's wording for inputs over the token limit. */
+static int prepare_item(iv_batcher *b, iv_job *job, iv_job_item *it, iv_err *err)
+{
+    iv_input in = it->in;
+    iv_input_opts o = job->opts;
+    const int max = o.max_length > 0 ? o.max_length : iv_engine_max_input_length(b->engine);
+    o.max_length = max;
+    if (in.ids) {
+        if (in.n_ids > max && !o.truncate)
+            return iv_errf(err, IV_E_INVALID, "`inputs` must have less than %d tokens. Given: %d", max, in.n_ids);
+        return iv_prepare_input(b->engine, &in, &o, &it->prep, err);
+    }
+    const size_t limit = (size_t)max * 250;
+    size_t chars = utf8_chars(in.text, in.text_len) + (in.pair ? utf8_chars(in.pair, in.pair_len) : 0);
+    if (chars > limit) {
+        if (!o.truncate)
+            return iv_errf(err, IV_E_INVALID, "`inputs` must have less than %zu characters. Given: %zu", limit, chars);
+        /* Keep `limit` characters of the text on the side truncation keeps. */
+        size_t keep = utf8_prefix_bytes(in.text, in.text_len, limit, o.truncate_left);
+        if (o.truncate_left) in.text += in.text_len - keep;
+        in.text_len = keep;
+        if (in.pair) {
+            size_t left = limit > utf8_chars(in.text, in.text_len) ? limit - utf8_chars(in.text, in.text_len) : 0;
+            size_t pkeep = utf8_prefix_bytes(in.pair, in.pair_len, left, o.truncate_left);
+            if (o.truncate_left) in.pair += in.pair_len - pkeep;
+            in.pair_len = pkeep;
+        }
+    }
+    /* Always tokenize with truncation: when the request forbids it, the
+     * dropped-token count tells the full length for the error message. */
+    const int want_truncate = o.truncate;
+    o.truncate = 1;
+    if (iv_prepare_input(b->engine, &in, &o, &it->prep, err)) return -1;
+    if (!want_truncate && it->prep.enc.n_truncated > 0) {
+        int given = it->prep.enc.len + it->prep.enc.n_truncated;
+        iv_prepared_free(&it->prep);
+        return iv_errf(err, IV_E_INVALID, "`inputs` must have less than %d tokens. Given: %d", max, given);
+    }
+    return 0;
+}
+
+static void *tokenize_main(void *arg)
+{
+    iv_batcher *b = arg;
+    for (;;) {
+        pthread_mutex_lock(&b->tok_lock);
+        while (!b->tok_list.head && !b->tok_stop) pthread_cond_wait(&b->tok_cond, &b->tok_lock);
+        iv_job_item *it = b->tok_list.head;
+        if (!it) {
+            pthread_mutex_unlock(&b->tok_lock);
+            return NULL;
+        }
+        list_remove(&b->tok_list, it);
+        atomic_fetch_sub(&b->tok_count, 1);
+        pthread_mutex_unlock(&b->tok_lock);
+
+        iv_job *job = it->job;
+        if (job_abandoned(job)) {
+            item_finished(it);
+            continue;
+        }
+        iv_err err = {0};
+        if (prepare_item(b, job, it, &err)) {
+            job_fail(job, IV_JOB_FAILED_INPUT, &err);
+            item_finished(it);
+            continue;
+        }
+        it->n_tokens = it->prep.seq.len;
+        it->t_queued = now_ns();
+        it->tokenize_ns = it->t_queued - job->t_submit;
+        pthread_mutex_lock(&b->ready_lock);
+        list_push(&b->ready_list, it);
+        atomic_fetch_add(&b->ready_count, 1);
+        pthread_cond_signal(&b->ready_cond);
+        pthread_mutex_unlock(&b->ready_lock);
+    }
+}
+
+/* ---- batching ---- */
+
+/* Takes the next batch off the ready list (lock held): the oldest item and
+ * then, in order, items of its task while the budget allows. Items of
+ * abandoned jobs are removed on the way and returned in *dropped. */
+static int take_batch(iv_batcher *b, iv_job_item **batch, int cap, iv_job_item **dropped, int *n_dropped,
+                      int64_t *tokens)
+{
+    int n = 0;
+    *n_dropped = 0;
+    *tokens = 0;
+    iv_task task = IV_TASK_COUNT;
+    for (iv_job_item *it = b->ready_list.head, *next; it && n < cap; it = next) {
+        next = it->next;
+        if (job_abandoned(it->job)) {
+            list_remove(&b->ready_list, it);
+            dropped[(*n_dropped)++] = it;
+            continue;
+        }
+        if (task == IV_TASK_COUNT) task = it->job->task;
+        if (it->job->task != task) continue;
+        if (n > 0 && *tokens + it->n_tokens > b->o.max_batch_tokens) break;
+        list_remove(&b->ready_list, it);
+        batch[n++] = it;
+        *tokens += it->n_tokens;
+    }
+    atomic_fetch_sub(&b->ready_count, n + *n_dropped);
+    return n;
+}
+
+static void run_batch(iv_batcher *b, iv_job_item **batch, int n, int64_t tokens, iv_seq_input *seqs)
+{
+    for (int i = 0; i < n; i++) seqs[i] = batch[i]->prep.seq;
+    iv_task task = batch[0]->job->task;
+    iv_outputs out;
+    iv_err err = {0};
+    const int64_t t0 = now_ns();
+    int rc = iv_engine_run(b->engine, task, seqs, n, &out, &err);
+    const int64_t t1 = now_ns();
+    if (rc) {
+        IV_ERROR("inference failed on a batch of %d sequences (%lld tokens): %s", n, (long long)tokens, err.msg);
+        /* Input errors were caught before queueing; anything else is the backend's. */
+        atomic_store(&b->unhealthy, err.code != IV_E_INVALID);
+    } else {
+        atomic_store(&b->unhealthy, 0);
+    }
+    if (b->o.on_batch) b->o.on_batch(b->o.on_batch_ctx, n, tokens, t1 - t0);
+    for (int i = 0; i < n; i++) {
+        iv_job_item *it = batch[i];
+        iv_job *job = it->job;
+        it->queue_ns = t0 - it->t_queued;
+        it->inference_ns = t1 - t0;
+        if (rc) {
+            job_fail(job, IV_JOB_FAILED_BACKEND, &err);
+        } else {
+            size_t count = (size_t)out.rows[i] * (size_t)out.cols;
+            it->out = malloc(count * sizeof(float) + 1);
+            if (!it->out) {
+                iv_err oom = {.code = IV_E_NOMEM};
+                snprintf(oom.msg, sizeof oom.msg, "out of memory copying results");
+                job_fail(job, IV_JOB_FAILED_BACKEND, &oom);
+            } else {
+                memcpy(it->out, out.data + out.offsets[i], count * sizeof(float));
+                it->rows = out.rows[i];
+                job->cols = out.cols; /* same for every batch of this engine and task */
+            }
+        }
+        /* The sequence is no longer needed: free token buffers early. */
+        iv_prepared_free(&it->prep);
+        item_finished(it);
+    }
+    if (!rc) iv_outputs_free(&out);
+}
+
+static void *batch_main(void *arg)
+{
+    iv_batcher *b = arg;
+    int cap = b->o.max_batch_requests > 0 ? b->o.max_batch_requests : b->o.max_concurrent;
+    if (cap < 1) cap = 1;
+    /* Dropped items can come from anywhere in the list; bound by admitted inputs. */
+    int drop_cap = b->o.max_concurrent > cap ? b->o.max_concurrent : cap;
+    iv_job_item **batch = malloc((size_t)cap * sizeof *batch);
+    iv_job_item **dropped = malloc((size_t)drop_cap * sizeof *dropped);
+    iv_seq_input *seqs = malloc((size_t)cap * sizeof *seqs);
+    if (!batch || !dropped || !seqs) {
+        IV_ERROR("batcher: out of memory at start");
+        abort();
+    }
+    for (;;) {
+        pthread_mutex_lock(&b->ready_lock);
+        while (!b->ready_list.head && !b->ready_stop) pthread_cond_wait(&b->ready_cond, &b->ready_lock);
+        if (!b->ready_list.head) {
+            pthread_mutex_unlock(&b->ready_lock);
+            break;
+        }
+        int n_dropped;
+        int64_t tokens;
+        int n = take_batch(b, batch, cap, dropped, &n_dropped, &tokens);
+        pthread_mutex_unlock(&b->ready_lock);
+        for (int i = 0; i < n_dropped; i++) {
+            iv_prepared_free(&dropped[i]->prep);
+            item_finished(dropped[i]);
+        }
+        if (n) run_batch(b, batch, n, tokens, seqs);
+    }
+    free(batch);
+    free(dropped);
+    free(seqs);
+    return NULL;
+}
+
+/* ---- public ---- */
+
+int iv_batcher_start(iv_batcher **out, iv_engine *engine, const iv_batcher_opts *opts, iv_err *err)
+{
+    *out = NULL;
+    if (opts->max_batch_tokens <= 0 || opts->max_concurrent <= 0 || opts->tokenization_workers <= 0)
+        return iv_errf(err, IV_E_INVALID, "batcher: token budget, concurrency and workers must be positive");
+    iv_batcher *b = calloc(1, sizeof *b);
+    if (!b) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    b->engine = engine;
+    b->o = *opts;
+    pthread_mutex_init(&b->tok_lock, NULL);
+    pthread_cond_init(&b->tok_cond, NULL);
+    pthread_mutex_init(&b->ready_lock, NULL);
+    pthread_cond_init(&b->ready_cond, NULL);
+    b->workers = calloc((size_t)opts->tokenization_workers, sizeof *b->workers);
+    if (!b->workers) {
+        iv_batcher_stop(b);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < opts->tokenization_workers; i++) {
+        if (pthread_create(&b->workers[i], NULL, tokenize_main, b)) {
+            iv_batcher_stop(b);
+            return iv_errf(err, IV_E_INTERNAL, "cannot start tokenization thread");
+        }
+        b->n_workers++;
+    }
+    if (pthread_create(&b->batch_thread, NULL, batch_main, b)) {
+        iv_batcher_stop(b);
+        return iv_errf(err, IV_E_INTERNAL, "cannot start batching thread");
+    }
+    b->batch_thread_started = 1;
+    *out = b;
+    return 0;
+}
+
+void iv_batcher_stop(iv_batcher *b)
+{
+    if (!b) return;
+    /* Workers drain the tokenize list before exiting; the batching thread
+     * then drains the ready list (it only exits once that list is empty). */
+    pthread_mutex_lock(&b->tok_lock);
+    b->tok_stop = 1;
+    pthread_cond_broadcast(&b->tok_cond);
+    pthread_mutex_unlock(&b->tok_lock);
+    for (int i = 0; i < b->n_workers; i++) pthread_join(b->workers[i], NULL);
+    pthread_mutex_lock(&b->ready_lock);
+    b->ready_stop = 1;
+    pthread_cond_broadcast(&b->ready_cond);
+    pthread_mutex_unlock(&b->ready_lock);
+    if (b->batch_thread_started) pthread_join(b->batch_thread, NULL);
+    free(b->workers);
+    pthread_mutex_destroy(&b->tok_lock);
+    pthread_cond_destroy(&b->tok_cond);
+    pthread_mutex_destroy(&b->ready_lock);
+    pthread_cond_destroy(&b->ready_cond);
+    free(b);
+}
+
+int iv_batcher_admit(iv_batcher *b, iv_job *job, iv_err *err)
+{
+    if (job->n_items <= 0) return iv_errf(err, IV_E_INVALID, "no inputs");
+    int used = atomic_load(&b->permits_used);
+    do {
+        if (used + job->n_items > b->o.max_concurrent) return iv_errf(err, IV_E_OVERLOADED, "Model is overloaded");
+    } while (!atomic_compare_exchange_weak(&b->permits_used, &used, used + job->n_items));
+    job->owner = b;
+    return 0;
+}
+
+int iv_batcher_submit(iv_batcher *b, iv_job *job, iv_err *err)
+{
+    if (iv_batcher_admit(b, job, err)) return -1;
+    iv_batcher_enqueue(b, job);
+    return 0;
+}
+
+void iv_batcher_enqueue(iv_batcher *b, iv_job *job)
+{
+    job->stage = IV_JOB_OK;
+    job->cols = 0;
+    memset(&job->err, 0, sizeof job->err);
+    atomic_store(&job->failed, 0);
+    atomic_store(&job->pending, job->n_items);
+    if (b->o.max_input_length > 0 &&
+        (job->opts.max_length <= 0 || job->opts.max_length > b->o.max_input_length))
+        job->opts.max_length = b->o.max_input_length;
+    job->t_submit = now_ns();
+    pthread_mutex_lock(&b->tok_lock);
+    for (int i = 0; i < job->n_items; i++) {
+        iv_job_item *it = &job->items[i];
+        it->job = job;
+        it->out = NULL;
+        it->rows = 0;
+        it->n_tokens = 0;
+        it->tokenize_ns = it->queue_ns = it->inference_ns = 0;
+        memset(&it->prep, 0, sizeof it->prep);
+        list_push(&b->tok_list, it);
+    }
+    atomic_fetch_add(&b->tok_count, job->n_items);
+    if (job->n_items == 1) pthread_cond_signal(&b->tok_cond);
+    else pthread_cond_broadcast(&b->tok_cond);
+    pthread_mutex_unlock(&b->tok_lock);
+}
+
+int iv_batcher_queue_size(const iv_batcher *b) { return atomic_load(&((iv_batcher *)b)->ready_count); }
+int iv_batcher_tokenize_backlog(const iv_batcher *b) { return atomic_load(&((iv_batcher *)b)->tok_count); }
+int iv_batcher_permits_in_use(const iv_batcher *b) { return atomic_load(&((iv_batcher *)b)->permits_used); }
+int iv_batcher_unhealthy(const iv_batcher *b) { return atomic_load(&((iv_batcher *)b)->unhealthy); }
+const iv_batcher_opts *iv_batcher_options(const iv_batcher *b) { return &b->o; }

@@ -1,0 +1,206 @@
+/* Nomic BERT (nomic-embed-text-v1/v1.5, nomic-bert-2048): a post-norm encoder
+ * with rotary positions and a gated MLP, in two layouts.
+ *
+ * Hub checkpoints (nomic-ai/contrastors code, GPT-2 style config keys n_embd,
+ * n_head, n_layer, n_inner, activation_function, rotary_emb_*): weights
+ * encoder.layers.N.{attn.Wqkv, attn.out_proj, norm1, mlp.fc11, mlp.fc12,
+ * mlp.fc2, norm2} and emb_ln, backbone prefix "bert." in task models. The MLP
+ * is fc2(fc11(x) * act(fc12(x))) for swiglu (silu), geglu (gelu) and glu
+ * (sigmoid); other activations are an ungated fc2(gelu(fc1(x))) with exact
+ * GELU, as contrastors passes F.gelu whatever the name. Rotary covers the
+ * first rotary_emb_fraction * head_dim dims of each head, base
+ * rotary_emb_base, NeoX pairing unless rotary_emb_interleaved.
+ *
+ * transformers 5 port (`nomic_bert`, BERT-style config keys, rotary over the
+ * whole head from rope_parameters): save_pretrained writes the hub tensor
+ * names back (under "nomic_bert." in task models); its internal names
+ * layers.N.self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+ * mlp.{up_proj = fc11, gate_proj = fc12, down_proj}, post_mlp_layernorm and
+ * embeddings.LayerNorm appear with save_original_format=False. Config style
+ * and tensor names are detected independently.
+ *
+ * Dynamic NTK (hub rotary_scaling_factor with max_trained_positions, or
+ * rope_type "dynamic"): a sequence longer than the trained length gets a
+ * larger rotary base, decided per sequence (rope.h "dynamic"). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "models/decoder_common.h"
+#include "models/encoder_common.h"
+#include "models/family.h"
+#include "models/loader.h"
+#include "models/rope.h"
+
+static const iv_encoder_names k_hub_gated = {
+    .layer_fmt = "encoder.layers.%d.",
+    .qkv = "attn.Wqkv", .o = "attn.out_proj", .attn_norm = "norm1",
+    .up = "mlp.fc11", .up2 = "mlp.fc12", .down = "mlp.fc2", .mlp_norm = "norm2",
+};
+static const iv_encoder_names k_hub_plain = {
+    .layer_fmt = "encoder.layers.%d.",
+    .qkv = "attn.Wqkv", .o = "attn.out_proj", .attn_norm = "norm1",
+    .up = "mlp.fc1", .down = "mlp.fc2", .mlp_norm = "norm2",
+};
+static const iv_encoder_names k_v5 = {
+    .layer_fmt = "layers.%d.",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .attn_norm = "post_attention_layernorm",
+    .up = "mlp.up_proj", .up2 = "mlp.gate_proj", .down = "mlp.down_proj", .mlp_norm = "post_mlp_layernorm",
+};
+
+static const char *const k_archs[] = {"NomicBertModel", "NomicBertForSequenceClassification", NULL};
+
+/* Contrastors switches this family does not implement: each must be off. */
+static int reject_hub_switches(const cJSON *j, iv_err *err)
+{
+    static const char *const flags[] = {"prenorm", "parallel_block", "use_rms_norm", "causal", "norm_mlp",
+                                        "rotary_head_dim", NULL};
+    for (const char *const *f = flags; *f; f++)
+        if (iv_json_bool(j, *f, 0))
+            return iv_errf(err, IV_E_UNSUPPORTED, "config.json: \"%s\": true is not supported", *f);
+    if (iv_json_int(j, "moe_every_n_layers", 0) > 0)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: moe_every_n_layers > 0 (Nomic MoE, e.g. nomic-embed-text-v2-moe) is not "
+                       "supported yet");
+    const cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "rotary_emb_scale_base");
+    if (sb && !cJSON_IsNull(sb))
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: rotary_emb_scale_base (xPos) is not supported");
+    return 0;
+}
+
+/* Hub config: GPT-2 key names, contrastors defaults; fills the rotary parameters. */
+static int hub_config(iv_model *m, iv_rope_params *rope, iv_err *err)
+{
+    iv_hf_config *c = &m->cfg;
+    const cJSON *j = c->json;
+    if (reject_hub_switches(j, err)) return -1;
+    c->hidden_size = (int)iv_json_int(j, "n_embd", 0);
+    c->num_heads = (int)iv_json_int(j, "n_head", 0);
+    c->num_layers = (int)iv_json_int(j, "n_layer", 0);
+    c->max_position_embeddings = (int)iv_json_int(j, "n_positions", 2048);
+    c->layer_norm_eps = iv_json_num(j, "layer_norm_epsilon", 1e-5);
+    if (c->hidden_size <= 0 || c->num_heads <= 0 || c->num_layers <= 0 || c->hidden_size % c->num_heads)
+        return iv_errf(err, IV_E_FORMAT,
+                       "config.json: n_embd, n_head and n_layer must be positive, n_head dividing n_embd");
+    c->num_kv_heads = c->num_heads;
+    c->head_dim = c->hidden_size / c->num_heads;
+
+    iv_block_spec *s = &m->block;
+    const char *fn = iv_json_str(j, "activation_function", "gelu_new");
+    s->gated = 1;
+    if (!strcmp(fn, "swiglu")) s->act = IV_ACT_SILU;
+    else if (!strcmp(fn, "geglu")) s->act = IV_ACT_GELU;
+    else if (!strcmp(fn, "glu")) s->act = IV_ACT_SIGMOID;
+    else if (!strcmp(fn, "gelu") || !strcmp(fn, "gelu_new") || !strcmp(fn, "gelu_fast") ||
+             !strcmp(fn, "gelu_pytorch_tanh")) {
+        s->gated = 0;
+        s->act = IV_ACT_GELU;
+    } else {
+        return iv_errf(err, IV_E_UNSUPPORTED, "activation_function \"%s\" is not supported", fn);
+    }
+
+    const double fraction = iv_json_num(j, "rotary_emb_fraction", 0.0);
+    if (fraction <= 0)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: rotary_emb_fraction <= 0 (learned absolute positions) is not supported");
+    const double rot = c->head_dim * fraction;
+    if (rot > c->head_dim || rot != floor(rot) || (int)rot % 2)
+        return iv_errf(err, IV_E_FORMAT, "config.json: rotary_emb_fraction %g does not give an even rotary width",
+                       fraction);
+    s->rot_dim = (int)rot;
+    s->rope_interleaved = iv_json_bool(j, "rotary_emb_interleaved", 0);
+    /* contrastors' dynamic NTK is transformers' "dynamic" with max_trained_positions as the trained length. */
+    const double factor = iv_json_num(j, "rotary_scaling_factor", 0.0);
+    *rope = (iv_rope_params){.type = "default", .theta = iv_json_num(j, "rotary_emb_base", 10000.0),
+                             .rot_dim = s->rot_dim, .factor = 1.0};
+    if (factor > 0) {
+        snprintf(rope->type, sizeof rope->type, "dynamic");
+        rope->factor = factor;
+        rope->has_factor = 1;
+        rope->max_position_embeddings = (int)iv_json_int(j, "max_trained_positions", 2048);
+        if (rope->max_position_embeddings <= 0 || s->rot_dim <= 2)
+            return iv_errf(err, IV_E_FORMAT, "config.json: rotary_scaling_factor needs max_trained_positions > 0 "
+                                             "and more than 2 rotary dims");
+    }
+    return 0;
+}
+
+/* transformers 5 config: BERT key names, rope_parameters over the whole head. */
+static int v5_config(iv_model *m, iv_rope_params *p, iv_err *err)
+{
+    iv_hf_config *c = &m->cfg;
+    iv_block_spec *s = &m->block;
+    const char *act_name = iv_json_str(c->json, "hidden_act", "silu");
+    const int act = iv_act_from_name(act_name);
+    if (act < 0) return iv_errf(err, IV_E_UNSUPPORTED, "unsupported hidden_act \"%s\"", act_name);
+    s->act = (iv_act)act;
+    s->gated = 1;
+    if (!cJSON_GetObjectItemCaseSensitive(c->json, "max_position_embeddings")) c->max_position_embeddings = 2048;
+    s->rot_dim = c->head_dim;
+    if (iv_rope_params_from_config(c->json, NULL, s->rot_dim, 1000.0, c->max_position_embeddings, p, err)) return -1;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(c->json, "rope_parameters");
+    if (iv_json_num(params, "partial_rotary_factor", 1.0) != 1.0)
+        return iv_errf(err, IV_E_UNSUPPORTED, "rope_parameters.partial_rotary_factor is not supported by nomic_bert");
+    if (strcmp(p->type, "default") && strcmp(p->type, "dynamic"))
+        return iv_errf(err, IV_E_UNSUPPORTED, "rope type \"%s\" is not supported by nomic_bert (default, dynamic)",
+                       p->type);
+    return 0;
+}
+
+static int nomic_load(iv_model *m, iv_err *err)
+{
+    iv_hf_config *c = &m->cfg;
+    if (c->architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
+    if (iv_config_auto_map_classes(c, "NomicBert", err)) return -1;
+    static const char *const hub_prefixes[] = {"bert.", "nomic_bert.", "", NULL};
+    static const char *const v5_prefixes[] = {"nomic_bert.", "", NULL};
+    const int hub_weights = !iv_detect_prefix(m, hub_prefixes, "encoder.layers.0.attn.Wqkv.weight", err);
+    if (!hub_weights && iv_detect_prefix(m, v5_prefixes, "layers.0.self_attn.q_proj.weight", err))
+        return iv_errf(err, IV_E_NOTFOUND,
+                       "checkpoint has neither encoder.layers.0.attn.Wqkv (nomic-ai hub layout) nor "
+                       "layers.0.self_attn.q_proj (transformers layout)");
+
+    iv_rope_params rope;
+    const int hub_config_keys = cJSON_GetObjectItemCaseSensitive(c->json, "n_embd") != NULL;
+    if (hub_config_keys ? hub_config(m, &rope, err) : v5_config(m, &rope, err)) return -1;
+    iv_block_spec *s = &m->block;
+    const int64_t H = c->hidden_size;
+    if (c->head_dim * c->num_heads != H)
+        return iv_errf(err, IV_E_FORMAT, "config.json: heads do not divide the hidden size");
+    int64_t inner = c->intermediate_size;
+    if (hub_config_keys) {
+        /* contrastors: n_inner (default 8H/3 gated, 4H ungated); the gated MLP rounds it up to a multiple of 256. */
+        inner = iv_json_int(c->json, "n_inner", s->gated ? (int64_t)(8 * H / 3) : 4 * H);
+        if (s->gated) inner = (inner + 255) / 256 * 256;
+    }
+    if (inner <= 0) return iv_errf(err, IV_E_FORMAT, "config.json: the MLP width must be positive");
+    *s = (iv_block_spec){
+        .hidden = (int)H, .n_heads = c->num_heads, .n_kv_heads = c->num_heads, .head_dim = c->head_dim,
+        .intermediate = (int)inner, .norm_kind = IV_NORM_LAYER, .norm_place = IV_NORM_POST,
+        .norm_eps = (float)c->layer_norm_eps, .act = s->act, .gated = s->gated, .act_on_first = 0,
+        .rope_interleaved = s->rope_interleaved, .rot_dim = s->rot_dim,
+    };
+
+    iv_embed_spec *e = &m->embed;
+    if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err) ||
+        iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 0, &e->token_type, err) ||
+        iv_ld_layer_norm(m, hub_weights ? "emb_ln" : "embeddings.LayerNorm", H, 0, &e->norm, err))
+        return -1;
+    const iv_encoder_names *names = !hub_weights ? &k_v5 : s->gated ? &k_hub_gated : &k_hub_plain;
+    if (!hub_weights && !s->gated)
+        return iv_errf(err, IV_E_UNSUPPORTED, "transformers-layout nomic_bert checkpoints have a gated MLP");
+    if (iv_load_encoder_layer_weights(m, names, err) || iv_decoder_rope(m, &rope, NULL, err)) return -1;
+    /* Hub checkpoints accept n_positions tokens whatever the dynamic NTK trained length. */
+    if (hub_config_keys) m->max_len = c->max_position_embeddings;
+
+    if (iv_arch_has_suffix(c, "ForSequenceClassification")) {
+        m->seq_head_pool = IV_SEQ_POOL_FIRST;
+        return iv_load_two_step_head(m, &m->seq_head, "pooler.dense", 1, IV_ACT_TANH, "classifier", err);
+    }
+    return 0;
+}
+
+static const char *const k_types[] = {"nomic_bert", NULL};
+const iv_family iv_family_nomic_bert = {"nomic_bert", k_types, nomic_load};

@@ -1,0 +1,561 @@
+#include "server/codec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/json.h"
+
+/* ---- UTF-8 ---- */
+
+int iv_utf8_valid(const char *str, size_t n, size_t *bad)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c == 0xE0) len = 3, lo = 0xA0;
+        else if (c >= 0xE1 && c <= 0xEC) len = 3;
+        else if (c == 0xED) len = 3, hi = 0x9F; /* no UTF-16 surrogates */
+        else if (c >= 0xEE && c <= 0xEF) len = 3;
+        else if (c == 0xF0) len = 4, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) len = 4;
+        else if (c == 0xF4) len = 4, hi = 0x8F; /* <= U+10FFFF */
+        else goto invalid;
+        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) goto invalid;
+        for (size_t k = 2; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80) goto invalid;
+        i += len;
+    }
+    return 1;
+invalid:
+    if (bad) *bad = i;
+    return 0;
+}
+
+size_t iv_utf8_count(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* ---- error helpers ---- */
+
+/* serde's description of an unexpected value ("integer `5`", "sequence", ...). */
+static void describe(const cJSON *v, char *buf, size_t cap)
+{
+    if (!v) snprintf(buf, cap, "nothing");
+    else if (cJSON_IsNull(v)) snprintf(buf, cap, "null");
+    else if (cJSON_IsBool(v)) snprintf(buf, cap, "boolean `%s`", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        if (d == floor(d) && fabs(d) < 9.2e18) snprintf(buf, cap, "integer `%lld`", (long long)d);
+        else snprintf(buf, cap, "floating point `%g`", d);
+    } else if (cJSON_IsString(v)) {
+        /* At most 40 bytes of the string, cut on a code point boundary. */
+        size_t n = strlen(v->valuestring), keep = n;
+        if (keep > 40) {
+            keep = 40;
+            while (keep > 0 && ((unsigned char)v->valuestring[keep] & 0xC0) == 0x80) keep--;
+        }
+        snprintf(buf, cap, "string \"%.*s%s\"", (int)keep, v->valuestring, keep < n ? "..." : "");
+    } else if (cJSON_IsArray(v)) snprintf(buf, cap, "sequence");
+    else snprintf(buf, cap, "map");
+}
+
+static void loc_field(char *buf, size_t cap, const char *key) { snprintf(buf, cap, "\"body\",\"%s\"", key); }
+static void loc_index(char *buf, size_t cap, const char *key, int i)
+{
+    snprintf(buf, cap, "\"body\",\"%s\",%d", key, i);
+}
+
+/* A wrong-typed value: serde's "path: invalid type: X, expected Y" plus the pydantic view. */
+static int type_error(iv_api_error *err, const char *path, const cJSON *got, const char *expected, const char *loc,
+                      const char *pyd_type, const char *pyd_msg)
+{
+    char d[96];
+    describe(got, d, sizeof d);
+    iv_api_errorf(err, IV_API_JSON_DATA, "%s: invalid type: %s, expected %s", path, d, expected);
+    iv_api_error_shape(err, loc, pyd_type, "%s", pyd_msg);
+    return -1;
+}
+
+static int missing_error(iv_api_error *err, const char *key)
+{
+    char loc[96];
+    loc_field(loc, sizeof loc, key);
+    iv_api_errorf(err, IV_API_JSON_DATA, "missing field `%s`", key);
+    iv_api_error_shape(err, loc, "missing", "Field required");
+    return -1;
+}
+
+/* ---- body ---- */
+
+int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error *err)
+{
+    *out = NULL;
+    size_t bad;
+    if (!iv_utf8_valid(body, len, &bad)) {
+        iv_api_errorf(err, IV_API_VALIDATION, "Input validation error: the request body is not valid UTF-8 (byte %zu)",
+                      bad);
+        return -1;
+    }
+    const char *end = NULL;
+    cJSON *root = len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
+    if (!root) {
+        size_t pos = end && end >= body ? (size_t)(end - body) : 0;
+        int line = 1, col = 1;
+        for (size_t i = 0; i < pos && i < len; i++) {
+            if (body[i] == '\n') line++, col = 1;
+            else col++;
+        }
+        if (!len) iv_api_errorf(err, IV_API_JSON_SYNTAX, "EOF while parsing a value at line 1 column 0");
+        else iv_api_errorf(err, IV_API_JSON_SYNTAX, "syntax error at line %d column %d", line, col);
+        char loc[64];
+        snprintf(loc, sizeof loc, "\"body\",%zu", pos);
+        iv_api_error_shape(err, loc, "json_invalid", "JSON decode error");
+        return -1;
+    }
+    /* Trailing non-whitespace after the value is a syntax error too. */
+    if (end) {
+        size_t pos = (size_t)(end - body);
+        while (pos < len && (body[pos] == ' ' || body[pos] == '\n' || body[pos] == '\r' || body[pos] == '\t')) pos++;
+        if (pos < len) {
+            cJSON_Delete(root);
+            iv_api_errorf(err, IV_API_JSON_SYNTAX, "trailing characters at byte %zu", pos);
+            char loc[64];
+            snprintf(loc, sizeof loc, "\"body\",%zu", pos);
+            iv_api_error_shape(err, loc, "json_invalid", "JSON decode error");
+            return -1;
+        }
+    }
+    if (!cJSON_IsObject(root)) {
+        char d[96];
+        describe(root, d, sizeof d);
+        iv_api_errorf(err, IV_API_JSON_DATA, "invalid type: %s, expected a JSON object", d);
+        iv_api_error_shape(err, "\"body\"", "model_attributes_type",
+                           "Input should be a valid dictionary or object to extract fields from");
+        cJSON_Delete(root);
+        return -1;
+    }
+    *out = root;
+    return 0;
+}
+
+/* ---- fields ---- */
+
+static const cJSON *field(const cJSON *obj, const char *key) { return cJSON_GetObjectItemCaseSensitive(obj, key); }
+
+int iv_codec_bool(const cJSON *obj, const char *key, int def, int *out, iv_api_error *err)
+{
+    const cJSON *v = field(obj, key);
+    *out = def;
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) {
+        char loc[96];
+        loc_field(loc, sizeof loc, key);
+        return type_error(err, key, v, "a boolean", loc, "bool_type", "Input should be a valid boolean");
+    }
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int iv_codec_opt_bool(const cJSON *obj, const char *key, int *out, iv_api_error *err)
+{
+    const cJSON *v = field(obj, key);
+    *out = -1;
+    if (!v || cJSON_IsNull(v)) return 0;
+    return iv_codec_bool(obj, key, -1, out, err);
+}
+
+int iv_codec_opt_uint(const cJSON *obj, const char *key, int64_t max, int64_t *out, iv_api_error *err)
+{
+    const cJSON *v = field(obj, key);
+    *out = -1;
+    if (!v || cJSON_IsNull(v)) return 0;
+    char loc[96];
+    loc_field(loc, sizeof loc, key);
+    if (!iv_json_is_integer(v))
+        return type_error(err, key, v, "usize", loc, "int_type", "Input should be a valid integer");
+    if (v->valuedouble < 0 || v->valuedouble > (double)max) {
+        char d[96];
+        describe(v, d, sizeof d);
+        iv_api_errorf(err, IV_API_JSON_DATA, "%s: invalid value: %s, expected usize", key, d);
+        iv_api_error_shape(err, loc, "int_type", "Input should be a valid integer");
+        return -1;
+    }
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+
+int iv_codec_opt_int(const cJSON *obj, const char *key, int64_t *out, int *present, iv_api_error *err)
+{
+    const cJSON *v = field(obj, key);
+    *present = 0;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!iv_json_is_integer(v) || fabs(v->valuedouble) > 2147483647.0) {
+        char loc[96];
+        loc_field(loc, sizeof loc, key);
+        return type_error(err, key, v, "an integer", loc, "int_type", "Input should be a valid integer");
+    }
+    *out = (int64_t)v->valuedouble;
+    *present = 1;
+    return 0;
+}
+
+int iv_codec_opt_string(const cJSON *obj, const char *key, const char **out, iv_api_error *err)
+{
+    const cJSON *v = field(obj, key);
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v)) {
+        char loc[96];
+        loc_field(loc, sizeof loc, key);
+        return type_error(err, key, v, "a string", loc, "string_type", "Input should be a valid string");
+    }
+    *out = v->valuestring;
+    return 0;
+}
+
+int iv_codec_required_string(const cJSON *obj, const char *key, const char **out, iv_api_error *err)
+{
+    if (!field(obj, key)) return missing_error(err, key);
+    if (iv_codec_opt_string(obj, key, out, err)) return -1;
+    if (!*out) {
+        char loc[96];
+        loc_field(loc, sizeof loc, key);
+        return type_error(err, key, field(obj, key), "a string", loc, "string_type", "Input should be a valid string");
+    }
+    return 0;
+}
+
+int iv_codec_truncation_left(const cJSON *obj, int *left, iv_api_error *err)
+{
+    const cJSON *v = field(obj, "truncation_direction");
+    *left = 0;
+    if (!v) return 0;
+    char loc[96];
+    loc_field(loc, sizeof loc, "truncation_direction");
+    if (!cJSON_IsString(v))
+        return type_error(err, "truncation_direction", v, "variant identifier", loc, "enum",
+                          "Input should be 'Left' or 'Right'");
+    const char *s = v->valuestring;
+    if (!strcmp(s, "left") || !strcmp(s, "Left")) *left = 1;
+    else if (strcmp(s, "right") && strcmp(s, "Right")) {
+        iv_api_errorf(err, IV_API_JSON_DATA,
+                      "truncation_direction: unknown variant `%.64s`, expected one of `Left`, `left`, `Right`, `right`", s);
+        iv_api_error_shape(err, loc, "enum", "Input should be 'Left' or 'Right'");
+        return -1;
+    }
+    return 0;
+}
+
+int iv_codec_encoding_base64(const cJSON *obj, int *base64, iv_api_error *err)
+{
+    const cJSON *v = field(obj, "encoding_format");
+    *base64 = 0;
+    if (!v) return 0;
+    char loc[96];
+    loc_field(loc, sizeof loc, "encoding_format");
+    if (!cJSON_IsString(v))
+        return type_error(err, "encoding_format", v, "`float` or `base64`", loc, "enum",
+                          "Input should be 'float' or 'base64'");
+    if (!strcmp(v->valuestring, "base64")) *base64 = 1;
+    else if (strcmp(v->valuestring, "float")) {
+        iv_api_errorf(err, IV_API_JSON_DATA, "encoding_format: unknown variant `%.64s`, expected `float` or `base64`",
+                      v->valuestring);
+        iv_api_error_shape(err, loc, "enum", "Input should be 'float' or 'base64'");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- inputs ---- */
+
+void iv_inputs_free(iv_inputs *in)
+{
+    for (int i = 0; i < in->n; i++) free((void *)in->items[i].ids);
+    free(in->items);
+    memset(in, 0, sizeof *in);
+}
+
+static int alloc_items(iv_inputs *out, int n, iv_api_error *err)
+{
+    out->items = calloc((size_t)(n > 0 ? n : 1), sizeof *out->items);
+    if (!out->items) {
+        iv_api_errorf(err, IV_API_INTERNAL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static void set_text(iv_inputs *out, iv_input *it, const char *s)
+{
+    it->text = s;
+    it->text_len = strlen(s);
+    out->n_chars += iv_utf8_count(s, it->text_len);
+}
+
+static int is_id_array(const cJSON *a)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) if (!cJSON_IsNumber(x)) return 0;
+    return 1;
+}
+
+/* Token ids: u32 values that fit the engine's int32 ids. */
+static int take_ids(iv_inputs *out, iv_input *it, const cJSON *a, const char *key, int index, iv_api_error *err)
+{
+    int n = cJSON_GetArraySize(a);
+    int32_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    if (!ids) {
+        iv_api_errorf(err, IV_API_INTERNAL, "out of memory");
+        return -1;
+    }
+    it->ids = ids;
+    it->n_ids = n;
+    int k = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        if (!iv_json_is_integer(x) || x->valuedouble < 0 || x->valuedouble > 4294967295.0) {
+            char d[96], loc[128], path[96];
+            describe(x, d, sizeof d);
+            if (index >= 0) snprintf(loc, sizeof loc, "\"body\",\"%s\",%d,%d", key, index, k);
+            else snprintf(loc, sizeof loc, "\"body\",\"%s\",%d", key, k);
+            snprintf(path, sizeof path, "%s", key);
+            iv_api_errorf(err, IV_API_JSON_DATA, "%s: invalid value: %s, expected u32", path, d);
+            iv_api_error_shape(err, loc, "int_type", "Input should be a valid integer");
+            return -1;
+        }
+        if (x->valuedouble > 2147483647.0) {
+            iv_api_errorf(err, IV_API_VALIDATION, "Input validation error: token id %.0f is outside the vocabulary",
+                          x->valuedouble);
+            return -1;
+        }
+        ids[k++] = (int32_t)x->valuedouble;
+    }
+    out->n_chars += (size_t)n;
+    return 0;
+}
+
+int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const cJSON *v = field(obj, key);
+    if (!v) return missing_error(err, key);
+    char loc[96];
+    loc_field(loc, sizeof loc, key);
+    if (cJSON_IsString(v)) {
+        if (alloc_items(out, 1, err)) return -1;
+        out->n = 1;
+        out->single = 1;
+        set_text(out, &out->items[0], v->valuestring);
+        return 0;
+    }
+    if (!cJSON_IsArray(v)) {
+        iv_api_errorf(err, IV_API_JSON_DATA, "%s: data did not match any variant of untagged enum Input", key);
+        iv_api_error_shape(err, loc, cJSON_IsNull(v) ? "missing" : "string_type",
+                           "Input should be a valid string, a list of strings or a list of token ids");
+        return -1;
+    }
+    int n = cJSON_GetArraySize(v);
+    if (n == 0 || is_id_array(v)) {
+        /* One pre-tokenized input (an empty list is one empty input, as TEI reads it). */
+        if (alloc_items(out, 1, err)) return -1;
+        out->n = 1;
+        out->single = 1;
+        return take_ids(out, &out->items[0], v, key, -1, err);
+    }
+    if (alloc_items(out, n, err)) return -1;
+    out->n = n;
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        iv_input *it = &out->items[i];
+        if (cJSON_IsString(x)) {
+            set_text(out, it, x->valuestring);
+        } else if (cJSON_IsArray(x) && is_id_array(x)) {
+            if (take_ids(out, it, x, key, i, err)) return -1;
+        } else {
+            char d[96], iloc[128];
+            describe(x, d, sizeof d);
+            loc_index(iloc, sizeof iloc, key, i);
+            iv_api_errorf(err, IV_API_JSON_DATA, "%s[%d]: data did not match any variant of untagged enum InputType",
+                          key, i);
+            iv_api_error_shape(err, iloc, "string_type", "Input should be a valid string");
+            return -1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+static const char *predict_expected = "a string, a pair of strings [string, string] or a batch of mixed strings "
+                                      "and pairs [[string], [string, string], ...]";
+
+static int predict_error(iv_api_error *err, const char *key, const char *what, const char *loc)
+{
+    iv_api_errorf(err, IV_API_JSON_DATA, "%s: %s, expected %s", key, what, predict_expected);
+    iv_api_error_shape(err, loc, "value_error", "Input should be a string, a pair of strings or a batch of them");
+    return -1;
+}
+
+/* One sequence from a list of 1 or 2 strings. */
+static int predict_sequence(iv_inputs *out, iv_input *it, const cJSON *a, const char *key, int index,
+                            iv_api_error *err)
+{
+    char loc[128], what[128];
+    if (index >= 0) loc_index(loc, sizeof loc, key, index);
+    else loc_field(loc, sizeof loc, key);
+    int n = cJSON_GetArraySize(a);
+    if (n < 1 || n > 2) {
+        snprintf(what, sizeof what, "invalid length %d", n);
+        return predict_error(err, key, what, loc);
+    }
+    const cJSON *s0 = cJSON_GetArrayItem(a, 0), *s1 = cJSON_GetArrayItem(a, 1);
+    if (!cJSON_IsString(s0) || (s1 && !cJSON_IsString(s1))) {
+        char d[96];
+        describe(cJSON_IsString(s0) ? s1 : s0, d, sizeof d);
+        snprintf(what, sizeof what, "invalid type: %s", d);
+        return predict_error(err, key, what, loc);
+    }
+    set_text(out, it, s0->valuestring);
+    if (s1) {
+        it->pair = s1->valuestring;
+        it->pair_len = strlen(s1->valuestring);
+        out->n_chars += iv_utf8_count(it->pair, it->pair_len);
+    }
+    return 0;
+}
+
+int iv_codec_predict_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const cJSON *v = field(obj, key);
+    if (!v) return missing_error(err, key);
+    char loc[96], what[128];
+    loc_field(loc, sizeof loc, key);
+    if (cJSON_IsString(v)) {
+        if (alloc_items(out, 1, err)) return -1;
+        out->n = 1;
+        out->single = 1;
+        set_text(out, &out->items[0], v->valuestring);
+        return 0;
+    }
+    if (!cJSON_IsArray(v)) {
+        char d[96];
+        describe(v, d, sizeof d);
+        snprintf(what, sizeof what, "invalid type: %s", d);
+        return predict_error(err, key, what, loc);
+    }
+    const cJSON *first = cJSON_GetArrayItem(v, 0);
+    if (!first) return predict_error(err, key, "invalid length 0", loc);
+    if (cJSON_IsString(first)) {
+        /* ["text"] or ["text", "pair"]: one sequence. */
+        if (alloc_items(out, 1, err)) return -1;
+        out->n = 1;
+        out->single = 1;
+        return predict_sequence(out, &out->items[0], v, key, -1, err);
+    }
+    int n = cJSON_GetArraySize(v);
+    if (alloc_items(out, n, err)) return -1;
+    out->n = n;
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        if (!cJSON_IsArray(x)) {
+            char d[96], iloc[128];
+            describe(x, d, sizeof d);
+            loc_index(iloc, sizeof iloc, key, i);
+            snprintf(what, sizeof what, "invalid type: %s", d);
+            return predict_error(err, key, what, iloc);
+        }
+        if (predict_sequence(out, &out->items[i], x, key, i, err)) return -1;
+        i++;
+    }
+    return 0;
+}
+
+int iv_codec_string_list(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const cJSON *v = field(obj, key);
+    if (!v) return missing_error(err, key);
+    char loc[96];
+    loc_field(loc, sizeof loc, key);
+    if (!cJSON_IsArray(v))
+        return type_error(err, key, v, "a sequence", loc, "list_type", "Input should be a valid list");
+    int n = cJSON_GetArraySize(v);
+    if (alloc_items(out, n, err)) return -1;
+    out->n = n;
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        if (!cJSON_IsString(x)) {
+            char iloc[128], path[96];
+            loc_index(iloc, sizeof iloc, key, i);
+            snprintf(path, sizeof path, "%s[%d]", key, i);
+            return type_error(err, path, x, "a string", iloc, "string_type", "Input should be a valid string");
+        }
+        set_text(out, &out->items[i], x->valuestring);
+        i++;
+    }
+    return 0;
+}
+
+/* ---- encoding ---- */
+
+void iv_codec_base64(iv_strbuf *b, const unsigned char *p, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char chunk[256];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16;
+        if (i + 1 < n) v |= (unsigned)p[i + 1] << 8;
+        if (i + 2 < n) v |= p[i + 2];
+        chunk[k++] = tab[(v >> 18) & 63];
+        chunk[k++] = tab[(v >> 12) & 63];
+        chunk[k++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        chunk[k++] = i + 2 < n ? tab[v & 63] : '=';
+        if (k + 4 > sizeof chunk) {
+            iv_sb_append(b, chunk, k);
+            k = 0;
+        }
+    }
+    iv_sb_append(b, chunk, k);
+}
+
+void iv_codec_embedding(iv_strbuf *b, const float *v, int n, int base64)
+{
+    if (!base64) {
+        iv_sb_float_array(b, v, (size_t)n);
+        return;
+    }
+    /* Little-endian float32 bytes, whatever the host order. */
+    unsigned char *bytes = malloc((size_t)n * 4 + 1);
+    if (!bytes) {
+        b->oom = 1;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        bytes[4 * i] = (unsigned char)u;
+        bytes[4 * i + 1] = (unsigned char)(u >> 8);
+        bytes[4 * i + 2] = (unsigned char)(u >> 16);
+        bytes[4 * i + 3] = (unsigned char)(u >> 24);
+    }
+    iv_sb_putc(b, '"');
+    iv_codec_base64(b, bytes, (size_t)n * 4);
+    iv_sb_putc(b, '"');
+    free(bytes);
+}

@@ -1,0 +1,401 @@
+/* libmicrohttpd glue (see http.h).
+ *
+ * Life of a request on an MHD thread: the first callback (headers only)
+ * creates the iv_req, finds the route and rejects early what can be
+ * rejected without the body (unknown path, method, API key, declared size
+ * over the payload limit, content type). Body chunks accumulate up to the
+ * payload limit. The final callback dispatches to the route, which replies
+ * or suspends the connection while the model's batcher runs the job; the
+ * batcher's completion resumes it and MHD calls back once more, when the
+ * route's finish function turns the results into the reply. */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "base/log.h"
+#include "server/router.h"
+
+struct iv_http {
+    struct MHD_Daemon *daemon;
+    int listen_fd;
+    int quiesced;
+};
+
+/* A chunked body is read (and dropped) past the limit so the client gets
+ * its 413; one that keeps going far beyond it has the connection closed. */
+#define DISCARD_CAP (64u << 20)
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    IV_WARN("http: %s", msg);
+}
+
+void iv_req_free(iv_req *r)
+{
+    if (!r) return;
+    iv_job_release(&r->job);
+    free(r->job.items);
+    iv_inputs_free(&r->inputs);
+    if (r->json) cJSON_Delete(r->json);
+    iv_sb_free(&r->body);
+    free(r->reply.body);
+    pthread_mutex_destroy(&r->lock);
+    atomic_fetch_sub(&r->srv->live_requests, 1);
+    free(r);
+}
+
+void iv_http_suspend(iv_req *r) { MHD_suspend_connection(r->conn); }
+void iv_http_resume(iv_req *r) { MHD_resume_connection(r->conn); }
+
+const char *iv_req_query(iv_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+int iv_http_client_fd(iv_req *r)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static void add_ms_header(struct MHD_Response *resp, const char *name, int64_t ns)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)(ns / 1000000));
+    MHD_add_response_header(resp, name, v);
+}
+
+/* TEI's timing headers; per-input averages for batches. */
+static void timing_headers(iv_req *r, struct MHD_Response *resp, int64_t total_ns)
+{
+    const iv_job *job = &r->job;
+    int64_t tok = 0, queue = 0, inf = 0, tokens = 0;
+    for (int i = 0; i < job->n_items; i++) {
+        tok += job->items[i].tokenize_ns;
+        queue += job->items[i].queue_ns;
+        inf += job->items[i].inference_ns;
+        tokens += job->items[i].n_tokens;
+    }
+    const int n = job->n_items > 0 ? job->n_items : 1;
+    char v[32];
+    MHD_add_response_header(resp, "x-compute-type", "cpu");
+    add_ms_header(resp, "x-compute-time", total_ns);
+    snprintf(v, sizeof v, "%zu", r->inputs.n_chars);
+    MHD_add_response_header(resp, "x-compute-characters", v);
+    snprintf(v, sizeof v, "%lld", (long long)tokens);
+    MHD_add_response_header(resp, "x-compute-tokens", v);
+    add_ms_header(resp, "x-total-time", total_ns);
+    add_ms_header(resp, "x-tokenization-time", tok / n);
+    add_ms_header(resp, "x-queue-time", queue / n);
+    add_ms_header(resp, "x-inference-time", inf / n);
+
+    iv_metrics *m = r->srv->metrics;
+    char name[64];
+    const double s = 1e-9;
+    iv_metrics_observe(m, "te_request_duration", (double)total_ns * s);
+    iv_metrics_observe(m, "te_request_tokenization_duration", (double)(tok / n) * s);
+    iv_metrics_observe(m, "te_request_queue_duration", (double)(queue / n) * s);
+    iv_metrics_observe(m, "te_request_inference_duration", (double)(inf / n) * s);
+    if (r->p.metric_task) {
+        static const char *parts[] = {"duration", "tokenization_duration", "queue_duration", "inference_duration"};
+        for (int i = 0; i < job->n_items; i++) {
+            const iv_job_item *it = &job->items[i];
+            const double vals[] = {(double)(it->tokenize_ns + it->queue_ns + it->inference_ns) * s,
+                                   (double)it->tokenize_ns * s, (double)it->queue_ns * s, (double)it->inference_ns * s};
+            for (int k = 0; k < 4; k++) {
+                snprintf(name, sizeof name, "te_%s_%s", r->p.metric_task, parts[k]);
+                iv_metrics_observe(m, name, vals[k]);
+            }
+            iv_metrics_observe(m, "te_request_input_length", (double)it->n_tokens);
+        }
+        snprintf(name, sizeof name, "te_%s_success", r->p.metric_task);
+        iv_metrics_inc(m, name, job->n_items);
+    }
+}
+
+static enum MHD_Result queue_reply(iv_req *r)
+{
+    iv_reply *rep = &r->reply;
+    struct MHD_Response *resp =
+        rep->body ? MHD_create_response_from_buffer(rep->len, rep->body, MHD_RESPMEM_MUST_FREE)
+                  : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    rep->body = NULL; /* MHD frees it */
+    const int64_t total = iv_now_ns() - r->t_start;
+    if (rep->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
+    if (rep->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, rep->www_authenticate);
+    if (atomic_load(&r->srv->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (rep->status == 200 && r->timing_headers) timing_headers(r, resp, total);
+    if (rep->status == 200 && r->method_label) {
+        char series[64];
+        snprintf(series, sizeof series, "te_request_success{method=\"%s\"}", r->method_label);
+        iv_metrics_inc(r->srv->metrics, series, 1);
+    }
+    enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)rep->status, resp);
+    MHD_destroy_response(resp);
+    r->state = IV_REQ_REPLIED;
+    const int level = rep->status >= 500 ? IV_LOG_ERROR : rep->status >= 400 ? IV_LOG_WARN : IV_LOG_DEBUG;
+    iv_log(level, "%s %s %d %.2fms%s%s", r->method, r->path, rep->status, (double)total / 1e6,
+           r->model ? " model=" : "", r->model ? r->model->served_name : "");
+    return ok;
+}
+
+static int header_is_json(const char *ct)
+{
+    if (!ct) return 0;
+    /* mime essence application/json or application/<anything>+json */
+    while (*ct == ' ') ct++;
+    const char *end = strchr(ct, ';');
+    size_t n = end ? (size_t)(end - ct) : strlen(ct);
+    while (n && ct[n - 1] == ' ') n--;
+    if (n == 16 && !strncasecmp(ct, "application/json", 16)) return 1;
+    return n > 17 && !strncasecmp(ct, "application/", 12) && !strncasecmp(ct + n - 5, "+json", 5);
+}
+
+/* Constant-time comparison of the Authorization header with "Bearer <key>". */
+static int authorized(iv_req *r)
+{
+    const char *key = r->srv->o.api_key;
+    if (!key || r->route->is_public) return 1;
+    const char *got = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!got) return 0;
+    char want[1024];
+    int wn = snprintf(want, sizeof want, "Bearer %s", key);
+    size_t gn = strlen(got);
+    unsigned diff = (size_t)wn != gn;
+    for (size_t i = 0; i < (size_t)wn; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < gn ? got[i] : 0);
+    return diff == 0;
+}
+
+static int early_checks(iv_req *r)
+{
+    iv_api_error e;
+    if (!authorized(r)) {
+        iv_api_errorf(&e, IV_API_UNAUTHORIZED, "Unauthorized");
+        iv_req_fail(r, &e);
+        return -1;
+    }
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > r->srv->o.payload_limit) {
+        iv_api_errorf(&e, IV_API_PAYLOAD, "payload of %s bytes exceeds the limit of %zu bytes", cl,
+                      r->srv->o.payload_limit);
+        iv_req_fail(r, &e);
+        return -1;
+    }
+    if (r->route->json_body && r->flavour != IV_FLAVOUR_INFINITY &&
+        !header_is_json(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        iv_api_errorf(&e, IV_API_CONTENT_TYPE, "missing JSON content type");
+        iv_req_fail(r, &e);
+        return -1;
+    }
+    return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    iv_server *srv = cls;
+    iv_req *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        atomic_fetch_add(&srv->live_requests, 1);
+        pthread_mutex_init(&r->lock, NULL);
+        r->srv = srv;
+        r->conn = conn;
+        r->method = method;
+        r->path = url;
+        r->t_start = iv_now_ns();
+        r->job.client_fd = -1;
+        iv_sb_init(&r->body);
+        *con_cls = r;
+        int status = 0;
+        r->route = iv_route_find(method, url, &status);
+        if (!r->route) {
+            iv_req_reply(r, status, NULL, NULL);
+            return queue_reply(r);
+        }
+        r->flavour = r->route->flavour;
+        if (early_checks(r)) return queue_reply(r);
+        return MHD_YES;
+    }
+    if (r->state == IV_REQ_REPLIED) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        const size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->discarded || r->body.len + n > srv->o.payload_limit) {
+            r->discarded += n;
+            return r->discarded > DISCARD_CAP ? MHD_NO : MHD_YES;
+        }
+        iv_sb_append(&r->body, upload_data, n);
+        return r->body.oom ? MHD_NO : MHD_YES;
+    }
+    pthread_mutex_lock(&r->lock);
+    const int state = r->state;
+    pthread_mutex_unlock(&r->lock);
+    if (state == IV_REQ_RUNNING) return MHD_YES; /* spurious: still suspended */
+    if (state == IV_REQ_NEW) {
+        if (r->discarded) {
+            iv_api_error e;
+            iv_api_errorf(&e, IV_API_PAYLOAD, "payload exceeds the limit of %zu bytes", srv->o.payload_limit);
+            iv_req_fail(r, &e);
+        } else {
+            r->route->handler(r);
+        }
+    } else if (state == IV_REQ_DONE && !r->has_reply) {
+        r->finish(r);
+    }
+    if (r->suspended_here) {
+        /* The route handed the job to the batcher, which resumes the
+         * connection when done (possibly already): MHD calls back then. */
+        r->suspended_here = 0;
+        return MHD_YES;
+    }
+    if (!r->has_reply) {
+        /* Every route replies or suspends; never leave a client without an answer. */
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_INTERNAL, "internal error: %s %s produced no response", r->method, r->path);
+        iv_req_fail(r, &e);
+    }
+    return queue_reply(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    iv_req *r = *con_cls;
+    if (!r) return;
+    *con_cls = NULL;
+    pthread_mutex_lock(&r->lock);
+    int running = r->state == IV_REQ_RUNNING;
+    if (running) r->orphaned = 1; /* the batcher still holds it and frees it when done */
+    pthread_mutex_unlock(&r->lock);
+    if (!running) iv_req_free(r);
+}
+
+/* ---- listening ---- */
+
+static int listen_tcp(iv_server *s, iv_err *err)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->o.port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
+    int rc = getaddrinfo(s->o.hostname, port, &hints, &res);
+    if (rc) return iv_errf(err, IV_E_INVALID, "cannot resolve --hostname %s: %s", s->o.hostname, gai_strerror(rc));
+    int fd = -1;
+    char why[256] = "no address";
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof ss;
+            char host[128] = "?";
+            int bound_port = s->o.port;
+            if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+                if (ss.ss_family == AF_INET) {
+                    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+                    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+                    bound_port = ntohs(in->sin_port);
+                } else if (ss.ss_family == AF_INET6) {
+                    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+                    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+                    bound_port = ntohs(in6->sin6_port);
+                }
+            }
+            snprintf(s->listen_desc, sizeof s->listen_desc, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host,
+                     bound_port);
+            break;
+        }
+        snprintf(why, sizeof why, "%s", strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return iv_errf(err, IV_E_IO, "cannot listen on %s:%d: %s", s->o.hostname, s->o.port, why);
+    return fd;
+}
+
+static int listen_unix(iv_server *s, iv_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(s->o.uds_path) >= sizeof sa.sun_path)
+        return iv_errf(err, IV_E_INVALID, "--uds-path is longer than %zu bytes", sizeof sa.sun_path - 1);
+    strcpy(sa.sun_path, s->o.uds_path);
+    /* A stale socket from an earlier run would make bind fail; other files are left alone. */
+    struct stat st;
+    if (lstat(sa.sun_path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(sa.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return iv_errf(err, IV_E_IO, "socket: %s", strerror(errno));
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, SOMAXCONN)) {
+        int e = errno;
+        close(fd);
+        return iv_errf(err, IV_E_IO, "cannot listen on unix socket %s: %s", s->o.uds_path, strerror(e));
+    }
+    snprintf(s->listen_desc, sizeof s->listen_desc, "unix:%s", s->o.uds_path);
+    return fd;
+}
+
+int iv_http_start(iv_server *s, iv_err *err)
+{
+    iv_http *h = calloc(1, sizeof *h);
+    if (!h) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    h->listen_fd = s->o.uds_path ? listen_unix(s, err) : listen_tcp(s, err);
+    if (h->listen_fd < 0) {
+        free(h);
+        return -1;
+    }
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    h->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
+        h->listen_fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 16384u, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+        MHD_OPTION_END);
+    if (!h->daemon) {
+        close(h->listen_fd);
+        if (s->o.uds_path) unlink(s->o.uds_path);
+        free(h);
+        return iv_errf(err, IV_E_INTERNAL, "cannot start the HTTP daemon on %s", s->listen_desc);
+    }
+    s->http = h;
+    return 0;
+}
+
+void iv_http_quiesce(iv_server *s)
+{
+    iv_http *h = s->http;
+    if (!h || h->quiesced) return;
+    MHD_quiesce_daemon(h->daemon);
+    h->quiesced = 1;
+    /* New clients of a Unix socket fail at once instead of waiting in the backlog. */
+    if (s->o.uds_path) unlink(s->o.uds_path);
+}
+
+void iv_http_stop(iv_server *s)
+{
+    iv_http *h = s->http;
+    if (!h) return;
+    MHD_stop_daemon(h->daemon);
+    close(h->listen_fd);
+    if (s->o.uds_path && !h->quiesced) unlink(s->o.uds_path);
+    free(h);
+    s->http = NULL;
+}

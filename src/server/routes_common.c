@@ -1,0 +1,187 @@
+/* Health, metrics and the helpers shared by every flavour's routes. */
+#include "server/routes_common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <stdlib.h>
+#include "heads/scores.h"
+
+void iv_route_health(iv_req *r)
+{
+    iv_strbuf b;
+    iv_sb_init(&b);
+    if (!iv_server_healthy(r->srv)) {
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_UNHEALTHY, "unhealthy");
+        iv_req_fail(r, &e);
+        return;
+    }
+    /* TEI answers 200 with an empty body, Infinity {"unix": time}: this body serves both. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    iv_sb_printf(&b, "{\"unix\":%.6f}", (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+    iv_req_reply_json(r, &b);
+}
+
+void iv_route_metrics(iv_req *r)
+{
+    int queued = 0;
+    for (int i = 0; i < r->srv->n_models; i++) queued += iv_batcher_queue_size(r->srv->models[i].batcher);
+    iv_metrics_set(r->srv->metrics, "te_queue_size", queued);
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_metrics_render(r->srv->metrics, &b);
+    iv_req_reply(r, 200, "text/plain; version=0.0.4", &b);
+}
+
+int iv_route_input_opts(iv_req *r, int truncate, int left, const char *prompt_name, int use_prompt, iv_input_opts *o)
+{
+    *o = iv_input_opts_default();
+    o->truncate = truncate < 0 ? r->srv->o.auto_truncate : truncate;
+    o->truncate_left = left;
+    o->max_length = r->model->max_input_length;
+    if (!use_prompt) return 0;
+    if (!prompt_name) {
+        o->prompt = r->model->default_prompt;
+        return 0;
+    }
+    const iv_st_meta *meta = iv_engine_st_meta(r->model->engine);
+    o->prompt = iv_st_meta_prompt(meta, prompt_name);
+    if (o->prompt) return 0;
+    iv_api_error e;
+    if (meta->n_prompts == 0) {
+        iv_api_errorf(&e, IV_API_VALIDATION,
+                      "Input validation error: `prompt_name` is set to `%.200s` but no prompts were found in the "
+                      "Sentence Transformers configuration",
+                      prompt_name);
+    } else {
+        char names[512];
+        size_t off = 0;
+        for (int i = 0; i < meta->n_prompts && off < sizeof names; i++)
+            off += (size_t)snprintf(names + off, sizeof names - off, "%s\"%s\"", i ? ", " : "", meta->prompts[i].name);
+        iv_api_errorf(&e, IV_API_VALIDATION,
+                      "Input validation error: `prompt_name` is set to `%.200s` but it was not found in the Sentence "
+                      "Transformers prompts. Available prompts: [%s]",
+                      prompt_name, names);
+    }
+    iv_req_fail(r, &e);
+    return -1;
+}
+
+int iv_route_check_nonempty(iv_req *r, const char *what)
+{
+    iv_api_error e;
+    if (r->inputs.n == 0) {
+        iv_api_errorf(&e, IV_API_EMPTY, "`%s` cannot be empty", what);
+        if (r->flavour == IV_FLAVOUR_INFINITY) {
+            char loc[96];
+            snprintf(loc, sizeof loc, "\"body\",\"%s\"", what);
+            iv_api_error_shape(&e, loc, "too_short", "List should have at least 1 item after validation, not 0");
+        }
+        iv_req_fail(r, &e);
+        return -1;
+    }
+    /* TEI rejects an empty text; Infinity embeds it (its special tokens), as sentence-transformers does. */
+    const int texts_may_be_empty = r->flavour == IV_FLAVOUR_INFINITY;
+    for (int i = 0; i < r->inputs.n; i++) {
+        const iv_input *in = &r->inputs.items[i];
+        int empty = in->ids ? in->n_ids == 0
+                            : !texts_may_be_empty && in->text_len == 0 && (!in->pair || in->pair_len == 0);
+        if (empty) {
+            iv_api_errorf(&e, IV_API_EMPTY, "Input validation error: `inputs` cannot be empty");
+            iv_req_fail(r, &e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int iv_route_finish_embedding(iv_req *r, int i)
+{
+    iv_job_item *it = &r->job.items[i];
+    const int dim = r->job.cols;
+    int n = r->p.dimensions > 0 && r->p.dimensions < dim ? r->p.dimensions : dim;
+    if (r->p.normalize && !r->p.renormalize && n < dim) {
+        /* Infinity: normalise the full vector, then slice. */
+        iv_embedding_finish(it->out, dim, 0, 1);
+        return n;
+    }
+    return iv_embedding_finish(it->out, dim, n, r->p.normalize);
+}
+
+int iv_route_scores(iv_req *r, int i, int raw, int *order)
+{
+    float *s = r->job.items[i].out;
+    const int n = r->job.cols;
+    if (!raw) iv_scores_activate(s, n);
+    for (int k = 0; k < n; k++)
+        if (isnan(s[k])) {
+            iv_api_error e;
+            iv_api_errorf(&e, IV_API_BACKEND, "score is NaN");
+            iv_req_fail(r, &e);
+            return 1;
+        }
+    iv_scores_order(s, n, order);
+    return 0;
+}
+
+long long iv_route_job_tokens(const iv_req *r)
+{
+    long long t = 0;
+    for (int i = 0; i < r->job.n_items; i++) t += r->job.items[i].n_tokens;
+    return t;
+}
+
+void iv_route_usage(iv_strbuf *b, long long tokens)
+{
+    iv_sb_printf(b, "\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld}", tokens, tokens);
+}
+
+static int by_score_desc(const void *a, const void *b)
+{
+    const iv_rank *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? 1 : -1;
+    return x->index - y->index;
+}
+
+iv_rank *iv_rerank_ranks(iv_req *r)
+{
+    iv_rank *ranks = malloc((size_t)r->job.n_items * sizeof *ranks);
+    if (!ranks) {
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_INTERNAL, "out of memory");
+        iv_req_fail(r, &e);
+        return NULL;
+    }
+    for (int i = 0; i < r->job.n_items; i++) {
+        float s = r->job.items[i].out[0];
+        if (!r->p.raw_scores) s = iv_sigmoid(s);
+        if (isnan(s)) {
+            free(ranks);
+            iv_api_error e;
+            iv_api_errorf(&e, IV_API_BACKEND, "score is NaN");
+            iv_req_fail(r, &e);
+            return NULL;
+        }
+        ranks[i] = (iv_rank){i, s};
+    }
+    qsort(ranks, (size_t)r->job.n_items, sizeof *ranks, by_score_desc);
+    return ranks;
+}
+
+void iv_rerank_pairs(iv_req *r, const char *query)
+{
+    size_t ql = strlen(query), qchars = iv_utf8_count(query, ql);
+    for (int i = 0; i < r->inputs.n; i++) {
+        iv_input *in = &r->inputs.items[i];
+        in->pair = in->text;
+        in->pair_len = in->text_len;
+        in->text = query;
+        in->text_len = ql;
+        r->inputs.n_chars += qchars;
+    }
+    r->inputs.single = 0;
+}
+

@@ -1,0 +1,226 @@
+/* Server start and graceful stop: models in, HTTP out. */
+#include "server/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "engine/resolve.h"
+#include "base/log.h"
+#include "server/http.h"
+#include "server/request.h"
+
+void iv_server_opts_default(iv_server_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->hostname = "0.0.0.0";
+    o->port = 7997;
+    o->payload_limit = 2000000;
+    o->max_client_batch_size = 32;
+    o->max_concurrent_requests = 512;
+    o->max_batch_tokens = 16384;
+    o->auto_truncate = 1;
+}
+
+static int cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* --model-id to a checkpoint directory: a local directory, a Hugging Face
+ * cache entry, or a hub id downloaded into the cache. */
+static int model_directory(const iv_server_opts *o, const char *model_id, char *out, size_t cap, iv_err *err)
+{
+    iv_resolve_opts ro = {.revision = o->revision, .cache_dir = o->hub_cache};
+    if (iv_resolve_model(model_id, &ro, out, cap, err)) return iv_err_prefix(err, "cannot find %s: ", model_id);
+    return 0;
+}
+
+static char *dup_str(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The prompt applied when a request names none: --default-prompt,
+ * --default-prompt-name, else the checkpoint's default_prompt_name
+ * (sentence-transformers applies it too, and so does `infinity_v3 embed`). */
+static int default_prompt(iv_model_slot *m, const iv_server_opts *o, iv_err *err)
+{
+    const iv_st_meta *meta = iv_engine_st_meta(m->engine);
+    if (o->default_prompt) {
+        m->default_prompt = o->default_prompt;
+        return 0;
+    }
+    const char *name = o->default_prompt_name ? o->default_prompt_name : meta->default_prompt_name;
+    if (!name) return 0;
+    m->default_prompt = iv_st_meta_prompt(meta, name);
+    if (m->default_prompt) return 0;
+    if (meta->n_prompts == 0)
+        return iv_errf(err, IV_E_INVALID,
+                       "`default-prompt-name` is set to `%s` but no prompts were found in the Sentence Transformers "
+                       "configuration",
+                       name);
+    char names[512];
+    size_t off = 0;
+    for (int i = 0; i < meta->n_prompts && off < sizeof names; i++)
+        off += (size_t)snprintf(names + off, sizeof names - off, "%s\"%s\"", i ? ", " : "", meta->prompts[i].name);
+    return iv_errf(err, IV_E_INVALID,
+                   "`default-prompt-name` is set to `%s` but it was not found in the Sentence Transformers prompts. "
+                   "Available prompts: [%s]",
+                   name, names);
+}
+
+static void on_batch(void *ctx, int n_seqs, int64_t n_tokens, int64_t inference_ns)
+{
+    iv_metrics *m = ctx;
+    iv_metrics_observe(m, "te_batch_next_size", n_seqs);
+    iv_metrics_observe(m, "te_batch_next_tokens", (double)n_tokens);
+    iv_metrics_observe(m, "te_batch_inference_duration", (double)inference_ns * 1e-9);
+}
+
+static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec, iv_err *err)
+{
+    char dir[4096];
+    if (model_directory(&s->o, spec->model_id, dir, sizeof dir, err)) return -1;
+    m->model_id = dup_str(spec->model_id);
+    m->model_dir = dup_str(dir);
+    m->served_name = dup_str(spec->served_name ? spec->served_name : spec->model_id);
+    IV_INFO("loading %s", spec->model_id);
+    if (iv_engine_load(&m->engine, dir, &s->o.engine, err)) return iv_err_prefix(err, "loading %s: ", spec->model_id);
+    m->caps = iv_engine_capabilities(m->engine);
+    m->num_labels = iv_engine_num_labels(m->engine);
+    const int base = iv_engine_max_input_length(m->engine);
+    m->max_input_length = base;
+    if (base > s->o.max_batch_tokens) {
+        if (!s->o.auto_truncate)
+            return iv_errf(err, IV_E_INVALID,
+                           "The maximum input length is `%d` which exceeds `--max-batch-tokens=%d`. Either increase "
+                           "`--max-batch-tokens` to at least `%d`, or set `--auto-truncate true` so that regardless "
+                           "the maximum input length, those are truncated to `%d` tokens.",
+                           base, s->o.max_batch_tokens, base, s->o.max_batch_tokens);
+        IV_WARN("%s: the maximum input length %d exceeds --max-batch-tokens=%d; inputs will be truncated to %d tokens",
+                spec->model_id, base, s->o.max_batch_tokens, s->o.max_batch_tokens);
+        m->max_input_length = s->o.max_batch_tokens;
+    }
+    if (default_prompt(m, &s->o, err)) return iv_err_prefix(err, "%s: ", spec->model_id);
+    iv_batcher_opts bo = {
+        .max_batch_tokens = s->o.max_batch_tokens,
+        .max_batch_requests = s->o.max_batch_requests,
+        .max_concurrent = s->o.max_concurrent_requests,
+        .tokenization_workers = s->o.tokenization_workers,
+        .max_input_length = m->max_input_length,
+        .on_batch = on_batch,
+        .on_batch_ctx = s->metrics,
+    };
+    if (iv_batcher_start(&m->batcher, m->engine, &bo, err)) return -1;
+    char routes[256];
+    iv_model_routes(m, routes, sizeof routes);
+    IV_INFO("model %s served as \"%s\": %s, max input length %d, serves %s", spec->model_id, m->served_name,
+            iv_engine_architecture(m->engine), m->max_input_length, routes);
+    return 0;
+}
+
+static void free_models(iv_server *s)
+{
+    for (int i = 0; i < s->n_models; i++) {
+        iv_model_slot *m = &s->models[i];
+        iv_batcher_stop(m->batcher);
+        iv_engine_free(m->engine);
+        free(m->model_id);
+        free(m->model_dir);
+        free(m->served_name);
+    }
+    free(s->models);
+    s->models = NULL;
+    s->n_models = 0;
+}
+
+int iv_server_start(iv_server **out, const iv_server_opts *o, const iv_model_spec *models, int n_models, iv_err *err)
+{
+    *out = NULL;
+    if (n_models <= 0) return iv_errf(err, IV_E_INVALID, "--model-id is required");
+    if (o->default_prompt && o->default_prompt_name)
+        return iv_errf(err, IV_E_INVALID, "--default-prompt and --default-prompt-name cannot be used together");
+    for (int i = 0; i < n_models; i++)
+        for (int j = 0; j < i; j++) {
+            const char *a = models[i].served_name ? models[i].served_name : models[i].model_id;
+            const char *b = models[j].served_name ? models[j].served_name : models[j].model_id;
+            if (!strcmp(a, b)) return iv_errf(err, IV_E_INVALID, "two models are served as \"%s\"", a);
+        }
+    iv_server *s = calloc(1, sizeof *s);
+    if (!s) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    s->o = *o;
+    if (s->o.tokenization_workers <= 0) {
+        int w = cores() - 1;
+        s->o.tokenization_workers = w < 1 ? 1 : w > 64 ? 64 : w;
+    }
+    if (s->o.http_threads <= 0) {
+        int t = cores();
+        s->o.http_threads = t < 2 ? 2 : t > 8 ? 8 : t;
+    }
+    s->models = calloc((size_t)n_models, sizeof *s->models);
+    s->metrics = iv_metrics_new(0);
+    if (!s->models || !s->metrics) {
+        iv_server_stop(s);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_models; i++) {
+        s->n_models = i + 1;
+        if (load_model(s, &s->models[i], &models[i], err)) {
+            iv_server_stop(s);
+            return -1;
+        }
+    }
+    /* te_request_input_length buckets reach the largest limit served. */
+    int longest = 0;
+    for (int i = 0; i < n_models; i++)
+        if (s->models[i].max_input_length > longest) longest = s->models[i].max_input_length;
+    iv_metrics_set_max_input_length(s->metrics, longest);
+    if (iv_http_start(s, err)) {
+        iv_server_stop(s);
+        return -1;
+    }
+    IV_INFO("Ready: listening on %s", s->listen_desc);
+    *out = s;
+    return 0;
+}
+
+void iv_server_stop(iv_server *s)
+{
+    if (!s) return;
+    atomic_store(&s->draining, 1);
+    if (s->http) {
+        IV_INFO("shutting down: no new connections, finishing %d accepted requests", atomic_load(&s->live_requests));
+        iv_http_quiesce(s);
+        /* Every accepted request gets its response; a request counts from its
+         * first byte to the end of its response. Two quiet checks in a row
+         * cover a request whose headers were arriving during the first. */
+        int quiet = 0;
+        while (quiet < 2) {
+            struct timespec ts = {0, 20 * 1000000};
+            nanosleep(&ts, NULL);
+            quiet = atomic_load(&s->live_requests) == 0 ? quiet + 1 : 0;
+        }
+        iv_http_stop(s);
+    }
+    free_models(s);
+    iv_metrics_free(s->metrics);
+    free(s);
+}
+
+iv_model_slot *iv_server_find_model(iv_server *s, const char *name)
+{
+    if (s->n_models == 1 || !name) return &s->models[0];
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].served_name, name)) return &s->models[i];
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].model_id, name)) return &s->models[i];
+    return NULL;
+}
+
+int iv_server_healthy(iv_server *s)
+{
+    if (atomic_load(&s->draining)) return 0;
+    for (int i = 0; i < s->n_models; i++)
+        if (iv_batcher_unhealthy(s->models[i].batcher)) return 0;
+    return 1;
+}

@@ -1,0 +1,78 @@
+/* The HTTP server: loaded models (each with its batcher), options, metrics
+ * and the libmicrohttpd daemon. `infinity_v3 serve` fills iv_server_opts
+ * from its flags, starts the server and stops it on SIGTERM. */
+#ifndef IV_SERVER_SERVER_H
+#define IV_SERVER_SERVER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include "engine/batcher.h"
+#include "server/metrics.h"
+
+#define IV_SERVER_VERSION "0.1.0"
+
+typedef struct iv_model_slot {
+    char *model_id;           /* as given on the command line */
+    char *model_dir;          /* resolved checkpoint directory */
+    char *served_name;        /* what `model` fields select; defaults to model_id */
+    iv_engine *engine;
+    iv_batcher *batcher;
+    const char *default_prompt; /* prepended when a request names no prompt, or NULL */
+    int max_input_length;     /* tokens, after --max-batch-tokens clamping */
+    unsigned caps;            /* IV_CAN bits */
+    int num_labels;
+} iv_model_slot;
+
+typedef struct iv_model_spec {
+    const char *model_id;
+    const char *served_name;  /* NULL: model_id */
+} iv_model_spec;
+
+typedef struct iv_server_opts {
+    const char *hostname;     /* "0.0.0.0" */
+    int port;                 /* 7997; 0 picks a free port (logged) */
+    const char *uds_path;     /* listen on a Unix socket instead of TCP */
+    size_t payload_limit;     /* 2,000,000 bytes */
+    const char *api_key;      /* NULL: no authentication */
+    int max_client_batch_size;   /* 32 */
+    int max_concurrent_requests; /* 512 */
+    int max_batch_tokens;        /* 16384 */
+    int max_batch_requests;      /* 0: none */
+    int tokenization_workers;    /* 0: cores - 1, clamped to 1..64 */
+    int auto_truncate;           /* 1 */
+    const char *default_prompt_name;
+    const char *default_prompt;
+    int http_threads;            /* 0: min(cores, 8), at least 2 */
+    const char *revision;        /* hub revision for every --model-id (NULL: main) */
+    const char *hub_cache;       /* hub cache root (NULL: HF_HUB_CACHE / HF_HOME/hub / default) */
+    iv_engine_opts engine;
+} iv_server_opts;
+
+void iv_server_opts_default(iv_server_opts *o);
+
+typedef struct iv_http iv_http;
+
+typedef struct iv_server {
+    iv_server_opts o;
+    int n_models;
+    iv_model_slot *models;
+    iv_metrics *metrics;
+    iv_http *http;
+    atomic_int draining;      /* SIGTERM received: /health answers 503, no keep-alive */
+    atomic_int live_requests; /* requests between their first byte and their response's end */
+    char listen_desc[256];    /* "127.0.0.1:7997" or "unix:/path" */
+} iv_server;
+
+/* Loads every model, starts their batchers and the HTTP listener. */
+int iv_server_start(iv_server **out, const iv_server_opts *o, const iv_model_spec *models, int n_models,
+                    iv_err *err);
+/* Graceful stop: stop accepting, finish every accepted request, free. */
+void iv_server_stop(iv_server *s);
+
+/* The model a request names (served name, or model id); NULL name: the first.
+ * With a single model any name is accepted (as TEI and Infinity do). */
+iv_model_slot *iv_server_find_model(iv_server *s, const char *name);
+/* 1 while every batcher is healthy and the server is not draining. */
+int iv_server_healthy(iv_server *s);
+
+#endif

@@ -1,0 +1,499 @@
+/* Operating the server: API keys, Unix sockets, prompts, overload (429),
+ * clients that hang up, graceful SIGTERM, and equality with the offline CLI. */
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/strbuf.h"
+#include "server_harness.h"
+#include "test.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static double metric(const srv *s, const char *series)
+{
+    http_resp r;
+    double v = -1;
+    if (http_get(s, "/metrics", &r) == 0 && r.status == 200) v = metric_value(r.body, series);
+    http_resp_free(&r);
+    return v;
+}
+
+TEST(srv_api_key)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--api-key", "s3cret", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    /* Public: health and metrics. */
+    REQUIRE(http_get(&s, "/health", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    REQUIRE(http_get(&s, "/metrics", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    /* TEI: bare 401. */
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":\"a\"}", &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    CHECK_EQ_INT(r.len, 0);
+    http_resp_free(&r);
+    REQUIRE(http_get(&s, "/info", &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    const char *wrong[] = {"Content-Type: application/json", "Authorization: Bearer s3cretX", NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, wrong, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    const char *prefix[] = {"Content-Type: application/json", "Authorization: Bearer s3cre", NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, prefix, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    const char *basic[] = {"Content-Type: application/json", "Authorization: s3cret", NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, basic, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    /* Infinity: FastAPI's body and challenge. */
+    REQUIRE(http_post(&s, "/embeddings", "{\"input\":\"a\"}", &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    CHECK_STR(r.body, "{\"detail\":\"Unauthorized\"}");
+    char v[64];
+    CHECK_STR(http_header(&r, "WWW-Authenticate", v, sizeof v), "Bearer");
+    http_resp_free(&r);
+    /* The right key. */
+    const char *good[] = {"Content-Type: application/json", "Authorization: Bearer s3cret", NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, good, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    REQUIRE(http_do(&s, "GET", "/models", NULL, 0, good, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+TEST(srv_unix_socket)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/iv_srv_test_%d.sock", (int)getpid());
+    srv s;
+    const char *args[] = {"--model-id", dir, "--uds-path", path, "--json-output", "--log-level", "debug", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && S_ISSOCK(st.st_mode));
+    http_resp r;
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[[101,154,102]]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetArrayItem(r.json, 0)), 32);
+    http_resp_free(&r);
+    /* --json-output: every log line is one JSON object; requests are logged at debug. */
+    char *log = srv_log(&s);
+    int lines = 0, request_logged = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        CHECK_MSG(j && cJSON_IsString(cJSON_GetObjectItem(j, "level")) &&
+                      cJSON_IsString(cJSON_GetObjectItem(j, "message")) &&
+                      cJSON_IsString(cJSON_GetObjectItem(j, "timestamp")),
+                  "log line is not a JSON record: %s", line);
+        if (j && strstr(jstr(j, "message"), "POST /embed 200")) request_logged = 1;
+        cJSON_Delete(j);
+        lines++;
+    }
+    CHECK(lines >= 3);
+    CHECK(request_logged);
+    free(log);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+    CHECK(stat(path, &st) != 0); /* removed on shutdown */
+}
+
+/* A copy of a fixture (symlinks) whose sentence-transformers config has real prompts. */
+static int prompt_model(const char *src, char *dir, size_t cap)
+{
+    char abs[PATH_MAX];
+    if (!realpath(src, abs)) return -1;
+    snprintf(dir, cap, "/tmp/iv_srv_prompts_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                           "modules.json", "sentence_bert_config.json", "1_Pooling", "2_Normalize"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char from[PATH_MAX + 64], to[PATH_MAX + 64];
+        snprintf(from, sizeof from, "%s/%s", abs, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        if (symlink(from, to)) return -1;
+    }
+    char cfg[PATH_MAX + 64];
+    snprintf(cfg, sizeof cfg, "%s/config_sentence_transformers.json", dir);
+    FILE *f = fopen(cfg, "w");
+    if (!f) return -1;
+    fputs("{\"prompts\":{\"query\":\"query: \",\"passage\":\"passage: \"},\"default_prompt_name\":null,"
+          "\"similarity_fn_name\":\"cosine\"}",
+          f);
+    fclose(f);
+    return 0;
+}
+
+static void remove_prompt_model(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) fprintf(stdout, "    could not remove %s\n", dir);
+}
+
+static float *embed_one(const srv *s, const char *path, const char *body, int *n)
+{
+    http_resp r;
+    *n = 0;
+    if (http_post(s, path, body, &r) || r.status != 200) {
+        fprintf(stdout, "    %s %s -> %ld %s\n", path, body, r.status, r.body);
+        http_resp_free(&r);
+        return NULL;
+    }
+    const cJSON *v = cJSON_GetArrayItem(r.json, 0);
+    if (cJSON_IsObject(cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "data"), 0)))
+        v = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "data"), 0), "embedding");
+    float *out = json_floats(v, n);
+    http_resp_free(&r);
+    return out;
+}
+
+TEST(srv_prompts)
+{
+    const char *src = srv_fixture("bert");
+    if (!src) return;
+    char dir[128];
+    REQUIRE(prompt_model(src, dir, sizeof dir) == 0);
+    srv s;
+    int n, m;
+    const char *args[] = {"--model-id", dir, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    float *plain = embed_one(&s, "/embed", "{\"inputs\":\"what is up\"}", &n);
+    float *named = embed_one(&s, "/embed", "{\"inputs\":\"what is up\",\"prompt_name\":\"query\"}", &n);
+    float *spelled = embed_one(&s, "/embed", "{\"inputs\":\"query: what is up\"}", &m);
+    REQUIRE(plain && named && spelled && n == m);
+    CHECK(iv_test_max_abs_diff(named, spelled, n) <= 1e-6);
+    CHECK(iv_test_max_abs_diff(named, plain, n) > 1e-3);
+    free(plain);
+    free(named);
+    /* /tokenize applies the prompt too; offsets refer to the prompted text. */
+    http_resp r;
+    REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":\"hi\",\"prompt_name\":\"passage\",\"add_special_tokens\":false}",
+                      &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    const cJSON *toks = cJSON_GetArrayItem(r.json, 0);
+    const cJSON *last = cJSON_GetArrayItem(toks, cJSON_GetArraySize(toks) - 1);
+    CHECK_EQ_INT(jint(last, "stop"), (int)strlen("passage: hi"));
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+
+    /* --default-prompt-name applies to requests naming no prompt, on every embedding route. */
+    const char *def[] = {"--model-id", dir, "--default-prompt-name", "query", NULL};
+    REQUIRE(srv_start(&s, def) == 0);
+    float *d1 = embed_one(&s, "/embed", "{\"inputs\":\"what is up\"}", &n);
+    float *d2 = embed_one(&s, "/v1/embeddings", "{\"input\":\"what is up\"}", &m);
+    REQUIRE(d1 && d2 && n == m);
+    CHECK(iv_test_max_abs_diff(d1, spelled, n) <= 1e-6);
+    CHECK(iv_test_max_abs_diff(d2, spelled, n) <= 1e-6);
+    free(d1);
+    free(d2);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+    /* --default-prompt gives the text itself. */
+    const char *text[] = {"--model-id", dir, "--default-prompt", "query: ", NULL};
+    REQUIRE(srv_start(&s, text) == 0);
+    d1 = embed_one(&s, "/embeddings", "{\"input\":\"what is up\"}", &n);
+    REQUIRE(d1);
+    CHECK(iv_test_max_abs_diff(d1, spelled, n) <= 1e-6);
+    free(d1);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+    /* An unknown default prompt name stops the start with TEI's message. */
+    const char *bad[] = {"--model-id", dir, "--default-prompt-name", "nope", NULL};
+    CHECK(srv_start_quiet(&s, bad) != 0);
+    char *log = srv_log(&s);
+    CHECK_CONTAINS(log, "`default-prompt-name` is set to `nope` but it was not found in the Sentence Transformers "
+                        "prompts. Available prompts: [");
+    free(log);
+    srv_stop(&s);
+    free(spelled);
+    remove_prompt_model(dir);
+}
+
+TEST(srv_overloaded_429)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "2", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    /* Permits are per input (TEI): three inputs can never fit in two. */
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\",\"b\",\"c\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_STR(r.body, "{\"error\":\"Model is overloaded\",\"error_type\":\"Overloaded\"}");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/v1/embeddings", "{\"input\":[\"a\",\"b\",\"c\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_STR(r.body, "{\"message\":\"Model is overloaded\",\"code\":429,\"type\":\"Overloaded\"}");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/embeddings", "{\"input\":[\"a\",\"b\",\"c\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_CONTAINS(r.body, "is currently overloaded\",\"type\":null,\"param\":null,\"code\":429}}");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\",\"b\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    CHECK_EQ_INT(metric(&s, "te_request_failure{err=\"overloaded\"}"), 3);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+/* n texts of `words` words: a request that keeps the model busy for a while. */
+static char *heavy_request(const char *key, int n, int words)
+{
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_printf(&b, "{\"%s\":[", key);
+    for (int i = 0; i < n; i++) {
+        iv_sb_puts(&b, i ? ",\"" : "\"");
+        for (int w = 0; w < words; w++) iv_sb_printf(&b, "%sword%d", w ? " " : "", (i * 7 + w) % 50);
+        iv_sb_putc(&b, '"');
+    }
+    iv_sb_puts(&b, "]}");
+    return b.data;
+}
+
+typedef struct call {
+    const srv *s;
+    const char *path;
+    char *body;
+    long status;
+} call;
+
+static void *do_call(void *arg)
+{
+    call *c = arg;
+    http_resp r;
+    c->status = http_post(c->s, c->path, c->body, &r) == 0 ? r.status : -1;
+    http_resp_free(&r);
+    return NULL;
+}
+
+TEST(srv_client_disconnect_frees_permits)
+{
+    const char *dir = srv_minilm();
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "40", "--max-client-batch-size", "40", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    /* A: keeps the engine busy. */
+    call a = {&s, "/embed", heavy_request("inputs", 12, 120), 0};
+    pthread_t ta;
+    pthread_create(&ta, NULL, do_call, &a);
+    while (metric(&s, "te_embed_count") < 12) sleep_ms(5);
+    /* B: 8 inputs queued behind A, whose client hangs up at once. */
+    char *b = heavy_request("inputs", 8, 20);
+    iv_strbuf req;
+    iv_sb_init(&req);
+    iv_sb_printf(&req, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(b), b);
+    char *reply = raw_exchange(&s, req.data, req.len, 0);
+    free(reply);
+    iv_sb_free(&req);
+    free(b);
+    pthread_join(ta, NULL);
+    CHECK_EQ_INT(a.status, 200);
+    /* B's inputs were skipped, not run, and its 8 permits came back: a
+     * request needing all 40 permits succeeds. */
+    double dropped = -1;
+    for (int i = 0; i < 200 && dropped < 1; i++) {
+        dropped = metric(&s, "te_request_failure{err=\"dropped\"}");
+        if (dropped < 1) sleep_ms(10);
+    }
+    CHECK_EQ_INT(dropped, 1);
+    char *full = heavy_request("inputs", 40, 3);
+    http_resp r;
+    REQUIRE(http_post(&s, "/embed", full, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    free(full);
+    free(a.body);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+TEST(srv_sigterm_finishes_accepted_requests)
+{
+    const char *dir = srv_minilm();
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--max-client-batch-size", "64", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_client *keep = http_client_new(&s);
+    http_resp r;
+    REQUIRE(http_client_get(keep, "/health", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    enum { N = 4 };
+    call calls[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        calls[i] = (call){&s, i % 2 ? "/v1/embeddings" : "/embed", heavy_request(i % 2 ? "input" : "inputs", 8, 60), 0};
+        pthread_create(&th[i], NULL, do_call, &calls[i]);
+    }
+    /* Every request is accepted (its inputs counted) before the signal. */
+    while (metric(&s, "te_embed_count") < N * 8) sleep_ms(5);
+    kill(s.pid, SIGTERM);
+    /* While draining, /health says so on an open connection (once the signal landed). */
+    for (int i = 0; i < 100; i++) {
+        REQUIRE(http_client_get(keep, "/health", &r) == 0);
+        if (r.status != 200) break;
+        http_resp_free(&r);
+        sleep_ms(5);
+    }
+    CHECK_EQ_INT(r.status, 503);
+    CHECK_STR(r.body, "{\"error\":\"unhealthy\",\"error_type\":\"Unhealthy\"}");
+    http_resp_free(&r);
+    http_client_free(keep);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(calls[i].status, 200);
+        free(calls[i].body);
+    }
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+/* Runs the offline CLI on lines and returns its stdout. */
+static char *run_cli(const char *cmd, const char *dir, const char *lines)
+{
+    char in[] = "/tmp/iv_srv_cli_XXXXXX";
+    int fd = mkstemp(in);
+    if (fd < 0) return NULL;
+    if (write(fd, lines, strlen(lines)) != (ssize_t)strlen(lines)) {
+        close(fd);
+        return NULL;
+    }
+    close(fd);
+    char sh[2048];
+    snprintf(sh, sizeof sh, "'%s' %s --model-id '%s' < %s", iv_test_binary(), cmd, dir, in);
+    FILE *p = popen(sh, "r");
+    iv_strbuf b;
+    iv_sb_init(&b);
+    char chunk[4096];
+    size_t n;
+    while (p && (n = fread(chunk, 1, sizeof chunk, p)) > 0) iv_sb_append(&b, chunk, n);
+    if (p) pclose(p);
+    unlink(in);
+    return b.data;
+}
+
+/* Line i of the CLI output as a JSON value. */
+static cJSON *cli_line(const char *out, int i)
+{
+    const char *p = out;
+    for (int k = 0; k < i && p; k++) {
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    if (!p) return NULL;
+    const char *end = strchr(p, '\n');
+    return cJSON_ParseWithLength(p, end ? (size_t)(end - p) : strlen(p));
+}
+
+TEST(srv_matches_cli)
+{
+    const char *bert = srv_fixture("bert"), *cls = srv_fixture("bert_seqcls3");
+    if (!bert || !cls) return;
+    const char *minilm = srv_minilm(); /* optional: text through the real tokenizer */
+    const char *texts[] = {"The quick brown fox jumps over the lazy dog.", "hello", "Embeddings, served in C!"};
+    /* Fixture: token ids; MiniLM: texts. */
+    const char *lines_ids = "[101,154,102]\n[101,107,152,152,116,159,109,139,128,154,102]\n[101,102]\n";
+    char *cli = run_cli("embed", bert, lines_ids);
+    REQUIRE(cli);
+    srv s;
+    const char *args[] = {"--model-id", bert, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[[101,154,102],[101,107,152,152,116,159,109,139,128,154,102],[101,102]]}",
+                      &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    for (int i = 0; i < 3; i++) {
+        cJSON *line = cli_line(cli, i);
+        int n, m;
+        float *a = json_floats(line, &n), *b = json_floats(cJSON_GetArrayItem(r.json, i), &m);
+        CHECK(n == 32 && n == m);
+        CHECK_MSG(iv_test_max_abs_diff(a, b, n) <= 1e-6, "input %d: CLI and server differ by %g", i,
+                  iv_test_max_abs_diff(a, b, n));
+        free(a);
+        free(b);
+        cJSON_Delete(line);
+    }
+    http_resp_free(&r);
+    free(cli);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+
+    /* predict: the CLI's [text, pair] lines against /predict. */
+    cli = run_cli("predict", cls, "good day\n[\"good day\", \"bad night\"]\n");
+    REQUIRE(cli);
+    const char *cargs[] = {"--model-id", cls, NULL};
+    REQUIRE(srv_start(&s, cargs) == 0);
+    REQUIRE(http_post(&s, "/predict", "{\"inputs\":[[\"good day\"],[\"good day\",\"bad night\"]]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    for (int i = 0; i < 2; i++) {
+        cJSON *line = cli_line(cli, i);
+        REQUIRE(line);
+        for (int k = 0; k < 3; k++) {
+            const cJSON *a = cJSON_GetArrayItem(line, k), *b = cJSON_GetArrayItem(cJSON_GetArrayItem(r.json, i), k);
+            CHECK_STR(jstr(a, "label"), jstr(b, "label"));
+            CHECK(fabs(jnum(a, "score") - jnum(b, "score")) <
+                  1e-6);
+        }
+        cJSON_Delete(line);
+    }
+    http_resp_free(&r);
+    free(cli);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+
+    if (!minilm) return;
+    iv_strbuf lines, body;
+    iv_sb_init(&lines);
+    iv_sb_init(&body);
+    iv_sb_puts(&body, "{\"input\":[");
+    for (int i = 0; i < 3; i++) {
+        iv_sb_printf(&lines, "%s\n", texts[i]);
+        iv_sb_printf(&body, "%s\"%s\"", i ? "," : "", texts[i]);
+    }
+    iv_sb_puts(&body, "]}");
+    cli = run_cli("embed", minilm, lines.data);
+    REQUIRE(cli);
+    const char *margs[] = {"--model-id", minilm, NULL};
+    REQUIRE(srv_start(&s, margs) == 0);
+    REQUIRE(http_post(&s, "/v1/embeddings", body.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    for (int i = 0; i < 3; i++) {
+        cJSON *line = cli_line(cli, i);
+        int n, m;
+        float *a = json_floats(line, &n);
+        float *b = json_floats(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "data"), i), "embedding"),
+                               &m);
+        CHECK(n == 384 && n == m);
+        CHECK_MSG(iv_test_max_abs_diff(a, b, n) <= 1e-6, "text %d: CLI and server differ by %g", i,
+                  iv_test_max_abs_diff(a, b, n));
+        free(a);
+        free(b);
+        cJSON_Delete(line);
+    }
+    http_resp_free(&r);
+    free(cli);
+    iv_sb_free(&lines);
+    iv_sb_free(&body);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
