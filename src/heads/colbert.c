@@ -88,6 +88,7 @@ static int cmp_i32(const void *a, const void *b)
 
 static void sort_skiplist(iv_colbert *c)
 {
+    if (!c->n_skip) return; /* skip may be NULL: qsort wants a real array */
     qsort(c->skip, (size_t)c->n_skip, sizeof *c->skip, cmp_i32);
     int n = 0;
     for (int i = 0; i < c->n_skip; i++)
@@ -274,7 +275,7 @@ int iv_colbert_key_mask(const iv_colbert *c, const int32_t *ids, int len, uint8_
 static int skipped(const iv_colbert *c, int32_t id)
 {
     if (id == c->pad_id) return 1;
-    return bsearch(&id, c->skip, (size_t)c->n_skip, sizeof *c->skip, cmp_i32) != NULL;
+    return c->n_skip && bsearch(&id, c->skip, (size_t)c->n_skip, sizeof *c->skip, cmp_i32) != NULL;
 }
 
 int iv_colbert_apply(const iv_colbert *c, const iv_ops *ops, const iv_batch *b, const float *hidden, int H,
