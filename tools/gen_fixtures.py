@@ -23,13 +23,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import common, real_minilm, synthetic, synthetic_deberta, synthetic_decoders, synthetic_enc, verify  # noqa: E402
+from fixtures import (common, real_minilm, synthetic, synthetic_colbert, synthetic_deberta,  # noqa: E402
+                      synthetic_decoders, synthetic_enc, verify)
 
 # Fixture groups: (SPECS, build(spec, root), verify(spec, root)) of each generator module.
 GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
           (synthetic_decoders.SPECS, synthetic_decoders.build, synthetic_decoders.verify),
           (synthetic_enc.SPECS, synthetic_enc.build, synthetic_enc.verify),
-          (synthetic_deberta.SPECS, synthetic_deberta.build, synthetic_deberta.verify)]
+          (synthetic_deberta.SPECS, synthetic_deberta.build, synthetic_deberta.verify),
+          (synthetic_colbert.SPECS, synthetic_colbert.build, synthetic_colbert.verify)]
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")
