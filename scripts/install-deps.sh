@@ -12,3 +12,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+
+# The official OpenAI Python client, used by the integration test that talks
+# to the server the way OpenAI users do (tests/integration: srv_openai_python_client).
+if ! python3 -c "import openai" 2>/dev/null; then
+  python3 -m pip install -q openai 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages openai ||
+    echo "warning: could not install the openai package; its client test will be skipped" >&2
+fi
