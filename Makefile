@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz fuzz-bins bench-ops
+.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -86,6 +86,13 @@ bench-ops: $(BUILD)/bench_ops
 	$(BUILD)/bench_ops
 
 $(BUILD)/bench_ops: $(BUILD)/bench/bench_ops.o $(BUILD)/libiv.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# CPU int8 vs FP32: the linear op per kernel and MiniLM end to end (bench/bench_int8.c).
+bench-int8: $(BUILD)/bench_int8
+	$(BUILD)/bench_int8
+
+$(BUILD)/bench_int8: $(BUILD)/bench/bench_int8.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 clean:

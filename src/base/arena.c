@@ -65,15 +65,8 @@ void iv_arena_reset(iv_arena *a)
         a->used_total = 0;
         return;
     }
-    while (b) {
-        iv_arena_block *next = b->next;
-        free(b->mem);
-        free(b);
-        b = next;
-    }
-    a->head = NULL;
+    iv_arena_free(a);
     if (want) a->head = new_block(want < IV_ARENA_MIN_BLOCK ? IV_ARENA_MIN_BLOCK : want);
-    a->used_total = 0;
 }
 
 void iv_arena_free(iv_arena *a)

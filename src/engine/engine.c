@@ -10,11 +10,14 @@
 #include <string.h>
 #include "base/arena.h"
 #include "base/file.h"
+#include "base/log.h"
 #include "heads/pooling.h"
 #include "heads/st_dense.h"
 #include "heads/task_heads.h"
 #include "models/lm_score_head.h"
 #include "models/model.h"
+#include "models/quantize.h"
+#include "ops/cpu/int8_ops.h"
 
 struct iv_engine {
     iv_model *model;
@@ -30,14 +33,17 @@ struct iv_engine {
     pthread_mutex_t lock;
 };
 
+/* CPU: float32, or int8 (large linear weights quantized at load, see
+ * models/quantize.h; the int8 table runs both kinds of weights). */
 static const iv_ops *pick_ops(const iv_engine_opts *o, iv_err *err)
 {
     const char *dev = o && o->device ? o->device : "cpu";
     const char *dt = o && o->dtype ? o->dtype : "float32";
     if (strcmp(dev, "cpu") != 0)
         return iv_errf(err, IV_E_UNSUPPORTED, "device \"%s\" is not available in this build (use cpu)", dev), NULL;
+    if (!strcmp(dt, "int8")) return iv_cpu_int8_ops();
     if (strcmp(dt, "float32") != 0)
-        return iv_errf(err, IV_E_UNSUPPORTED, "dtype \"%s\" is not supported on cpu (use float32)", dt), NULL;
+        return iv_errf(err, IV_E_UNSUPPORTED, "dtype \"%s\" is not supported on cpu (use float32 or int8)", dt), NULL;
     return iv_cpu_ops();
 }
 
@@ -68,6 +74,17 @@ static int causal_lm_rerank(iv_engine *e, const char *spec, iv_err *err)
     return iv_model_token_score_head(e->model, ids[0], ids[1], err);
 }
 
+static int quantize_if_int8(iv_model *m, iv_err *err)
+{
+    if (m->ops != iv_cpu_int8_ops()) return 0;
+    iv_quant_stats st;
+    if (iv_model_quantize_int8(m, &st, err)) return -1;
+    IV_INFO("int8: quantized %d weight tensors (%.1f MiB -> %.1f MiB, kernel %s)%s", st.tensors,
+            (double)st.f32_bytes / 1048576.0, (double)st.int8_bytes / 1048576.0,
+            iv_int8_kernel_name(iv_int8_kernel_active()), st.kept_f32 ? "; some too wide, kept float32" : "");
+    return 0;
+}
+
 static unsigned derive_capabilities(const iv_engine *e)
 {
     const iv_model *m = e->model;
@@ -91,6 +108,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     pthread_mutex_init(&e->lock, NULL);
     iv_arena_init(&e->arena);
     if (iv_model_load(&e->model, model_dir, ops, err)) goto fail;
+    if (quantize_if_int8(e->model, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
     e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
     const int H = e->model->block.hidden;

@@ -24,7 +24,7 @@ typedef enum iv_task {
 
 typedef struct iv_engine_opts {
     const char *device;   /* "cpu" (default) */
-    const char *dtype;    /* "float32" (default on CPU) */
+    const char *dtype;    /* "float32" (default on CPU) or "int8" (CPU, models/quantize.h) */
     int max_batch_tokens; /* 0: engine default */
     int pooling_override; /* iv_pool_mode or 0 */
     /* "yes,no": score a *ForCausalLM checkpoint as a 1-label reranker,

@@ -102,6 +102,20 @@ int iv_load_encoder_layer_weights_routed(iv_model *m, const iv_encoder_names *nm
     return 0;
 }
 
+int iv_load_bert_embeddings(iv_model *m, unsigned tables, iv_err *err)
+{
+    const int64_t H = m->cfg.hidden_size;
+    iv_embed_spec *e = &m->embed;
+    if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err)) return -1;
+    if ((tables & IV_EMBED_POSITIONS) &&
+        iv_ld_table(m, "embeddings.position_embeddings.weight", H, 1, &e->position, err))
+        return -1;
+    if ((tables & IV_EMBED_TOKEN_TYPES) &&
+        iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 0, &e->token_type, err))
+        return -1;
+    return iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err);
+}
+
 int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
 {
     if (iv_encoder_block_spec(m, err)) return -1;

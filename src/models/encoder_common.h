@@ -17,6 +17,15 @@ typedef struct iv_encoder_names {
     int first_attn_norm_absent;       /* layer 0 has no attn_norm (ModernBERT) */
 } iv_encoder_names;
 
+/* Which of the optional tables iv_load_bert_embeddings reads. */
+enum { IV_EMBED_POSITIONS = 1, IV_EMBED_TOKEN_TYPES = 2 };
+/* BERT-style embeddings (under m->prefix): embeddings.word_embeddings
+ * [V, H]; with IV_EMBED_POSITIONS embeddings.position_embeddings [P, H];
+ * with IV_EMBED_TOKEN_TYPES embeddings.token_type_embeddings [T, H] when the
+ * file has it; then embeddings.LayerNorm. Positions stay 0..L-1 (the
+ * default pos_mode) for the family to change. */
+int iv_load_bert_embeddings(iv_model *m, unsigned tables, iv_err *err);
+
 /* Fills m->block (post-norm LayerNorm, non-gated MLP, act from config) and
  * m->layers from the names. Requires m->cfg fields and m->prefix. */
 int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *names, iv_err *err);

@@ -30,18 +30,12 @@ static const char *const k_archs[] = {
 
 static int load_embeddings(iv_model *m, int roberta, iv_err *err)
 {
-    const iv_hf_config *c = &m->cfg;
-    const int64_t H = c->hidden_size;
-    iv_embed_spec *e = &m->embed;
-    if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err) ||
-        iv_ld_table(m, "embeddings.position_embeddings.weight", H, 1, &e->position, err) ||
-        iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 0, &e->token_type, err))
-        return -1;
+    if (iv_load_bert_embeddings(m, IV_EMBED_POSITIONS | IV_EMBED_TOKEN_TYPES, err)) return -1;
     if (roberta) {
-        e->pos_mode = IV_POS_PADDING_IDX;
-        e->padding_idx = c->pad_token_id >= 0 ? c->pad_token_id : 1;
+        m->embed.pos_mode = IV_POS_PADDING_IDX;
+        m->embed.padding_idx = m->cfg.pad_token_id >= 0 ? m->cfg.pad_token_id : 1;
     }
-    return iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err);
+    return 0;
 }
 
 static int load_heads(iv_model *m, int roberta, iv_err *err)

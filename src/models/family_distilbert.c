@@ -20,20 +20,14 @@ static int distilbert_load(iv_model *m, iv_err *err)
     if (m->cfg.architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
     static const char *const prefixes[] = {"distilbert.", "", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.word_embeddings.weight", err)) return -1;
-    const int64_t H = m->cfg.hidden_size;
-    iv_embed_spec *e = &m->embed;
-    if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err) ||
-        iv_ld_table(m, "embeddings.position_embeddings.weight", H, 1, &e->position, err) ||
-        iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err))
-        return -1;
-    if (iv_load_encoder_layers(m, &k_names, err)) return -1;
+    if (iv_load_bert_embeddings(m, IV_EMBED_POSITIONS, err) || iv_load_encoder_layers(m, &k_names, err)) return -1;
 
     if (iv_arch_has_suffix(&m->cfg, "ForSequenceClassification")) {
         m->seq_head_pool = IV_SEQ_POOL_FIRST;
         return iv_load_two_step_head(m, &m->seq_head, "pre_classifier", 0, IV_ACT_RELU, "classifier", err);
     }
     if (iv_arch_has_suffix(&m->cfg, "ForTokenClassification"))
-        return iv_load_linear_head(m, &m->token_head, "classifier", H, err);
+        return iv_load_linear_head(m, &m->token_head, "classifier", m->cfg.hidden_size, err);
     if (iv_arch_has_suffix(&m->cfg, "ForMaskedLM"))
         return iv_load_mlm_head(m, "vocab_transform", m->block.act, "vocab_layer_norm", "vocab_projector",
                                 "vocab_projector.bias", err);

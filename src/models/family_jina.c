@@ -93,12 +93,7 @@ static int jina_load(iv_model *m, iv_err *err)
 
     static const char *const prefixes[] = {"bert.", "", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.word_embeddings.weight", err)) return -1;
-    const int64_t H = c->hidden_size;
-    iv_embed_spec *e = &m->embed;
-    if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err) ||
-        iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 0, &e->token_type, err) ||
-        iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err))
-        return -1;
+    if (iv_load_bert_embeddings(m, IV_EMBED_TOKEN_TYPES, err)) return -1;
 
     if (iv_encoder_block_spec(m, err)) return -1;
     m->block.act = act;

@@ -22,14 +22,9 @@ static int mpnet_load(iv_model *m, iv_err *err)
     if (m->cfg.architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
     static const char *const prefixes[] = {"mpnet.", "", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.word_embeddings.weight", err)) return -1;
-    const int64_t H = m->cfg.hidden_size;
-    iv_embed_spec *e = &m->embed;
-    if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err) ||
-        iv_ld_table(m, "embeddings.position_embeddings.weight", H, 1, &e->position, err) ||
-        iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err))
-        return -1;
-    e->pos_mode = IV_POS_PADDING_IDX;
-    e->padding_idx = 1; /* fixed in transformers' MPNetEmbeddings, whatever pad_token_id says */
+    if (iv_load_bert_embeddings(m, IV_EMBED_POSITIONS, err)) return -1;
+    m->embed.pos_mode = IV_POS_PADDING_IDX;
+    m->embed.padding_idx = 1; /* fixed in transformers' MPNetEmbeddings, whatever pad_token_id says */
     if (iv_load_encoder_layers(m, &k_names, err)) return -1;
 
     m->rel_bias.num_buckets = (int)iv_json_int(m->cfg.json, "relative_attention_num_buckets", 32);
@@ -46,7 +41,7 @@ static int mpnet_load(iv_model *m, iv_err *err)
                                      err);
     }
     if (iv_arch_has_suffix(&m->cfg, "ForTokenClassification"))
-        return iv_load_linear_head(m, &m->token_head, "classifier", H, err);
+        return iv_load_linear_head(m, &m->token_head, "classifier", m->cfg.hidden_size, err);
     if (iv_arch_has_suffix(&m->cfg, "ForMaskedLM"))
         return iv_load_mlm_head(m, "lm_head.dense", IV_ACT_GELU, "lm_head.layer_norm", "lm_head.decoder",
                                 "lm_head.bias", err);

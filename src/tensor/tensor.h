@@ -31,6 +31,11 @@ typedef struct iv_tensor {
     int ndim;
     int64_t shape[IV_MAX_DIMS];
     void *data;
+    /* Quantized weights only (dtype IV_I8, made at load by models/quantize.c
+     * for `--dtype int8`): one dequantization scale per row, [shape[0]], and
+     * data holds the values in the packed layout of the device's int8 linear
+     * (ops/cpu/int8_ops.h), not row-major. NULL for every other tensor. */
+    const float *scales;
 } iv_tensor;
 
 size_t iv_dtype_size(iv_dtype dt);

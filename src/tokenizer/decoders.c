@@ -10,32 +10,21 @@
 
 /* ------------------------------------------------------------- loading */
 
-static int load_str(const cJSON *j, const char *key, const char *def, char **out, int32_t *len, const char *what,
-                    iv_err *err)
+/* tok_json_members' view of tok_load_decoder. */
+static int load_member(const cJSON *j, void *member, const char *path, iv_err *err)
 {
-    const char *v = def;
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (it && !cJSON_IsNull(it)) {
-        if (!cJSON_IsString(it)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a string", what, key);
-        v = it->valuestring;
-    }
-    if (!v) return iv_errf(err, IV_E_FORMAT, "%s: missing \"%s\"", what, key);
-    *out = tok_xstrdup(v);
-    if (!*out) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-    *len = (int32_t)strlen(v);
-    return 0;
+    return tok_load_decoder(j, member, path, err);
 }
 
 int tok_load_decoder(const cJSON *j, tok_decoder *d, const char *path, iv_err *err)
 {
     memset(d, 0, sizeof *d);
-    const char *type = tok_json_type(j);
-    char what[160];
-    snprintf(what, sizeof what, "%s (%s)", path, type ? type : "?");
-    if (!type) return iv_errf(err, IV_E_FORMAT, "%s: missing \"type\"", path);
+    char what[TOK_WHAT_LEN];
+    const char *type = tok_json_component(j, path, what, err);
+    if (!type) return -1;
     if (!strcmp(type, "WordPiece")) {
         d->kind = TOK_D_WORDPIECE;
-        return load_str(j, "prefix", "##", &d->prefix, &d->prefix_len, what, err) ||
+        return tok_json_dup_str(j, "prefix", "##", &d->prefix, &d->prefix_len, what, err) ||
                        iv_json_bool_chk(j, "cleanup", 1, &d->cleanup, what, err)
                    ? -1
                    : 0;
@@ -63,7 +52,7 @@ int tok_load_decoder(const cJSON *j, tok_decoder *d, const char *path, iv_err *e
     }
     if (!strcmp(type, "BPEDecoder")) {
         d->kind = TOK_D_BPE;
-        return load_str(j, "suffix", "</w>", &d->prefix, &d->prefix_len, what, err);
+        return tok_json_dup_str(j, "suffix", "</w>", &d->prefix, &d->prefix_len, what, err);
     }
     if (!strcmp(type, "ByteFallback")) {
         d->kind = TOK_D_BYTE_FALLBACK;
@@ -87,43 +76,23 @@ int tok_load_decoder(const cJSON *j, tok_decoder *d, const char *path, iv_err *e
     }
     if (!strcmp(type, "Replace")) {
         d->kind = TOK_D_REPLACE;
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
-        const cJSON *s = pat ? cJSON_GetObjectItemCaseSensitive(pat, "String") : NULL;
-        const cJSON *r = pat ? cJSON_GetObjectItemCaseSensitive(pat, "Regex") : NULL;
-        if (s && cJSON_IsString(s)) {
-            if (tok_regex_compile(&d->re, s->valuestring, strlen(s->valuestring), 0, what, err)) return -1;
-        } else if (r && cJSON_IsString(r)) {
-            if (tok_regex_compile(&d->re, r->valuestring, strlen(r->valuestring), 1, what, err)) return -1;
-        } else {
-            return iv_errf(err, IV_E_FORMAT, "%s: \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}", what);
-        }
-        return load_str(j, "content", NULL, &d->content, &d->content_len, what, err);
+        if (tok_json_pattern(j, &d->re, what, err)) return -1;
+        return tok_json_dup_str(j, "content", NULL, &d->content, &d->content_len, what, err);
     }
     if (!strcmp(type, "CTC")) {
         d->kind = TOK_D_CTC;
-        return load_str(j, "pad_token", "<pad>", &d->prefix, &d->prefix_len, what, err) ||
-                       load_str(j, "word_delimiter_token", "|", &d->word_delim, &d->word_delim_len, what, err) ||
-                       iv_json_bool_chk(j, "cleanup", 1, &d->cleanup, what, err)
-                   ? -1
-                   : 0;
+        if (tok_json_dup_str(j, "pad_token", "<pad>", &d->prefix, &d->prefix_len, what, err) ||
+            tok_json_dup_str(j, "word_delimiter_token", "|", &d->word_delim, &d->word_delim_len, what, err))
+            return -1;
+        return iv_json_bool_chk(j, "cleanup", 1, &d->cleanup, what, err);
     }
     if (!strcmp(type, "Sequence")) {
         d->kind = TOK_D_SEQUENCE;
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "decoders");
-        if (!cJSON_IsArray(arr)) return iv_errf(err, IV_E_FORMAT, "%s: \"decoders\" must be an array", what);
-        int cnt = cJSON_GetArraySize(arr);
-        d->items = calloc((size_t)(cnt ? cnt : 1), sizeof *d->items);
-        if (!d->items) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr)
-        {
-            char sub[160];
-            snprintf(sub, sizeof sub, "%s.decoders[%d]", path, d->n_items);
-            int rc = tok_load_decoder(it, &d->items[d->n_items], sub, err);
-            d->n_items++;
-            if (rc) return -1;
-        }
-        return 0;
+        void *items;
+        const int rc =
+            tok_json_members(j, "decoders", sizeof *d->items, load_member, &items, &d->n_items, path, what, err);
+        d->items = items;
+        return rc;
     }
     return iv_errf(err, IV_E_UNSUPPORTED, "%s: unknown decoder type \"%s\"", path, type);
 }

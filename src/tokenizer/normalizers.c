@@ -9,34 +9,18 @@
 
 /* ------------------------------------------------------------- loading */
 
-static int load_pattern(const cJSON *j, tok_regex *re, const char *what, iv_err *err)
+/* tok_json_members' view of tok_load_normalizer. */
+static int load_member(const cJSON *j, void *member, const char *path, iv_err *err)
 {
-    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
-    const cJSON *s = pat ? cJSON_GetObjectItemCaseSensitive(pat, "String") : NULL;
-    const cJSON *r = pat ? cJSON_GetObjectItemCaseSensitive(pat, "Regex") : NULL;
-    if (s && cJSON_IsString(s)) return tok_regex_compile(re, s->valuestring, strlen(s->valuestring), 0, what, err);
-    if (r && cJSON_IsString(r)) return tok_regex_compile(re, r->valuestring, strlen(r->valuestring), 1, what, err);
-    return iv_errf(err, IV_E_FORMAT, "%s: \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}", what);
-}
-
-static int load_string(const cJSON *j, const char *key, char **out, int32_t *len, const char *what,
-                       iv_err *err)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!v || !cJSON_IsString(v)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a string", what, key);
-    *out = tok_xstrdup(v->valuestring);
-    if (!*out) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-    *len = (int32_t)strlen(v->valuestring);
-    return 0;
+    return tok_load_normalizer(j, member, path, err);
 }
 
 int tok_load_normalizer(const cJSON *j, tok_normalizer *n, const char *path, iv_err *err)
 {
     memset(n, 0, sizeof *n);
-    const char *type = tok_json_type(j);
-    char what[160];
-    snprintf(what, sizeof what, "%s (%s)", path, type ? type : "?");
-    if (!type) return iv_errf(err, IV_E_FORMAT, "%s: missing \"type\"", path);
+    char what[TOK_WHAT_LEN];
+    const char *type = tok_json_component(j, path, what, err);
+    if (!type) return -1;
     if (!strcmp(type, "BertNormalizer")) {
         n->kind = TOK_N_BERT;
         if (iv_json_bool_chk(j, "clean_text", 1, &n->clean_text, what, err) ||
@@ -62,11 +46,11 @@ int tok_load_normalizer(const cJSON *j, tok_normalizer *n, const char *path, iv_
                    : 0;
     } else if (!strcmp(type, "Replace")) {
         n->kind = TOK_N_REPLACE;
-        if (load_pattern(j, &n->re, what, err)) return -1;
-        return load_string(j, "content", &n->content, &n->content_len, what, err);
+        if (tok_json_pattern(j, &n->re, what, err)) return -1;
+        return tok_json_dup_str(j, "content", NULL, &n->content, &n->content_len, what, err);
     } else if (!strcmp(type, "Prepend")) {
         n->kind = TOK_N_PREPEND;
-        return load_string(j, "prepend", &n->content, &n->content_len, what, err);
+        return tok_json_dup_str(j, "prepend", NULL, &n->content, &n->content_len, what, err);
     } else if (!strcmp(type, "Precompiled")) {
         n->kind = TOK_N_PRECOMPILED;
         const char *b64 = iv_json_str(j, "precompiled_charsmap", NULL);
@@ -75,23 +59,11 @@ int tok_load_normalizer(const cJSON *j, tok_normalizer *n, const char *path, iv_
         return 0;
     } else if (!strcmp(type, "Sequence")) {
         n->kind = TOK_N_SEQUENCE;
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "normalizers");
-        if (!cJSON_IsArray(arr)) return iv_errf(err, IV_E_FORMAT, "%s: \"normalizers\" must be an array", what);
-        int cnt = cJSON_GetArraySize(arr);
-        n->items = calloc((size_t)(cnt ? cnt : 1), sizeof *n->items);
-        if (!n->items) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr)
-        {
-            char sub[160];
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", path, n->n_items);
-            if (tok_load_normalizer(it, &n->items[n->n_items], sub, err)) {
-                n->n_items++;
-                return -1;
-            }
-            n->n_items++;
-        }
-        return 0;
+        void *items;
+        const int rc = tok_json_members(j, "normalizers", sizeof *n->items, load_member, &items, &n->n_items, path,
+                                        what, err);
+        n->items = items;
+        return rc;
     } else {
         return iv_errf(err, IV_E_UNSUPPORTED, "%s: unknown normalizer type \"%s\"", path, type);
     }

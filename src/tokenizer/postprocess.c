@@ -12,6 +12,12 @@
 
 /* ------------------------------------------------------------- loading */
 
+/* tok_json_members' view of tok_load_postproc. */
+static int load_member(const cJSON *j, void *member, const char *path, iv_err *err)
+{
+    return tok_load_postproc(j, member, path, err);
+}
+
 static int load_pair_token(const cJSON *j, const char *key, const char *def, int32_t def_id, char **tok, int32_t *len,
                            int32_t *id, const char *what, iv_err *err)
 {
@@ -35,10 +41,9 @@ static int load_pair_token(const cJSON *j, const char *key, const char *def, int
 int tok_load_postproc(const cJSON *j, tok_postproc *pp, const char *path, iv_err *err)
 {
     memset(pp, 0, sizeof *pp);
-    const char *type = tok_json_type(j);
-    char what[160];
-    snprintf(what, sizeof what, "%s (%s)", path, type ? type : "?");
-    if (!type) return iv_errf(err, IV_E_FORMAT, "%s: missing \"type\"", path);
+    char what[TOK_WHAT_LEN];
+    const char *type = tok_json_component(j, path, what, err);
+    if (!type) return -1;
     if (!strcmp(type, "TemplateProcessing")) return tok_load_template(j, pp, what, err);
     if (!strcmp(type, "BertProcessing")) {
         pp->kind = TOK_PP_BERT;
@@ -65,21 +70,11 @@ int tok_load_postproc(const cJSON *j, tok_postproc *pp, const char *path, iv_err
     }
     if (!strcmp(type, "Sequence")) {
         pp->kind = TOK_PP_SEQUENCE;
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "processors");
-        if (!cJSON_IsArray(arr)) return iv_errf(err, IV_E_FORMAT, "%s: \"processors\" must be an array", what);
-        int cnt = cJSON_GetArraySize(arr);
-        pp->items = calloc((size_t)(cnt ? cnt : 1), sizeof *pp->items);
-        if (!pp->items) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr)
-        {
-            char sub[160];
-            snprintf(sub, sizeof sub, "%s.processors[%d]", path, pp->n_items);
-            int rc = tok_load_postproc(it, &pp->items[pp->n_items], sub, err);
-            pp->n_items++;
-            if (rc) return -1;
-        }
-        return 0;
+        void *items;
+        const int rc = tok_json_members(j, "processors", sizeof *pp->items, load_member, &items, &pp->n_items, path,
+                                        what, err);
+        pp->items = items;
+        return rc;
     }
     return iv_errf(err, IV_E_UNSUPPORTED, "%s: unknown post_processor type \"%s\"", path, type);
 }

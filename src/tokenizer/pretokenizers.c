@@ -13,13 +13,18 @@ static const char GPT2_PATTERN[] =
 
 /* ------------------------------------------------------------- loading */
 
+/* tok_json_members' view of tok_load_pretokenizer. */
+static int load_member(const cJSON *j, void *member, const char *path, iv_err *err)
+{
+    return tok_load_pretokenizer(j, member, path, err);
+}
+
 int tok_load_pretokenizer(const cJSON *j, tok_pretokenizer *p, const char *path, iv_err *err)
 {
     memset(p, 0, sizeof *p);
-    const char *type = tok_json_type(j);
-    char what[160];
-    snprintf(what, sizeof what, "%s (%s)", path, type ? type : "?");
-    if (!type) return iv_errf(err, IV_E_FORMAT, "%s: missing \"type\"", path);
+    char what[TOK_WHAT_LEN];
+    const char *type = tok_json_component(j, path, what, err);
+    if (!type) return -1;
     if (!strcmp(type, "BertPreTokenizer")) {
         p->kind = TOK_P_BERT;
     } else if (!strcmp(type, "ByteLevel")) {
@@ -58,17 +63,8 @@ int tok_load_pretokenizer(const cJSON *j, tok_pretokenizer *p, const char *path,
         }
     } else if (!strcmp(type, "Split")) {
         p->kind = TOK_P_SPLIT;
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
-        const cJSON *s = pat ? cJSON_GetObjectItemCaseSensitive(pat, "String") : NULL;
-        const cJSON *r = pat ? cJSON_GetObjectItemCaseSensitive(pat, "Regex") : NULL;
-        if (s && cJSON_IsString(s)) {
-            if (tok_regex_compile(&p->re, s->valuestring, strlen(s->valuestring), 0, what, err)) return -1;
-        } else if (r && cJSON_IsString(r)) {
-            if (tok_regex_compile(&p->re, r->valuestring, strlen(r->valuestring), 1, what, err)) return -1;
-        } else {
-            return iv_errf(err, IV_E_FORMAT, "%s: \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}", what);
-        }
-        if (tok_json_split_behavior(j, "behavior", -1, &p->behavior, what, err) ||
+        if (tok_json_pattern(j, &p->re, what, err) ||
+            tok_json_split_behavior(j, "behavior", -1, &p->behavior, what, err) ||
             iv_json_bool_chk(j, "invert", 0, &p->invert, what, err))
             return -1;
     } else if (!strcmp(type, "Punctuation")) {
@@ -92,20 +88,11 @@ int tok_load_pretokenizer(const cJSON *j, tok_pretokenizer *p, const char *path,
         p->length = (int)len;
     } else if (!strcmp(type, "Sequence")) {
         p->kind = TOK_P_SEQUENCE;
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "pretokenizers");
-        if (!cJSON_IsArray(arr)) return iv_errf(err, IV_E_FORMAT, "%s: \"pretokenizers\" must be an array", what);
-        int cnt = cJSON_GetArraySize(arr);
-        p->items = calloc((size_t)(cnt ? cnt : 1), sizeof *p->items);
-        if (!p->items) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr)
-        {
-            char sub[160];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", path, p->n_items);
-            int rc = tok_load_pretokenizer(it, &p->items[p->n_items], sub, err);
-            p->n_items++;
-            if (rc) return -1;
-        }
+        void *items;
+        const int rc = tok_json_members(j, "pretokenizers", sizeof *p->items, load_member, &items, &p->n_items,
+                                        path, what, err);
+        p->items = items;
+        if (rc) return -1;
     } else {
         return iv_errf(err, IV_E_UNSUPPORTED, "%s: unknown pre_tokenizer type \"%s\"", path, type);
     }

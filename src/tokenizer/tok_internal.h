@@ -599,6 +599,27 @@ const char *tok_model_id_to_token(const tok_model *m, int32_t id, int32_t *len);
 
 /* JSON helpers shared by the loaders. */
 const char *tok_json_type(const cJSON *j);
+/* Size of the "path (type)" label a component's errors start with. */
+#define TOK_WHAT_LEN 160
+/* The "type" of the tokenizer.json component at `path` (e.g.
+ * "normalizer.normalizers[1]"), with `what` set to "path (type)"; NULL with
+ * err set when the component has no type. */
+const char *tok_json_component(const cJSON *j, const char *path, char what[TOK_WHAT_LEN], iv_err *err);
+/* A malloc'd copy of the string j[key] (absent or null: def; no def: an
+ * error naming the key) and its length. */
+int tok_json_dup_str(const cJSON *j, const char *key, const char *def, char **out, int32_t *len, const char *what,
+                     iv_err *err);
+/* Compiles j["pattern"], {"String": literal} or {"Regex": pattern}, into re. */
+int tok_json_pattern(const cJSON *j, tok_regex *re, const char *what, iv_err *err);
+/* Loads one member of a Sequence component (e.g. tok_load_normalizer). */
+typedef int (*tok_member_loader)(const cJSON *j, void *member, const char *path, iv_err *err);
+/* The members of a Sequence component: j[key] must be an array; *members
+ * becomes a calloc'd array of as many elements of member_size bytes, filled
+ * in order by load(item, element, "<path>.<key>[i]", err). *n counts the
+ * elements load ran on, a failed one included, so the component's free
+ * releases whatever was loaded (each loader clears its element first). */
+int tok_json_members(const cJSON *j, const char *key, size_t member_size, tok_member_loader load, void **members,
+                     int *n, const char *path, const char *what, iv_err *err);
 int tok_json_split_behavior(const cJSON *j, const char *key, int def, int *out, const char *what,
                             iv_err *err);
 /* Reads a one-character string (Rust char) field. */

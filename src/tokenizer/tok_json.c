@@ -1,4 +1,5 @@
 /* Small JSON helpers shared by the tokenizer.json section loaders. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +24,63 @@ char *tok_xstrdup(const char *s)
 const char *tok_json_type(const cJSON *j)
 {
     return iv_json_str(j, "type", NULL);
+}
+
+const char *tok_json_component(const cJSON *j, const char *path, char what[TOK_WHAT_LEN], iv_err *err)
+{
+    const char *type = tok_json_type(j);
+    snprintf(what, TOK_WHAT_LEN, "%s (%s)", path, type ? type : "?");
+    if (!type) iv_errf(err, IV_E_FORMAT, "%s: missing \"type\"", path);
+    return type;
+}
+
+int tok_json_dup_str(const cJSON *j, const char *key, const char *def, char **out, int32_t *len, const char *what,
+                     iv_err *err)
+{
+    const char *v = def;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (it && !cJSON_IsNull(it)) {
+        if (!cJSON_IsString(it)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a string", what, key);
+        v = it->valuestring;
+    }
+    if (!v) return iv_errf(err, IV_E_FORMAT, "%s: missing \"%s\"", what, key);
+    *out = tok_xstrdup(v);
+    if (!*out) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
+    *len = (int32_t)strlen(v);
+    return 0;
+}
+
+int tok_json_pattern(const cJSON *j, tok_regex *re, const char *what, iv_err *err)
+{
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
+    const cJSON *s = pat ? cJSON_GetObjectItemCaseSensitive(pat, "String") : NULL;
+    const cJSON *r = pat ? cJSON_GetObjectItemCaseSensitive(pat, "Regex") : NULL;
+    if (s && cJSON_IsString(s)) return tok_regex_compile(re, s->valuestring, strlen(s->valuestring), 0, what, err);
+    if (r && cJSON_IsString(r)) return tok_regex_compile(re, r->valuestring, strlen(r->valuestring), 1, what, err);
+    return iv_errf(err, IV_E_FORMAT, "%s: \"pattern\" must be {\"String\": ...} or {\"Regex\": ...}", what);
+}
+
+int tok_json_members(const cJSON *j, const char *key, size_t member_size, tok_member_loader load, void **members,
+                     int *n, const char *path, const char *what, iv_err *err)
+{
+    *members = NULL;
+    *n = 0;
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!cJSON_IsArray(arr)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be an array", what, key);
+    const int cnt = cJSON_GetArraySize(arr);
+    char *items = calloc((size_t)(cnt ? cnt : 1), member_size);
+    if (!items) return iv_errf(err, IV_E_NOMEM, "%s: out of memory", what);
+    *members = items;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        char sub[TOK_WHAT_LEN];
+        snprintf(sub, sizeof sub, "%s.%s[%d]", path, key, *n);
+        const int rc = load(it, items + (size_t)*n * member_size, sub, err);
+        (*n)++;
+        if (rc) return -1;
+    }
+    return 0;
 }
 
 int tok_json_split_behavior(const cJSON *j, const char *key, int def, int *out, const char *what,

@@ -152,15 +152,22 @@ static int strmap_rehash(tok_strmap *m, uint32_t nslots)
     return 0;
 }
 
+/* Slots for `expected` keys: a power of two (masks replace modulo) at
+ * least twice the count, so probe runs stay short. */
+static uint32_t initial_slots(int expected)
+{
+    uint32_t ns = 16;
+    while (ns < (uint32_t)expected * 2u) ns <<= 1;
+    return ns;
+}
+
 int tok_strmap_init(tok_strmap *m, int expected)
 {
     memset(m, 0, sizeof *m);
-    uint32_t ns = 16;
-    while (ns < (uint32_t)expected * 2u) ns <<= 1;
     m->cap = expected > 8 ? expected : 8;
     m->ents = malloc(sizeof *m->ents * (size_t)m->cap);
     if (!m->ents) return -1;
-    return strmap_rehash(m, ns);
+    return strmap_rehash(m, initial_slots(expected));
 }
 
 const tok_strmap_ent *tok_strmap_find(const tok_strmap *m, const char *key, int32_t len)
@@ -244,9 +251,7 @@ static int u64map_alloc(tok_u64map *m, uint32_t nslots)
 int tok_u64map_init(tok_u64map *m, int expected)
 {
     memset(m, 0, sizeof *m);
-    uint32_t ns = 16;
-    while (ns < (uint32_t)expected * 2u) ns <<= 1;
-    return u64map_alloc(m, ns);
+    return u64map_alloc(m, initial_slots(expected));
 }
 
 static void u64_insert(tok_u64map *m, uint64_t key, uint64_t val)

@@ -58,6 +58,19 @@ static tok_span align_at(const tok_nstr *ns, int32_t idx)
     return (tok_span){ns->oend, ns->oend};
 }
 
+/* The end of a rewrite into fresh buffers s2 / al2 of nlen bytes, written up
+ * to o: ns's bytes from `from` on follow unchanged, and the new buffers
+ * become ns's. */
+static void finish_rewrite(tok_nstr *ns, char *s2, tok_span *al2, int32_t nlen, int32_t o, int32_t from)
+{
+    memcpy(s2 + o, ns->s + from, (size_t)(ns->len - from));
+    memcpy(al2 + o, ns->al + from, sizeof *al2 * (size_t)(ns->len - from));
+    s2[nlen] = 0;
+    ns->s = s2;
+    ns->al = al2;
+    ns->len = nlen;
+}
+
 void tok_ns_transform_range(tok_ctx *c, tok_nstr *ns, int32_t n0, int32_t n1, const tok_edits *ed,
                             int initial_offset)
 {
@@ -98,12 +111,7 @@ void tok_ns_transform_range(tok_ctx *c, tok_nstr *ns, int32_t n0, int32_t n1, co
         for (int k = 0; k < l; k++) al2[o + k] = al;
         o += l;
     }
-    memcpy(s2 + o, ns->s + n1, (size_t)(ns->len - n1));
-    memcpy(al2 + o, ns->al + n1, sizeof *al2 * (size_t)(ns->len - n1));
-    s2[nlen] = 0;
-    ns->s = s2;
-    ns->al = al2;
-    ns->len = nlen;
+    finish_rewrite(ns, s2, al2, nlen, o, n1);
 }
 
 void tok_ns_transform(tok_ctx *c, tok_nstr *ns, const tok_edits *ed, int initial_offset)
@@ -242,12 +250,7 @@ void tok_ns_replace(tok_ctx *c, tok_nstr *ns, const tok_matches *m, const char *
         o += clen;
         last = e;
     }
-    memcpy(s2 + o, ns->s + last, (size_t)(ns->len - last));
-    memcpy(al2 + o, ns->al + last, sizeof *al2 * (size_t)(ns->len - last));
-    s2[nlen] = 0;
-    ns->s = s2;
-    ns->al = al2;
-    ns->len = nlen;
+    finish_rewrite(ns, s2, al2, nlen, o, last);
 }
 
 void tok_ns_strip(tok_ctx *c, tok_nstr *ns, int left, int right)

@@ -3,17 +3,13 @@
  * positions), sequence groups of the block's dynamic attention bias, and
  * the config switches and head layouts that must be rejected by name.
  * Checkpoints are built in temp dirs from the tiny DeBERTa fixtures. */
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "base/json.h"
-#include "engine/engine.h"
 #include "models/deberta_attn.h"
 #include "models/model.h"
 #include "test.h"
+#include "unit/ckpt_test_util.h"
 
 /* Values from transformers' make_log_bucket_position (torch float32). */
 TEST(deberta_log_buckets_match_transformers)
@@ -139,95 +135,33 @@ TEST(block_dyn_bias_keeps_static_bias)
 
 /* ------------------------------------------------------------------ rejected checkpoints */
 
-/* A temp checkpoint: fixture `name`'s weights (linked) and config edited by `edit`. */
-static int deb_make_ckpt(char *dir, size_t cap, const char *name, void (*edit)(cJSON *cfg))
-{
-    snprintf(dir, cap, "/tmp/iv_deb_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    char src[4096], dst[4096], abs[4096];
-    snprintf(src, sizeof src, "%s/models/%s/config.json", iv_test_fixtures_dir(), name);
-    cJSON *cfg;
-    iv_err err = {0};
-    if (iv_json_load_file(src, 1 << 20, &cfg, &err)) {
-        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
-        return -1;
-    }
-    edit(cfg);
-    char *txt = cJSON_Print(cfg);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    FILE *f = fopen(dst, "wb");
-    if (f) {
-        fputs(txt, f);
-        fclose(f);
-    }
-    free(txt);
-    cJSON_Delete(cfg);
-    snprintf(src, sizeof src, "%s/models/%s/model.safetensors", iv_test_fixtures_dir(), name);
-    if (!realpath(src, abs)) return -1;
-    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
-    return symlink(abs, dst);
-}
-
-static void deb_cleanup(const char *dir)
-{
-    char p[4200];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    unlink(p);
-    rmdir(dir);
-}
-
-static void deb_set(cJSON *c, const char *key, cJSON *v)
-{
-    if (cJSON_GetObjectItemCaseSensitive(c, key)) cJSON_ReplaceItemInObjectCaseSensitive(c, key, v);
-    else cJSON_AddItemToObject(c, key, v);
-}
-
-static void deb_expect_reject(const char *fixture, void (*edit)(cJSON *), const char *needle, int code)
-{
-    char dir[256];
-    if (deb_make_ckpt(dir, sizeof dir, fixture, edit)) {
-        iv_test_fail(__FILE__, __LINE__, "cannot build checkpoint from %s", fixture);
-        return;
-    }
-    iv_engine *e = NULL;
-    iv_err err = {0};
-    int rc = iv_engine_load(&e, dir, NULL, &err);
-    CHECK(rc == -1);
-    CHECK_MSG(strstr(err.msg, needle) != NULL, "%s: error \"%s\" does not mention \"%s\"", fixture, err.msg, needle);
-    CHECK_EQ_INT(err.code, code);
-    if (e) iv_engine_free(e);
-    deb_cleanup(dir);
-}
-
-static void edit_v1(cJSON *c) { deb_set(c, "model_type", cJSON_CreateString("deberta")); }
-static void edit_p2p(cJSON *c) { deb_set(c, "pos_att_type", cJSON_CreateString("c2p|p2p")); }
-static void edit_norm(cJSON *c) { deb_set(c, "norm_rel_ebd", cJSON_CreateString("batch_norm")); }
-static void edit_head_size(cJSON *c) { deb_set(c, "attention_head_size", cJSON_CreateNumber(16)); }
-static void edit_pooler(cJSON *c) { deb_set(c, "pooler_hidden_size", cJSON_CreateNumber(64)); }
-static void edit_buckets(cJSON *c) { deb_set(c, "position_buckets", cJSON_CreateNumber(200)); }
-static void edit_legacy_true(cJSON *c) { deb_set(c, "legacy", cJSON_CreateTrue()); }
-static void edit_conv_groups(cJSON *c) { deb_set(c, "conv_groups", cJSON_CreateNumber(3)); }
+static void edit_v1(cJSON *c) { ckpt_set(c, "model_type", cJSON_CreateString("deberta")); }
+static void edit_p2p(cJSON *c) { ckpt_set(c, "pos_att_type", cJSON_CreateString("c2p|p2p")); }
+static void edit_norm(cJSON *c) { ckpt_set(c, "norm_rel_ebd", cJSON_CreateString("batch_norm")); }
+static void edit_head_size(cJSON *c) { ckpt_set(c, "attention_head_size", cJSON_CreateNumber(16)); }
+static void edit_pooler(cJSON *c) { ckpt_set(c, "pooler_hidden_size", cJSON_CreateNumber(64)); }
+static void edit_buckets(cJSON *c) { ckpt_set(c, "position_buckets", cJSON_CreateNumber(200)); }
+static void edit_legacy_true(cJSON *c) { ckpt_set(c, "legacy", cJSON_CreateTrue()); }
+static void edit_conv_groups(cJSON *c) { ckpt_set(c, "conv_groups", cJSON_CreateNumber(3)); }
 static void edit_qa(cJSON *c)
 {
     cJSON *a = cJSON_CreateArray();
     cJSON_AddItemToArray(a, cJSON_CreateString("DebertaV2ForQuestionAnswering"));
-    deb_set(c, "architectures", a);
+    ckpt_set(c, "architectures", a);
 }
-static void edit_conv_act(cJSON *c) { deb_set(c, "conv_act", cJSON_CreateString("swishish")); }
+static void edit_conv_act(cJSON *c) { ckpt_set(c, "conv_act", cJSON_CreateString("swishish")); }
 
 TEST(deberta_rejects_unsupported_switches)
 {
-    deb_expect_reject("deberta_v3", edit_v1, "DeBERTa v1", IV_E_UNSUPPORTED);
-    deb_expect_reject("deberta_v3", edit_p2p, "pos_att_type \"p2p\"", IV_E_UNSUPPORTED);
-    deb_expect_reject("deberta_v3", edit_norm, "norm_rel_ebd \"batch_norm\"", IV_E_UNSUPPORTED);
-    deb_expect_reject("deberta_v3", edit_head_size, "attention_head_size", IV_E_UNSUPPORTED);
-    deb_expect_reject("deberta_v3_seqcls", edit_pooler, "pooler_hidden_size", IV_E_UNSUPPORTED);
-    deb_expect_reject("deberta_v3", edit_buckets, "position_buckets 200", IV_E_UNSUPPORTED);
-    deb_expect_reject("deberta_v3", edit_qa, "DebertaV2ForQuestionAnswering", IV_E_UNSUPPORTED);
-    deb_expect_reject("deberta_v2_conv", edit_conv_groups, "conv_groups 3", IV_E_FORMAT);
-    deb_expect_reject("deberta_v2_conv", edit_conv_act, "conv_act", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v3", edit_v1, "DeBERTa v1", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v3", edit_p2p, "pos_att_type \"p2p\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v3", edit_norm, "norm_rel_ebd \"batch_norm\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v3", edit_head_size, "attention_head_size", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v3_seqcls", edit_pooler, "pooler_hidden_size", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v3", edit_buckets, "position_buckets 200", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v3", edit_qa, "DebertaV2ForQuestionAnswering", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_v2_conv", edit_conv_groups, "conv_groups 3", IV_E_FORMAT);
+    CKPT_REJECT("deberta_v2_conv", edit_conv_act, "conv_act", IV_E_UNSUPPORTED);
     /* transformers would read cls.predictions.* (and initialise it at random). */
-    deb_expect_reject("deberta_splade_v3", edit_legacy_true, "\"legacy\": false", IV_E_UNSUPPORTED);
+    CKPT_REJECT("deberta_splade_v3", edit_legacy_true, "\"legacy\": false", IV_E_UNSUPPORTED);
 }

@@ -1,94 +1,19 @@
 /* Checkpoints that must be rejected with an error naming the problem:
  * unknown architectures, custom code, missing tensors, wrong shapes, no
  * safetensors. Built in temp dirs from the tiny BERT fixture. */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include "base/file.h"
-#include "base/json.h"
 #include "engine/engine.h"
 #include "test.h"
-
-static void write_file(const char *path, const char *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    fwrite(data, 1, n, f);
-    fclose(f);
-}
-
-/* A temp checkpoint: the tiny BERT fixture's weights with config edited by `edit`. */
-static int make_ckpt(char *dir, size_t cap, void (*edit)(cJSON *cfg), int copy_weights)
-{
-    snprintf(dir, cap, "/tmp/iv_ckpt_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    char src[4096], dst[4096];
-    snprintf(src, sizeof src, "%s/models/bert/config.json", iv_test_fixtures_dir());
-    cJSON *cfg;
-    iv_err err = {0};
-    if (iv_json_load_file(src, 1 << 20, &cfg, &err)) {
-        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
-        return -1;
-    }
-    if (edit) edit(cfg);
-    char *txt = cJSON_Print(cfg);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    write_file(dst, txt, strlen(txt));
-    free(txt);
-    cJSON_Delete(cfg);
-    if (copy_weights) {
-        char *buf;
-        size_t n;
-        snprintf(src, sizeof src, "%s/models/bert/model.safetensors", iv_test_fixtures_dir());
-        if (iv_file_read_all(src, 64u << 20, &buf, &n, &err)) return -1;
-        snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
-        write_file(dst, buf, n);
-        free(buf);
-    }
-    return 0;
-}
-
-static void cleanup(const char *dir)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) return;
-}
-
-static void expect_load_error(void (*edit)(cJSON *), int copy_weights, const char *needle, int code)
-{
-    char dir[256];
-    if (make_ckpt(dir, sizeof dir, edit, copy_weights)) {
-        iv_test_fail(__FILE__, __LINE__, "cannot build checkpoint");
-        return;
-    }
-    iv_engine *e = NULL;
-    iv_err err = {0};
-    int rc = iv_engine_load(&e, dir, NULL, &err);
-    CHECK(rc == -1);
-    CHECK(e == NULL);
-    CHECK_CONTAINS(err.msg, needle);
-    CHECK_EQ_INT(err.code, code);
-    if (e) iv_engine_free(e);
-    cleanup(dir);
-}
-
-/* Sets key to v whether or not the config already has it. */
-static void set_key(cJSON *c, const char *key, cJSON *v)
-{
-    cJSON_DeleteItemFromObjectCaseSensitive(c, key);
-    cJSON_AddItemToObject(c, key, v);
-}
+#include "unit/ckpt_test_util.h"
 
 static void set_unknown_type(cJSON *c)
 {
-    set_key(c, "model_type", cJSON_CreateString("frobnicator"));
+    ckpt_set(c, "model_type", cJSON_CreateString("frobnicator"));
 }
 static void set_unknown_arch(cJSON *c)
 {
-    set_key(c, "architectures", cJSON_CreateStringArray((const char *[]){"BertForFrobbing"}, 1));
+    ckpt_set(c, "architectures", cJSON_CreateStringArray((const char *[]){"BertForFrobbing"}, 1));
 }
 /* Custom code no family implements stays with model_type's family, which refuses it. */
 static void set_auto_map(cJSON *c)
@@ -104,47 +29,59 @@ static void set_jina_auto_map(cJSON *c)
 }
 static void set_more_layers(cJSON *c)
 {
-    set_key(c, "num_hidden_layers", cJSON_CreateNumber(cJSON_GetObjectItem(c, "num_hidden_layers")->valuedouble + 1));
+    const double layers = cJSON_GetObjectItem(c, "num_hidden_layers")->valuedouble;
+    ckpt_set(c, "num_hidden_layers", cJSON_CreateNumber(layers + 1));
 }
 static void set_wrong_intermediate(cJSON *c)
 {
-    set_key(c, "intermediate_size", cJSON_CreateNumber(cJSON_GetObjectItem(c, "intermediate_size")->valuedouble + 8));
+    const double inter = cJSON_GetObjectItem(c, "intermediate_size")->valuedouble;
+    ckpt_set(c, "intermediate_size", cJSON_CreateNumber(inter + 8));
 }
 static void set_alibi(cJSON *c)
 {
-    set_key(c, "position_embedding_type", cJSON_CreateString("alibi"));
+    ckpt_set(c, "position_embedding_type", cJSON_CreateString("alibi"));
 }
 static void set_bad_act(cJSON *c)
 {
-    set_key(c, "hidden_act", cJSON_CreateString("swishglu_unknown"));
+    ckpt_set(c, "hidden_act", cJSON_CreateString("swishglu_unknown"));
 }
 
-TEST(model_rejects_unknown_model_type) { expect_load_error(set_unknown_type, 1, "unsupported model_type \"frobnicator\"", IV_E_UNSUPPORTED); }
-TEST(model_rejects_unknown_architecture) { expect_load_error(set_unknown_arch, 1, "BertForFrobbing", IV_E_UNSUPPORTED); }
-TEST(model_rejects_custom_code) { expect_load_error(set_auto_map, 1, "auto_map", IV_E_UNSUPPORTED); }
+TEST(model_rejects_unknown_model_type)
+{
+    CKPT_REJECT("bert", set_unknown_type, "unsupported model_type \"frobnicator\"", IV_E_UNSUPPORTED);
+}
+TEST(model_rejects_unknown_architecture)
+{
+    CKPT_REJECT("bert", set_unknown_arch, "BertForFrobbing", IV_E_UNSUPPORTED);
+}
+TEST(model_rejects_custom_code) { CKPT_REJECT("bert", set_auto_map, "auto_map", IV_E_UNSUPPORTED); }
 TEST(model_routes_jina_code_to_jina_family)
 {
-    expect_load_error(set_jina_auto_map, 1, "jina_bert model: unsupported architecture \"BertModel\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("bert", set_jina_auto_map, "jina_bert model: unsupported architecture \"BertModel\"",
+                       IV_E_UNSUPPORTED);
 }
-TEST(model_rejects_missing_tensor) { expect_load_error(set_more_layers, 1, "missing tensor", IV_E_NOTFOUND); }
-TEST(model_rejects_wrong_shape) { expect_load_error(set_wrong_intermediate, 1, "shape", IV_E_FORMAT); }
-TEST(model_rejects_unsupported_positions) { expect_load_error(set_alibi, 1, "alibi", IV_E_UNSUPPORTED); }
-TEST(model_rejects_unknown_activation) { expect_load_error(set_bad_act, 1, "swishglu_unknown", IV_E_UNSUPPORTED); }
-TEST(model_rejects_missing_weights) { expect_load_error(NULL, 0, "", IV_E_NOTFOUND); }
+TEST(model_rejects_missing_tensor) { CKPT_REJECT("bert", set_more_layers, "missing tensor", IV_E_NOTFOUND); }
+TEST(model_rejects_wrong_shape) { CKPT_REJECT("bert", set_wrong_intermediate, "shape", IV_E_FORMAT); }
+TEST(model_rejects_unsupported_positions) { CKPT_REJECT("bert", set_alibi, "alibi", IV_E_UNSUPPORTED); }
+TEST(model_rejects_unknown_activation)
+{
+    CKPT_REJECT("bert", set_bad_act, "swishglu_unknown", IV_E_UNSUPPORTED);
+}
+TEST(model_rejects_missing_weights)
+{
+    char dir[256];
+    REQUIRE(ckpt_make(dir, sizeof dir, "bert", NULL, 0) == 0);
+    CKPT_LOAD_ERROR(dir, "bert without weights", "", IV_E_NOTFOUND);
+    tmp_rmtree(dir);
+}
 
 TEST(model_rejects_pytorch_only)
 {
     char dir[256];
-    REQUIRE(make_ckpt(dir, sizeof dir, NULL, 0) == 0);
-    char p[300];
-    snprintf(p, sizeof p, "%s/pytorch_model.bin", dir);
-    write_file(p, "PK\x03\x04", 4);
-    iv_engine *e = NULL;
-    iv_err err = {0};
-    CHECK(iv_engine_load(&e, dir, NULL, &err) == -1);
-    CHECK_CONTAINS(err.msg, "safetensors");
-    CHECK_EQ_INT(err.code, IV_E_UNSUPPORTED);
-    cleanup(dir);
+    REQUIRE(ckpt_make(dir, sizeof dir, "bert", NULL, 0) == 0);
+    CHECK(ckpt_write(dir, "pytorch_model.bin", "PK\x03\x04", 4) == 0);
+    CKPT_LOAD_ERROR(dir, "bert with pytorch_model.bin", "safetensors", IV_E_UNSUPPORTED);
+    tmp_rmtree(dir);
 }
 
 TEST(model_rejects_bad_token_ids)

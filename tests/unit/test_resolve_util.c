@@ -1,12 +1,12 @@
 #include "unit/test_resolve_util.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine/hub.h"
+#include "unit/tmp_test_util.h"
 
 static const char *const k_vars[RT_ENV_COUNT] = {
     "HF_HOME",        "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE",  "XDG_CACHE_HOME",
@@ -34,23 +34,9 @@ void rt_env_restore(rt_env *e)
     }
 }
 
-int rt_tmpdir(char *out)
-{
-    strcpy(out, "/tmp/iv_resolve_XXXXXX");
-    return mkdtemp(out) ? 0 : -1;
-}
+int rt_tmpdir(char *out) { return tmp_dir(out, 4096, "resolve"); }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
-void rt_rmtree(const char *dir)
-{
-    if (dir && !strncmp(dir, "/tmp/iv_resolve_", 16)) nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+void rt_rmtree(const char *dir) { tmp_rmtree(dir); }
 
 int rt_write(const char *path, const void *data, size_t len)
 {

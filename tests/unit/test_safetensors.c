@@ -1,7 +1,6 @@
 /* safetensors loader: files are written here from C (header JSON + data),
  * both well-formed ones and one per hostile case; each hostile file must be
  * refused with -1, the right code and a message naming the problem. */
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,23 +11,9 @@
 #include "base/file.h"
 #include "tensor/safetensors.h"
 #include "test.h"
+#include "unit/tmp_test_util.h"
 
 /* ---------- file builders ---------- */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
-
-static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-/* A fresh directory under /tmp; the caller removes it with rm_tree. */
-static int make_tmpdir(char *out, size_t cap)
-{
-    snprintf(out, cap, "/tmp/iv_safetensors_XXXXXX");
-    return mkdtemp(out) ? 0 : -1;
-}
 
 static int write_bytes(const char *path, const void *data, size_t n)
 {
@@ -91,7 +76,7 @@ static int open_both(const char *dir, const unsigned char *img, size_t size, iv_
 static void expect_bad(int line, const char *header, const void *data, size_t n, int code, const char *needle)
 {
     char dir[64];
-    if (make_tmpdir(dir, sizeof dir)) {
+    if (tmp_dir(dir, sizeof dir, "safetensors")) {
         iv_test_fail(__FILE__, line, "mkdtemp failed");
         return;
     }
@@ -109,7 +94,7 @@ static void expect_bad(int line, const char *header, const void *data, size_t n,
     }
     iv_weights_close(w);
     free(img);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 #define EXPECT_BAD(header, data, n, code, needle) expect_bad(__LINE__, header, data, n, code, needle)
@@ -139,7 +124,7 @@ static unsigned char *mixed_image(int pad, size_t *size)
 TEST(safetensors_valid_single_file)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "safetensors") == 0);
     size_t size;
     unsigned char *img = mixed_image(1, &size);
     iv_weights *w = NULL;
@@ -208,7 +193,7 @@ TEST(safetensors_valid_single_file)
         CHECK_CONTAINS(err.msg, "missing.weight");
     }
     iv_weights_close(w);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(safetensors_unaligned_f32_is_copied)
@@ -286,7 +271,7 @@ TEST(safetensors_five_dims_indexed_not_loadable)
 TEST(safetensors_truncated_files)
 {
     char dir[64], path[4096];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "safetensors") == 0);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     iv_weights *w = NULL;
     iv_err err;
@@ -317,7 +302,7 @@ TEST(safetensors_truncated_files)
     CHECK(iv_weights_open_file(&w, path, &err) == -1);
     CHECK_CONTAINS(err.msg, "end 16 is past the data section (12 bytes)");
     CHECK(w == NULL);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(safetensors_huge_header_length)
@@ -461,7 +446,7 @@ static const char *k_good_index = "{\"metadata\":{\"total_size\":20},\"weight_ma
 TEST(safetensors_sharded_index)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "safetensors") == 0);
     write_shard_dir(dir, k_good_index);
     iv_weights *w = NULL;
     iv_err err;
@@ -479,13 +464,13 @@ TEST(safetensors_sharded_index)
         CHECK_CONTAINS(err.msg, dir);
     }
     iv_weights_close(w);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(safetensors_sharded_errors)
 {
     char dir[64], path[4096];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "safetensors") == 0);
     iv_weights *w = NULL;
     iv_err err;
 
@@ -537,13 +522,13 @@ TEST(safetensors_sharded_errors)
     CHECK(iv_weights_open_dir(&w, dir, &err) == -1);
     CHECK_CONTAINS(err.msg, "model-00002-of-00002.safetensors: tensor \"enc.b\": data_offsets end 99");
     CHECK(w == NULL);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(safetensors_directory_without_safetensors)
 {
     char dir[64], path[4096];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "safetensors") == 0);
     iv_weights *w = NULL;
     iv_err err;
 
@@ -567,7 +552,7 @@ TEST(safetensors_directory_without_safetensors)
     CHECK(iv_weights_open_dir(&w, path, &err) == -1);
     CHECK_EQ_INT(err.code, IV_E_NOTFOUND);
     CHECK(w == NULL);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(safetensors_real_minilm)

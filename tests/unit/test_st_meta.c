@@ -2,7 +2,6 @@
  * the formats of sentence-transformers v2 (module-path types, legacy pooling
  * booleans) and v6 (module.class types, "pooling_mode"), plus the real
  * all-MiniLM-L6-v2 when it has been fetched. */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,20 +10,7 @@
 #include "base/file.h"
 #include "engine/st_meta.h"
 #include "test.h"
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
-
-static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-static int make_tmpdir(char *out, size_t cap)
-{
-    snprintf(out, cap, "/tmp/iv_st_meta_XXXXXX");
-    return mkdtemp(out) ? 0 : -1;
-}
+#include "unit/tmp_test_util.h"
 
 /* Writes dir/rel (creating one level of subfolder when rel has a slash). */
 static void put(const char *dir, const char *rel, const char *text)
@@ -91,7 +77,7 @@ static int pool_of(const char *dir)
 TEST(st_meta_absent_files_give_defaults)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     iv_st_meta m;
     iv_err err;
     REQUIRE(iv_st_meta_load(&m, dir, &err) == 0);
@@ -106,13 +92,13 @@ TEST(st_meta_absent_files_give_defaults)
     CHECK_STR(m.backbone_dir, dir);
     CHECK(iv_st_meta_prompt(&m, "query") == NULL);
     iv_st_meta_free(&m);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_v2_layout)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     put(dir, "modules.json", k_v2_modules);
     put(dir, "1_Pooling/config.json",
         "{\"word_embedding_dimension\":384,\"pooling_mode_cls_token\":false,\"pooling_mode_mean_tokens\":true,"
@@ -132,13 +118,13 @@ TEST(st_meta_v2_layout)
     CHECK_STR(m.backbone_dir, dir);
     CHECK_EQ_INT(m.n_prompts, 0);
     iv_st_meta_free(&m);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_v6_layout_with_dense_and_prompts)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     put(dir, "modules.json",
         "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.base.modules.transformer.Transformer\"},"
         "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.sentence_transformer.modules.pooling.Pooling\"},"
@@ -186,13 +172,13 @@ TEST(st_meta_v6_layout_with_dense_and_prompts)
         iv_st_meta_free(&m);
         CHECK(m.n_prompts == 0 && m.default_prompt_name == NULL);
     }
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_pooling_modes)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     static const struct {
         const char *cfg;
         iv_pool_mode want;
@@ -239,13 +225,13 @@ TEST(st_meta_pooling_modes)
 
     CHECK_STR(iv_pool_mode_name(IV_POOL_LAST), "lasttoken");
     CHECK_STR(iv_pool_mode_name(IV_POOL_NONE), "none");
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_unsupported_modules)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     put(dir, "modules.json",
         "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
         "{\"idx\":1,\"name\":\"1\",\"path\":\"1_LSTM\",\"type\":\"sentence_transformers.models.LSTM\"}]");
@@ -262,13 +248,13 @@ TEST(st_meta_unsupported_modules)
         "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
         "{\"idx\":1,\"name\":\"1\",\"path\":\"1\",\"type\":\"sentence_transformers.models.Transformer\"}]");
     EXPECT_FAIL(dir, IV_E_UNSUPPORTED, "more than one Transformer");
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_dense_rules)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     const char *pool_dense =
         "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
         "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"},"
@@ -349,13 +335,13 @@ TEST(st_meta_dense_rules)
     snprintf(mods + off, sizeof mods - (size_t)off, "]");
     put(dir, "modules.json", mods);
     EXPECT_FAIL(dir, IV_E_UNSUPPORTED, "more than 4 Dense modules");
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_malformed_files)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     put(dir, "modules.json", "{\"0\":\"x\"}");
     EXPECT_FAIL(dir, IV_E_FORMAT, "must be a list of modules");
     put(dir, "modules.json", "[{\"idx\":0,\"name\":\"0\",\"path\":\"\"}]");
@@ -406,13 +392,13 @@ TEST(st_meta_malformed_files)
     CHECK(m.default_prompt_name == NULL && m.similarity_fn == NULL);
     CHECK_EQ_INT(m.pool, IV_POOL_MEAN);
     iv_st_meta_free(&m);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_backbone_in_subfolder)
 {
     char dir[64];
-    REQUIRE(make_tmpdir(dir, sizeof dir) == 0);
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
     put(dir, "modules.json",
         "[{\"idx\":0,\"name\":\"0\",\"path\":\"0_Transformer\",\"type\":\"sentence_transformers.models.Transformer\"},"
         "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"}]");
@@ -428,7 +414,7 @@ TEST(st_meta_backbone_in_subfolder)
     CHECK_EQ_INT(m.pool, IV_POOL_MAX);
     CHECK_EQ_INT(m.normalize, 0);
     iv_st_meta_free(&m);
-    rm_tree(dir);
+    tmp_rmtree(dir);
 }
 
 TEST(st_meta_torch_activation_names)

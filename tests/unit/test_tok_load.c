@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "test.h"
 #include "tok_test_data.h"
 #include "tokenizer/tokenizer.h"
+#include "unit/tmp_test_util.h"
 
 #define WP_MODEL "\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"vocab\":{\"[UNK]\":0,\"a\":1}}"
 
@@ -50,6 +50,26 @@ TEST(tok_load_unknown_types)
     expect_error("{\"decoder\":{\"type\":\"Oracle\"}," WP_MODEL "}", IV_E_UNSUPPORTED, "decoder", "Oracle");
     expect_error("{\"model\":{\"type\":\"Bigram\",\"vocab\":{}}}", IV_E_UNSUPPORTED, "model", "Bigram");
     expect_error("{\"normalizer\":{\"clean_text\":true}," WP_MODEL "}", IV_E_FORMAT, "normalizer", "type");
+}
+
+/* Every Sequence names a failing member by its path, and frees the members
+ * loaded before it (ASan); its member list must be an array. */
+TEST(tok_load_sequence_members)
+{
+    expect_error("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                 "{\"String\":\" \"},\"behavior\":\"Isolated\"},{\"type\":\"Sentencizer\"}]}," WP_MODEL "}",
+                 IV_E_UNSUPPORTED, "pre_tokenizer.pretokenizers[1]", "Sentencizer");
+    expect_error("{\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Strip\",\"content\":\" \","
+                 "\"start\":1,\"stop\":0},{\"type\":\"Oracle\"}]}," WP_MODEL "}",
+                 IV_E_UNSUPPORTED, "decoder.decoders[1]", "Oracle");
+    expect_error("{\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"BertProcessing\"},"
+                 "{\"type\":\"Magic\"}]}," WP_MODEL "}",
+                 IV_E_UNSUPPORTED, "post_processor.processors[1]", "Magic");
+    expect_error("{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":{\"type\":\"NFC\"}}," WP_MODEL "}",
+                 IV_E_FORMAT, "normalizer (Sequence)", "\"normalizers\" must be an array");
+    expect_error("{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Replace\",\"pattern\":"
+                 "{\"String\":\"a\"}}]}," WP_MODEL "}",
+                 IV_E_FORMAT, "normalizer.normalizers[0] (Replace)", "missing \"content\"");
 }
 
 TEST(tok_load_bad_fields)
@@ -140,20 +160,10 @@ static int write_file(const char *dir, const char *name, const char *text)
     return fclose(f);
 }
 
-static void remove_dir(const char *dir)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    unlink(path);
-    rmdir(dir);
-}
-
 TEST(tok_load_directory_config)
 {
-    char dir[] = "/tmp/iv_tok_test_XXXXXX";
-    REQUIRE(mkdtemp(dir));
+    char dir[64];
+    REQUIRE(tmp_dir(dir, sizeof dir, "tok_test") == 0);
     REQUIRE(write_file(dir, "tokenizer.json", TOK_MINI_BPE) == 0);
     REQUIRE(write_file(dir, "tokenizer_config.json",
                        "{\"tokenizer_class\":\"LlamaTokenizer\",\"add_bos_token\":true,\"add_eos_token\":true,"
@@ -199,7 +209,7 @@ TEST(tok_load_directory_config)
             0);
     CHECK(iv_tokenizer_load(&tok, dir, &err) == -1);
     CHECK_CONTAINS(err.msg, "eos_token \"<eot>\"");
-    remove_dir(dir);
+    tmp_rmtree(dir);
 
     CHECK(iv_tokenizer_load(&tok, "/nonexistent/tokenizer.json", &err) == -1);
     CHECK_EQ_INT(err.code, IV_E_NOTFOUND);

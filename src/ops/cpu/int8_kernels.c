@@ -1,0 +1,167 @@
+/* Int8 micro-kernels: IV_INT8_MR activation rows times one or two packed
+ * weight panels, accumulating exact int32 dot products (see int8_ops.h for
+ * why these instruction sequences). Each x86 kernel is compiled for its own
+ * target and chosen at run time from what the CPU reports, so one binary
+ * uses VNNI where it exists and AVX2 elsewhere.
+ *
+ * A packed panel is, per group of 4 input columns, 32 bytes: 4 values of
+ * each of its 8 output rows. */
+#include "ops/cpu/int8_kernels.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define IV_INT8_X86 1
+#endif
+
+/* ---- portable fallback (and an independent check of the SIMD kernels) ---- */
+
+static void scalar_tile(const void *a, size_t a_stride, int rows, const int8_t *w, int64_t kp, int32_t *c,
+                        int64_t ldc)
+{
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *ar = (const uint8_t *)a + (size_t)r * a_stride;
+        for (int j = 0; j < IV_INT8_PANEL; j++) {
+            int32_t acc = 0;
+            for (int64_t k = 0; k < kp; k++) acc += (int32_t)ar[k] * w[(k / 4) * 32 + j * 4 + k % 4];
+            c[(int64_t)r * ldc + j] = acc;
+        }
+    }
+}
+
+static int scalar_available(void) { return 1; }
+
+#ifdef IV_INT8_X86
+
+/* ---- AVX2: 16-bit multiply-add ----
+ * A 16-byte half of a panel group (4 rows x 4 values) is sign-extended to
+ * 16 bits; the row's 4 activations (uint16) are broadcast to every 64-bit
+ * lane; vpmaddwd then yields, per output row, two int32 partial sums (values
+ * 0-1 and 2-3), which are folded once at the end. Pair sums reach at most
+ * 2 * 255 * 127, so nothing saturates. 6 rows x 8 columns keep 12
+ * accumulators, 2 weight vectors and 1 broadcast in the 16 ymm registers. */
+
+#define AVX2_TARGET __attribute__((target("avx2")))
+
+AVX2_TARGET static inline __attribute__((always_inline)) void
+avx2_tile_rows(const uint8_t *a, size_t a_stride, const int8_t *w, int64_t kp, int32_t *c, int64_t ldc, const int R)
+{
+    __m256i lo_acc[IV_INT8_MR], hi_acc[IV_INT8_MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) lo_acc[r] = hi_acc[r] = _mm256_setzero_si256();
+    for (int64_t g = 0; g < kp / 4; g++) {
+        const __m256i lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + g * 32)));
+        const __m256i hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + g * 32 + 16)));
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            int64_t quad;
+            memcpy(&quad, a + (size_t)r * a_stride + (size_t)g * 8, sizeof quad);
+            const __m256i av = _mm256_set1_epi64x(quad);
+            lo_acc[r] = _mm256_add_epi32(lo_acc[r], _mm256_madd_epi16(av, lo));
+            hi_acc[r] = _mm256_add_epi32(hi_acc[r], _mm256_madd_epi16(av, hi));
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        /* [r0 r0 r1 r1 | r2 r2 r3 r3] and [r4 r4 r5 r5 | r6 r6 r7 r7] -> r0..r7 */
+        __m256i sums = _mm256_hadd_epi32(lo_acc[r], hi_acc[r]);
+        sums = _mm256_permute4x64_epi64(sums, 0xD8);
+        _mm256_storeu_si256((__m256i *)(c + (int64_t)r * ldc), sums);
+    }
+}
+
+AVX2_TARGET static void avx2_tile(const void *a, size_t a_stride, int rows, const int8_t *w, int64_t kp, int32_t *c,
+                                  int64_t ldc)
+{
+    const uint8_t *ab = a;
+    switch (rows) {
+    case 6: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 6); break;
+    case 5: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 5); break;
+    case 4: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 4); break;
+    case 3: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 3); break;
+    case 2: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 2); break;
+    default: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 1); break;
+    }
+}
+
+static int avx2_available(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+/* ---- VNNI: vpdpbusd on 256-bit vectors ----
+ * The row's 4 activations (uint8) are broadcast to every 32-bit lane and
+ * multiplied with a whole panel group (8 rows x 4 signed values), the four
+ * products summed into each row's int32 lane in one instruction without
+ * intermediate saturation. 6 rows x 16 columns (two panels). */
+
+#define VNNI_TARGET __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
+
+VNNI_TARGET static inline __attribute__((always_inline)) void
+vnni_tile_rows(const uint8_t *a, size_t a_stride, const int8_t *w, int64_t kp, int32_t *c, int64_t ldc, const int R)
+{
+    const int8_t *w0 = w, *w1 = w + IV_INT8_PANEL * kp;
+    __m256i acc0[IV_INT8_MR], acc1[IV_INT8_MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_si256();
+    for (int64_t g = 0; g < kp / 4; g++) {
+        const __m256i p0 = _mm256_loadu_si256((const __m256i *)(w0 + g * 32));
+        const __m256i p1 = _mm256_loadu_si256((const __m256i *)(w1 + g * 32));
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            int32_t quad;
+            memcpy(&quad, a + (size_t)r * a_stride + (size_t)g * 4, sizeof quad);
+            const __m256i av = _mm256_set1_epi32(quad);
+            acc0[r] = _mm256_dpbusd_epi32(acc0[r], av, p0);
+            acc1[r] = _mm256_dpbusd_epi32(acc1[r], av, p1);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_si256((__m256i *)(c + (int64_t)r * ldc), acc0[r]);
+        _mm256_storeu_si256((__m256i *)(c + (int64_t)r * ldc + IV_INT8_PANEL), acc1[r]);
+    }
+}
+
+VNNI_TARGET static void vnni_tile(const void *a, size_t a_stride, int rows, const int8_t *w, int64_t kp, int32_t *c,
+                                  int64_t ldc)
+{
+    const uint8_t *ab = a;
+    switch (rows) {
+    case 6: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 6); break;
+    case 5: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 5); break;
+    case 4: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 4); break;
+    case 3: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 3); break;
+    case 2: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 2); break;
+    default: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 1); break;
+    }
+}
+
+static int vnni_available(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+#else
+
+static int avx2_available(void) { return 0; }
+static int vnni_available(void) { return 0; }
+#define avx2_tile scalar_tile
+#define vnni_tile scalar_tile
+
+#endif
+
+static const iv_int8_kernel_desc kernels[IV_INT8_KERNEL_COUNT] = {
+    [IV_INT8_KERNEL_SCALAR] = {"scalar", IV_INT8_PANEL, 0, scalar_available, scalar_tile},
+    [IV_INT8_KERNEL_AVX2] = {"avx2-vpmaddwd", IV_INT8_PANEL, 1, avx2_available, avx2_tile},
+    [IV_INT8_KERNEL_VNNI] = {"avx512vnni-vpdpbusd", 2 * IV_INT8_PANEL, 0, vnni_available, vnni_tile},
+};
+
+const iv_int8_kernel_desc *iv_int8_kernel_desc_of(iv_int8_kernel k)
+{
+    return (unsigned)k < IV_INT8_KERNEL_COUNT ? &kernels[k] : &kernels[IV_INT8_KERNEL_SCALAR];
+}

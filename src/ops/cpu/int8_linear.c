@@ -1,0 +1,257 @@
+/* The int8 linear: y = act(x W^T + b) (+ residual) with W quantized at load
+ * (int8_pack.c) and x quantized here, per row, on every call.
+ *
+ * The product is cut into tiles of up to TILE_M rows x tile_n columns, each
+ * handed whole to one thread: the thread runs the micro-kernel over the tile
+ * (int32 results in its scratch), then dequantizes row by row and applies the
+ * FP32 linear's epilogue (iv_cpu_act_row: bias, activation, residual). The
+ * residual may be y itself: each element is read before it is written. */
+#include <assert.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/int8_kernels.h"
+#include "ops/cpu/vmath.h"
+
+/* Rows per tile (a multiple of IV_INT8_MR): 48 rows of activations stay in
+ * L2 while the tile's weight panels go by. */
+#define TILE_M 48
+/* Widest tile: 256 output rows of weights (256 KiB at in = 1024). */
+#define TILE_N_MAX 256
+/* Below this many multiply-adds a call stays on one thread. */
+#define PAR_MIN_MACS (1 << 18)
+
+/* ---- kernel choice ---- */
+
+static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
+static iv_int8_kernel kernel_active = IV_INT8_KERNEL_SCALAR;
+
+static void pick_best_kernel(void)
+{
+    for (int k = IV_INT8_KERNEL_COUNT - 1; k >= 0; k--)
+        if (iv_int8_kernel_desc_of((iv_int8_kernel)k)->available()) {
+            kernel_active = (iv_int8_kernel)k;
+            return;
+        }
+}
+
+int iv_int8_kernel_available(iv_int8_kernel k)
+{
+    return (unsigned)k < IV_INT8_KERNEL_COUNT && iv_int8_kernel_desc_of(k)->available();
+}
+
+iv_int8_kernel iv_int8_kernel_active(void)
+{
+    pthread_once(&kernel_once, pick_best_kernel);
+    return kernel_active;
+}
+
+void iv_int8_kernel_select(iv_int8_kernel k)
+{
+    pthread_once(&kernel_once, pick_best_kernel);
+    if (iv_int8_kernel_available(k)) kernel_active = k;
+}
+
+const char *iv_int8_kernel_name(iv_int8_kernel k) { return iv_int8_kernel_desc_of(k)->name; }
+
+/* ---- activations ---- */
+
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
+typedef uint8_t v8u8 __attribute__((vector_size(8)));
+
+/* Stores 8 (or the first m < 8) quantized values as uint8 or uint16. */
+static inline void store_q(void *q, int64_t i, v8i v, int wide, int64_t m)
+{
+    if (wide) {
+        v8u16 n = __builtin_convertvector(v, v8u16);
+        memcpy((uint16_t *)q + i, &n, (size_t)m * sizeof(uint16_t));
+    } else {
+        v8u8 n = __builtin_convertvector(v, v8u8);
+        memcpy((uint8_t *)q + i, &n, (size_t)m);
+    }
+}
+
+static inline v8i quantize8(v8f x, v8f inv, v8i zero)
+{
+    /* Adding and removing 1.5 * 2^23 rounds to the nearest integer, ties to
+     * even, for |t| < 2^22 (here |t| <= 255): the same as nearbyintf. Kept
+     * as separate statements so no compiler contracts them into an FMA. */
+    const v8f magic = v_set1(12582912.0f);
+    v8f t = x * inv;
+    t = t + magic;
+    t = t - magic;
+    v8i q = __builtin_convertvector(t, v8i) + zero;
+    q &= ~(q < 0);
+    const v8i over = q > 255;
+    return (q & ~over) | (over & 255);
+}
+
+/* Quantizes x[0..n) into q (uint8, or uint16 when wide) and zero-fills q up to kp. */
+static void quantize_row(const float *x, int64_t n, int64_t kp, void *q, int wide, float *scale, int32_t *zero)
+{
+    /* The range always holds 0, so the zero point is an integer in 0..255. */
+    v8f lo = v_zero(), hi = v_zero();
+    v8i bad = {0};
+    int64_t i = 0;
+    for (; i + IV_VL <= n; i += IV_VL) {
+        v8f v = v_load(x + i), d = v - v; /* NaN for NaN and +-inf */
+        lo = v_min(v, lo);
+        hi = v_max(v, hi);
+        bad |= d != d;
+    }
+    if (i < n) {
+        v8f v = v_load_part(x + i, n - i), d = v - v;
+        lo = v_min(v, lo);
+        hi = v_max(v, hi);
+        bad |= d != d;
+    }
+    int any_bad = 0;
+    for (int l = 0; l < IV_VL; l++) any_bad |= bad[l] != 0;
+    const float lo_s = -v_hmax(-lo), hi_s = v_hmax(hi);
+    const float s = (hi_s - lo_s) / 255.0f;
+    memset((char *)q + (wide ? 2 : 1) * n, 0, (size_t)(kp - n) * (wide ? 2 : 1));
+    if (any_bad || !isfinite(s) || s == 0.0f) {
+        /* Non-finite input: NaN outputs, as the FP32 path gives. All zeros: 0. */
+        *scale = any_bad || !isfinite(s) ? NAN : 0.0f;
+        *zero = 0;
+        memset(q, 0, (size_t)n * (wide ? 2 : 1));
+        return;
+    }
+    const float inv = 1.0f / s;
+    float zf = nearbyintf(-lo_s * inv);
+    zf = fminf(fmaxf(zf, 0.0f), 255.0f);
+    const int32_t z = (int32_t)zf;
+    const v8f vinv = v_set1(inv);
+    const v8i vz = {z, z, z, z, z, z, z, z};
+    for (i = 0; i + IV_VL <= n; i += IV_VL) store_q(q, i, quantize8(v_load(x + i), vinv, vz), wide, IV_VL);
+    if (i < n) store_q(q, i, quantize8(v_load_part(x + i, n - i), vinv, vz), wide, n - i);
+    *scale = s;
+    *zero = z;
+}
+
+void iv_int8_quantize_row(const float *x, int64_t n, uint8_t *q, float *scale, int32_t *zero)
+{
+    quantize_row(x, n, n, q, 0, scale, zero);
+}
+
+/* ---- the product ---- */
+
+typedef struct int8_call {
+    const iv_int8_kernel_desc *kd;
+    const uint8_t *aq;    /* quantized activations, rows of a_stride bytes */
+    size_t a_stride;
+    const float *a_scale; /* [rows] */
+    const int32_t *a_zero;
+    const int8_t *wq;     /* packed weights */
+    const int32_t *w_sums;
+    const float *w_scale;
+    int64_t rows, out, kp;
+    int64_t tile_n, tiles_n;
+    iv_view y;
+    const float *bias, *residual;
+    iv_act act;
+} int8_call;
+
+/* Runs tile t: integer products into acc [TILE_M, tile_n], then the
+ * epilogue through deq [tile_n]. */
+static void run_tile(const int8_call *c, int64_t t, int32_t *acc, float *deq)
+{
+    const int64_t r0 = (t / c->tiles_n) * TILE_M, c0 = (t % c->tiles_n) * c->tile_n;
+    const int64_t r1 = r0 + TILE_M < c->rows ? r0 + TILE_M : c->rows;
+    const int64_t np = iv_int8_padded_out(c->out);
+    const int64_t c1 = c0 + c->tile_n < np ? c0 + c->tile_n : np;
+    const int cols = c->kd->cols;
+    for (int64_t j = c0; j < c1; j += cols) {
+        const int8_t *panel = c->wq + j * c->kp;
+        for (int64_t r = r0; r < r1; r += IV_INT8_MR) {
+            const int rows = (int)(r1 - r < IV_INT8_MR ? r1 - r : IV_INT8_MR);
+            c->kd->tile(c->aq + (size_t)r * c->a_stride, c->a_stride, rows, panel, c->kp,
+                        acc + (r - r0) * c->tile_n + (j - c0), c->tile_n);
+        }
+    }
+    const int64_t cend = c1 < c->out ? c1 : c->out, n = cend - c0;
+    if (n <= 0) return;
+    for (int64_t r = r0; r < r1; r++) {
+        const int32_t *ar = acc + (r - r0) * c->tile_n, z = c->a_zero[r];
+        const float s = c->a_scale[r];
+        const int32_t *sums = c->w_sums + c0;
+        const float *ws = c->w_scale + c0;
+        /* Exact in int32 (in < IV_INT8_MAX_IN); one rounding to float, then
+         * the two scales. */
+        for (int64_t j = 0; j < n; j++) deq[j] = (float)(ar[j] - z * sums[j]) * (s * ws[j]);
+        float *yr = c->y.data + r * c->y.ld + c0;
+        iv_cpu_act_row(yr, deq, c->bias ? c->bias + c0 : NULL, c->act,
+                       c->residual ? c->residual + r * c->y.ld + c0 : NULL, n);
+    }
+}
+
+/* Column tiling: at most TILE_N_MAX wide, and narrow enough that a few row
+ * tiles (a short request) still give every thread work. */
+static void plan_columns(int8_call *c, int threads)
+{
+    const int64_t np = iv_int8_padded_out(c->out), unit = 16;
+    const int64_t units = np / unit, tiles_m = (c->rows + TILE_M - 1) / TILE_M;
+    int64_t want = (np + TILE_N_MAX - 1) / TILE_N_MAX;
+    if (tiles_m * want < 2 * (int64_t)threads) {
+        int64_t need = (2 * (int64_t)threads + tiles_m - 1) / tiles_m;
+        if (need > want) want = need;
+    }
+    if (want > units) want = units;
+    const int64_t per = (units + want - 1) / want;
+    c->tile_n = per * unit;
+    c->tiles_n = (np + c->tile_n - 1) / c->tile_n;
+}
+
+void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
+                        iv_act act, const float *residual)
+{
+    const int64_t rows = x.rows, in = x.cols, out = y.cols;
+    assert(w->dtype == IV_I8 && w->scales && w->shape[0] == out && w->shape[1] == in);
+    assert(in < IV_INT8_MAX_IN);
+    assert(!b || (b->dtype == IV_F32 && iv_tensor_numel(b) == out));
+    assert(y.rows == rows);
+    if (rows == 0 || out == 0) return;
+
+    int8_call c = {
+        .kd = iv_int8_kernel_desc_of(iv_int8_kernel_active()),
+        .wq = w->data,
+        .w_sums = (const int32_t *)((const char *)w->data + iv_int8_sums_offset(out, in)),
+        .w_scale = w->scales,
+        .rows = rows, .out = out, .kp = iv_int8_padded_in(in),
+        .y = y, .bias = b ? iv_f32(b) : NULL, .residual = residual, .act = act,
+    };
+    const int wide = c.kd->wide;
+    c.a_stride = (size_t)c.kp * (wide ? 2 : 1);
+    uint8_t *aq = iv_cpu_scratch((size_t)rows * c.a_stride);
+    float *a_scale = iv_cpu_scratch((size_t)rows * sizeof(float));
+    int32_t *a_zero = iv_cpu_scratch((size_t)rows * sizeof(int32_t));
+    c.aq = aq;
+    c.a_scale = a_scale;
+    c.a_zero = a_zero;
+
+#pragma omp parallel for schedule(static) if (rows * in >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < rows; t++)
+        quantize_row(x.data + t * x.ld, in, c.kp, aq + (size_t)t * c.a_stride, wide, &a_scale[t], &a_zero[t]);
+
+    const int par = (double)rows * (double)out * (double)in >= PAR_MIN_MACS;
+    plan_columns(&c, par ? omp_get_max_threads() : 1);
+    const int64_t tiles = ((rows + TILE_M - 1) / TILE_M) * c.tiles_n;
+#pragma omp parallel if (par)
+    {
+        int32_t *acc = iv_cpu_scratch((size_t)(TILE_M * c.tile_n) * sizeof(int32_t));
+        float *deq = iv_cpu_scratch((size_t)c.tile_n * sizeof(float));
+        /* Dynamic: on a shared machine a descheduled thread must not hold
+         * back the others; a tile is tens of microseconds of work. */
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < tiles; t++) run_tile(&c, t, acc, deq);
+        free(acc);
+        free(deq);
+    }
+    free(aq);
+    free(a_scale);
+    free(a_zero);
+}

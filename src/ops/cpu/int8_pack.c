@@ -1,0 +1,66 @@
+/* Int8 weights: per-row symmetric quantization and the packed layout the
+ * int8 kernels read (described in int8_ops.h). Runs once per weight at load. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/cpu/int8_kernels.h"
+#include "ops/cpu/int8_ops.h"
+
+size_t iv_int8_sums_offset(int64_t out, int64_t in)
+{
+    return (size_t)(iv_int8_padded_out(out) * iv_int8_padded_in(in));
+}
+
+size_t iv_int8_packed_bytes(int64_t out, int64_t in)
+{
+    return iv_int8_sums_offset(out, in) + (size_t)iv_int8_padded_out(out) * sizeof(int32_t);
+}
+
+/* Where weight (n, k) lives in the blob: panel n / 8, group k / 4. */
+static size_t packed_index(int64_t n, int64_t k, int64_t kp)
+{
+    return (size_t)((n / IV_INT8_PANEL) * IV_INT8_PANEL * kp + (k / 4) * (IV_INT8_PANEL * 4) +
+                    (n % IV_INT8_PANEL) * 4 + k % 4);
+}
+
+int iv_int8_pack_weights(void *blob, float *scales, const float *w, int64_t out, int64_t in)
+{
+    const int64_t kp = iv_int8_padded_in(in);
+    int8_t *q = blob;
+    int32_t *sums = (int32_t *)((char *)blob + iv_int8_sums_offset(out, in));
+    memset(blob, 0, iv_int8_packed_bytes(out, in));
+    for (int64_t n = 0; n < out; n++) {
+        const float *row = w + n * in;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < in; k++) {
+            if (!isfinite(row[k])) return -1;
+            const float a = fabsf(row[k]);
+            if (a > amax) amax = a;
+        }
+        const float s = amax / 127.0f;
+        scales[n] = s;
+        int32_t sum = 0;
+        if (s > 0.0f) {
+            for (int64_t k = 0; k < in; k++) {
+                float v = nearbyintf(row[k] / s);
+                v = fminf(fmaxf(v, -127.0f), 127.0f);
+                q[packed_index(n, k, kp)] = (int8_t)v;
+                sum += (int32_t)v;
+            }
+        }
+        sums[n] = sum;
+    }
+    return 0;
+}
+
+iv_tensor iv_int8_weight_tensor(void *blob, const float *scales, int64_t out, int64_t in)
+{
+    iv_tensor t = {.dtype = IV_I8, .device = IV_CPU, .ndim = 2, .shape = {out, in}, .data = blob,
+                   .scales = scales};
+    return t;
+}
+
+int8_t iv_int8_weight_at(const iv_tensor *w, int64_t n, int64_t k)
+{
+    return ((const int8_t *)w->data)[packed_index(n, k, iv_int8_padded_in(w->shape[1]))];
+}
