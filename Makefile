@@ -95,6 +95,13 @@ bench-int8: $(BUILD)/bench_int8
 $(BUILD)/bench_int8: $(BUILD)/bench/bench_int8.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# CPU benchmark against the peers (bench/README.md); BENCH_ARGS=--quick for the short run.
+bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak
+	python3 bench/run_cpu.py --build $(BUILD) $(BENCH_ARGS)
+
+$(BUILD)/bench_engine $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 clean:
 	rm -rf build
 

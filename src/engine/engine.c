@@ -11,6 +11,7 @@
 #include "base/arena.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "heads/colbert.h"
 #include "heads/pooling.h"
 #include "heads/st_dense.h"
 #include "heads/task_heads.h"
@@ -24,6 +25,7 @@ struct iv_engine {
     iv_st_meta meta;
     iv_st_dense_stack dense;
     iv_tokenizer *tok;
+    iv_colbert colbert;     /* multi-vector settings (layout NONE for other models) */
     iv_pool_mode pool;
     unsigned caps;
     int embed_dim;
@@ -92,6 +94,8 @@ static unsigned derive_capabilities(const iv_engine *e)
     if (m->seq_head.n_steps) caps |= IV_CAN(IV_TASK_CLASSIFY);
     if (m->token_head.n_steps) caps |= IV_CAN(IV_TASK_TOKEN_CLASSIFY);
     if (m->mlm_head.n_steps) caps |= IV_CAN(IV_TASK_SPARSE);
+    /* Multi-vector models give token matrices, never one sentence vector. */
+    if (e->colbert.layout != IV_COLBERT_NONE) return caps | IV_CAN(IV_TASK_MULTIVECTOR);
     /* Sentence embeddings need a pooling rule: the checkpoint's Pooling
      * module, or one chosen by the operator. Classifier checkpoints have none. */
     if (e->pool != IV_POOL_NONE) caps |= IV_CAN(IV_TASK_EMBED);
@@ -112,7 +116,8 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
     e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
     const int H = e->model->block.hidden;
-    if (iv_st_dense_load(&e->dense, &e->meta, H, err)) goto fail;
+    /* PyLate's Dense modules project tokens: the multi-vector head owns them. */
+    if (!e->meta.pylate.present && iv_st_dense_load(&e->dense, &e->meta, H, err)) goto fail;
     e->embed_dim = e->dense.n ? e->dense.out_dim : H;
     char tok_path[4096];
     iv_path_join(tok_path, sizeof tok_path, model_dir, "tokenizer.json");
@@ -121,8 +126,20 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         goto fail;
     }
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
+    if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     e->max_len = iv_model_max_length(e->model);
-    if (e->meta.max_seq_length > 0 && e->meta.max_seq_length < e->max_len) e->max_len = e->meta.max_seq_length;
+    if (e->colbert.layout != IV_COLBERT_NONE) {
+        if (opts && opts->pooling_override) {
+            iv_errf(err, IV_E_UNSUPPORTED,
+                    "this is a multi-vector (ColBERT) model: it returns token vectors, so a pooling mode does not apply");
+            goto fail;
+        }
+        e->embed_dim = e->colbert.info.dim;
+    }
+    /* PyLate rewrites max_seq_length for every call (query_length - 1 or
+     * document_length - 1), so the saved value means nothing. */
+    if (e->meta.max_seq_length > 0 && e->meta.max_seq_length < e->max_len && !e->meta.pylate.present)
+        e->max_len = e->meta.max_seq_length;
     e->caps = derive_capabilities(e);
     *out = e;
     return 0;
@@ -136,6 +153,7 @@ void iv_engine_free(iv_engine *e)
     if (!e) return;
     iv_model_free(e->model);
     iv_st_dense_free(&e->dense);
+    iv_colbert_free(&e->colbert);
     iv_st_meta_free(&e->meta);
     if (e->tok) iv_tokenizer_free(e->tok);
     iv_arena_free(&e->arena);
@@ -154,7 +172,7 @@ void iv_outputs_free(iv_outputs *o)
 static const char *task_name(iv_task t)
 {
     static const char *names[] = {"embeddings", "per-token embeddings", "sparse embeddings",
-                                  "sequence classification", "token classification"};
+                                  "sequence classification", "token classification", "multi-vector embeddings"};
     return (unsigned)t < IV_TASK_COUNT ? names[t] : "?";
 }
 
@@ -220,11 +238,47 @@ static int alloc_outputs(iv_outputs *o, const iv_batch *b, int cols, int per_tok
     return 0;
 }
 
+/* Multi-vector models: queries whose [MASK] expansion must not be attended
+ * get the key mask the reference gives them, unless the caller sent one. */
+static const iv_seq_input *with_key_masks(iv_engine *e, const iv_seq_input *seqs, int n)
+{
+    if (e->colbert.layout == IV_COLBERT_NONE) return seqs;
+    iv_seq_input *copy = iv_arena_alloc(&e->arena, (size_t)n * sizeof *copy);
+    if (!copy) return NULL;
+    for (int i = 0; i < n; i++) {
+        copy[i] = seqs[i];
+        if (seqs[i].key_mask || seqs[i].len <= 0 || seqs[i].len > e->max_len) continue;
+        uint8_t *mask = iv_arena_alloc(&e->arena, (size_t)seqs[i].len);
+        if (!mask) return NULL;
+        if (iv_colbert_key_mask(&e->colbert, seqs[i].ids, seqs[i].len, mask)) copy[i].key_mask = mask;
+    }
+    return copy;
+}
+
+static int run_multivector(iv_engine *e, const iv_batch *b, const float *hidden, iv_outputs *o)
+{
+    const int dim = e->colbert.info.dim;
+    o->n_seqs = b->n_seqs;
+    o->cols = dim;
+    o->offsets = malloc((size_t)(b->n_seqs + 1) * sizeof(int64_t));
+    o->rows = malloc((size_t)b->n_seqs * sizeof(int));
+    o->data = malloc((size_t)(b->n_tokens * dim) * sizeof(float) + 1);
+    if (!o->offsets || !o->rows || !o->data ||
+        iv_colbert_apply(&e->colbert, e->model->ops, b, hidden, e->model->block.hidden, o->data, o->rows,
+                         &e->arena))
+        return -1;
+    o->offsets[0] = 0;
+    for (int s = 0; s < b->n_seqs; s++) o->offsets[s + 1] = o->offsets[s] + (int64_t)o->rows[s] * dim;
+    return 0;
+}
+
 static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out, iv_err *err)
 {
     const iv_model *m = e->model;
     iv_batch b;
     int *skip = NULL;
+    seqs = with_key_masks(e, seqs, n);
+    if (!seqs) return iv_errf(err, IV_E_NOMEM, "out of memory");
     if (pack(e, seqs, n, &b, &skip, err)) return -1;
     float *hidden;
     if (iv_model_forward(m, &b, &e->arena, &hidden, err)) return -1;
@@ -253,6 +307,9 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
     case IV_TASK_SPARSE:
         if (alloc_outputs(out, &b, m->mlm_head.out_dim, 0)) goto oom;
         rc = iv_head_splade(m, &b, hidden, out->data, &e->arena);
+        break;
+    case IV_TASK_MULTIVECTOR:
+        rc = run_multivector(e, &b, hidden, out);
         break;
     default:
         return iv_errf(err, IV_E_INTERNAL, "unknown task");
@@ -300,6 +357,10 @@ int iv_engine_vocab_size(const iv_engine *e) { return (int)e->model->embed.word-
 const char *iv_engine_architecture(const iv_engine *e) { return e->model->cfg.architecture; }
 const char *iv_engine_model_type(const iv_engine *e) { return e->model->cfg.model_type; }
 const iv_st_meta *iv_engine_st_meta(const iv_engine *e) { return &e->meta; }
+const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
+{
+    return e->colbert.layout != IV_COLBERT_NONE ? &e->colbert.info : NULL;
+}
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e) { return e->tok; }
 size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak; }
 

@@ -16,6 +16,7 @@ typedef enum iv_task {
     IV_TASK_SPARSE,         /* SPLADE vocabulary-sized vector per sequence */
     IV_TASK_CLASSIFY,       /* sequence classification logits (rerank = 1 label) */
     IV_TASK_TOKEN_CLASSIFY, /* per-token logits */
+    IV_TASK_MULTIVECTOR,    /* ColBERT: [kept tokens, dim] L2-normalised token vectors per input */
     IV_TASK_COUNT
 } iv_task;
 
@@ -51,7 +52,8 @@ typedef struct iv_seq_input {
 } iv_seq_input;
 
 /* Results of one forward: for sequence s, rows[s] rows of `cols` floats at
- * data + offsets[s] (rows = 1 for pooled/classify/sparse, len for per-token). */
+ * data + offsets[s] (rows = 1 for pooled/classify/sparse, len for per-token,
+ * the kept tokens for multi-vector, possibly 0). */
 typedef struct iv_outputs {
     int n_seqs;
     int cols;
@@ -78,6 +80,23 @@ int iv_engine_vocab_size(const iv_engine *e);
 const char *iv_engine_architecture(const iv_engine *e); /* e.g. "BertModel" */
 const char *iv_engine_model_type(const iv_engine *e);   /* e.g. "bert" */
 const iv_st_meta *iv_engine_st_meta(const iv_engine *e);
+
+/* Multi-vector (ColBERT) models: how inputs are told apart and how long the
+ * checkpoint meant them to be. Queries are inputs whose token at position 1
+ * is query_marker; the client builds them ([CLS] [Q] ... [SEP] then [MASK]
+ * up to query_maxlen when query expansion is on). */
+typedef struct iv_multivector_info {
+    int dim;                /* width of each token vector */
+    int query_maxlen;       /* query length with expansion (colbert-ai query_maxlen / PyLate query_length) */
+    int doc_maxlen;         /* document truncation length of the reference (doc_maxlen / document_length) */
+    int32_t query_marker;   /* -1 when the checkpoint has none (every input is then a document) */
+    int32_t doc_marker;     /* -1 when none */
+    int32_t mask_id;        /* query expansion token, -1 when none */
+    int query_expansion;    /* the reference pads queries with mask_id */
+    int attend_to_mask;     /* expansion tokens are attended as keys */
+} iv_multivector_info;
+/* NULL for models that are not multi-vector. */
+const iv_multivector_info *iv_engine_multivector(const iv_engine *e);
 /* The checkpoint's tokenizer, or NULL when it has no tokenizer.json. */
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */

@@ -7,7 +7,12 @@
  * Module "type" strings changed over releases: v2-v5 wrote the module path
  * ("sentence_transformers.models.Pooling"); v6 writes module path + class
  * ("sentence_transformers.sentence_transformer.modules.pooling.Pooling",
- * "sentence_transformers.base.modules.dense.Dense"). All forms are accepted. */
+ * "sentence_transformers.base.modules.dense.Dense"). All forms are accepted.
+ *
+ * PyLate (ColBERT in the sentence-transformers layout) saves its Dense as
+ * "pylate.models.Dense.Dense" (older releases: "pylate.models.Dense"); it
+ * projects token embeddings, and its settings sit in
+ * config_sentence_transformers.json next to the prompts. */
 #include "engine/st_meta.h"
 
 #include <cJSON.h>
@@ -29,10 +34,12 @@ typedef enum st_kind {
     ST_DENSE,
     ST_NORMALIZE,
     ST_DROPOUT,
+    ST_PYLATE_DENSE,
 } st_kind;
 
 static st_kind module_kind(const char *type)
 {
+    if (!strcmp(type, "pylate.models.Dense.Dense") || !strcmp(type, "pylate.models.Dense")) return ST_PYLATE_DENSE;
     static const char *const k_prefixes[] = {
         "sentence_transformers.models.",
         "sentence_transformers.base.modules.",
@@ -299,7 +306,8 @@ static int load_modules(iv_st_meta *m, const char *model_dir, const char *module
             else
                 rc = -1;
             break;
-        case ST_DENSE: {
+        case ST_DENSE:
+        case ST_PYLATE_DENSE: {
             if (m->n_dense == IV_ST_MAX_DENSE) {
                 rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: more than %d Dense modules", modules_path, IV_ST_MAX_DENSE);
                 break;
@@ -316,6 +324,10 @@ static int load_modules(iv_st_meta *m, const char *model_dir, const char *module
                 parse_dense(d, cfg, cfg_path, err)) {
                 rc = -1;
                 break;
+            }
+            if (module_kind(type) == ST_PYLATE_DENSE) {
+                d->token_level = 1; /* PyLate's Dense always reads token_embeddings */
+                m->pylate.present = 1;
             }
             if (d->token_level && seen_pooling)
                 rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: token-level Dense module %s after Pooling is not supported",
@@ -336,7 +348,7 @@ static int load_modules(iv_st_meta *m, const char *model_dir, const char *module
         case ST_UNKNOWN:
             rc = iv_errf(err, IV_E_UNSUPPORTED,
                          "%s: module %s has type %.200s, which infinity_v3 does not support (supported: Transformer, "
-                         "Pooling, Dense, Normalize, Dropout)",
+                         "Pooling, Dense, Normalize, Dropout, pylate.models.Dense)",
                          modules_path, name, type);
             break;
         }
@@ -378,6 +390,57 @@ static int dup_opt_str(const cJSON *obj, const char *key, char **out, const char
     if (!cJSON_IsString(v)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a string or null", path, key);
     *out = strdup(v->valuestring);
     return *out ? 0 : iv_errf(err, IV_E_NOMEM, "out of memory reading %s", path);
+}
+
+static int pylate_int(const cJSON *cfg, const char *key, int *val, const char *path, iv_err *err)
+{
+    int64_t v;
+    if (iv_json_int_chk(cfg, key, *val, &v, path, err)) return -1;
+    if (v <= 0 || v > INT_MAX) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a positive integer", path, key);
+    *val = (int)v;
+    return 0;
+}
+
+/* PyLate's keys; absent ones keep the defaults set by iv_st_meta_load. */
+static int parse_pylate(iv_st_pylate *p, const cJSON *cfg, const char *path, iv_err *err)
+{
+    char *q = NULL, *d = NULL;
+    if (dup_opt_str(cfg, "query_prefix", &q, path, err) || dup_opt_str(cfg, "document_prefix", &d, path, err)) {
+        free(q);
+        return -1;
+    }
+    if (q) {
+        free(p->query_prefix);
+        p->query_prefix = q;
+    }
+    if (d) {
+        free(p->document_prefix);
+        p->document_prefix = d;
+    }
+    if (pylate_int(cfg, "query_length", &p->query_length, path, err) ||
+        pylate_int(cfg, "document_length", &p->document_length, path, err) ||
+        iv_json_bool_chk(cfg, "do_query_expansion", p->do_query_expansion, &p->do_query_expansion, path, err) ||
+        iv_json_bool_chk(cfg, "attend_to_expansion_tokens", p->attend_to_expansion_tokens,
+                         &p->attend_to_expansion_tokens, path, err))
+        return -1;
+    if (!p->do_query_expansion) p->attend_to_expansion_tokens = 0;
+    const cJSON *sk = cJSON_GetObjectItemCaseSensitive(cfg, "skiplist_words");
+    if (!sk || cJSON_IsNull(sk)) return 0;
+    if (!cJSON_IsArray(sk)) return iv_errf(err, IV_E_FORMAT, "%s: \"skiplist_words\" must be a list of strings", path);
+    int n = cJSON_GetArraySize(sk);
+    p->skiplist_words = calloc((size_t)(n ? n : 1), sizeof *p->skiplist_words);
+    if (!p->skiplist_words) return iv_errf(err, IV_E_NOMEM, "out of memory reading %s", path);
+    p->n_skiplist = 0;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, sk)
+    {
+        if (!cJSON_IsString(w))
+            return iv_errf(err, IV_E_FORMAT, "%s: \"skiplist_words\" must be a list of strings", path);
+        if (!(p->skiplist_words[p->n_skiplist] = strdup(w->valuestring)))
+            return iv_errf(err, IV_E_NOMEM, "out of memory reading %s", path);
+        p->n_skiplist++;
+    }
+    return 0;
 }
 
 static int load_st_config(iv_st_meta *m, const char *model_dir, iv_err *err)
@@ -424,18 +487,47 @@ static int load_st_config(iv_st_meta *m, const char *model_dir, iv_err *err)
         rc = -1;
         goto done;
     }
-    if (m->default_prompt_name && !iv_st_meta_prompt(m, m->default_prompt_name))
+    if (m->default_prompt_name && !iv_st_meta_prompt(m, m->default_prompt_name)) {
         rc = iv_errf(err, IV_E_FORMAT, "%s: default_prompt_name \"%.64s\" is not one of the prompts", path,
                      m->default_prompt_name);
+        goto done;
+    }
+    if (!strcmp(iv_json_str(cfg, "model_type", ""), "ColBERT")) m->pylate.present = 1;
+    if (m->pylate.present) rc = parse_pylate(&m->pylate, cfg, path, err);
 done:
     cJSON_Delete(cfg);
     return rc;
+}
+
+/* A PyLate model runs Transformer then its Dense chain over every token
+ * (PyLate keeps only those modules, and converts sentence-transformers Dense
+ * modules to its own); a Pooling module there would mean something else. */
+static int finish_pylate(iv_st_meta *m, iv_err *err)
+{
+    if (!m->pylate.present) return 0;
+    if (m->pool != IV_POOL_NONE)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "PyLate ColBERT checkpoint with a Pooling module: PyLate drops it, and infinity_v3 does not "
+                       "guess which output is meant");
+    for (int i = 0; i < m->n_dense; i++) m->dense[i].token_level = 1;
+    return 0;
 }
 
 int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err)
 {
     memset(out, 0, sizeof *out);
     out->pool_include_prompt = 1;
+    iv_st_pylate *p = &out->pylate;
+    p->query_prefix = strdup("[Q] ");
+    p->document_prefix = strdup("[D] ");
+    p->query_length = 32;
+    p->document_length = 180;
+    p->do_query_expansion = 1;
+    p->n_skiplist = -1;
+    if (!p->query_prefix || !p->document_prefix) {
+        iv_st_meta_free(out);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
     snprintf(out->backbone_dir, sizeof out->backbone_dir, "%s", model_dir);
     char path[PATH_MAX];
     iv_path_join(path, sizeof path, model_dir, "modules.json");
@@ -446,6 +538,7 @@ int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err)
     }
     if (!rc) rc = load_bert_config(out, model_dir, err);
     if (!rc) rc = load_st_config(out, model_dir, err);
+    if (!rc) rc = finish_pylate(out, err);
     if (rc) iv_st_meta_free(out);
     return rc;
 }
@@ -458,6 +551,10 @@ void iv_st_meta_free(iv_st_meta *m)
     }
     free(m->default_prompt_name);
     free(m->similarity_fn);
+    free(m->pylate.query_prefix);
+    free(m->pylate.document_prefix);
+    for (int i = 0; i < m->pylate.n_skiplist; i++) free(m->pylate.skiplist_words[i]);
+    free(m->pylate.skiplist_words);
     memset(m, 0, sizeof *m);
 }
 

@@ -1,7 +1,8 @@
 /* sentence-transformers metadata of a checkpoint directory: modules.json and
- * the modules it lists (Pooling, Dense, Normalize), sentence_bert_config.json
- * (max_seq_length) and config_sentence_transformers.json (prompts). Absent
- * files give the defaults; unknown module types are rejected by name. */
+ * the modules it lists (Pooling, Dense, Normalize, and PyLate's Dense),
+ * sentence_bert_config.json (max_seq_length) and
+ * config_sentence_transformers.json (prompts; PyLate ColBERT settings).
+ * Absent files give the defaults; unknown module types are rejected by name. */
 #ifndef IV_ENGINE_ST_META_H
 #define IV_ENGINE_ST_META_H
 
@@ -32,6 +33,23 @@ typedef struct iv_st_dense {
     int token_level;     /* module_input_name "token_embeddings": projects every token, before pooling */
 } iv_st_dense;
 
+/* A PyLate ColBERT checkpoint (multi-vector): modules.json lists
+ * pylate.models.Dense modules, or config_sentence_transformers.json says
+ * model_type "ColBERT". PyLate projects every token through its Dense chain
+ * (all of iv_st_meta.dense[] are then token_level). Keys absent from
+ * config_sentence_transformers.json keep PyLate's defaults, shown here. */
+typedef struct iv_st_pylate {
+    int present;
+    char *query_prefix;             /* "[Q] "; "" = none */
+    char *document_prefix;          /* "[D] "; "" = none */
+    int query_length;               /* 32: queries padded to this with [MASK] (expansion) */
+    int document_length;            /* 180 */
+    int do_query_expansion;         /* 1 */
+    int attend_to_expansion_tokens; /* 0; forced to 0 without query expansion, as PyLate does */
+    int n_skiplist;                 /* -1: absent (PyLate uses string.punctuation) */
+    char **skiplist_words;          /* [n_skiplist] token strings left out of document vectors */
+} iv_st_pylate;
+
 typedef struct iv_st_prompt {
     char *name, *text;
 } iv_st_prompt;
@@ -51,6 +69,7 @@ typedef struct iv_st_meta {
     iv_st_prompt prompts[IV_ST_MAX_PROMPTS];
     char *default_prompt_name;   /* NULL when absent */
     char *similarity_fn;         /* "cosine", "dot", ... or NULL */
+    iv_st_pylate pylate;
 } iv_st_meta;
 
 int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err);

@@ -2,30 +2,43 @@
 
 #include <string.h>
 
-int iv_st_dense_load(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, iv_err *err)
+static int load_level(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, int token_level, iv_err *err)
 {
     memset(d, 0, sizeof *d);
     int width = in_dim;
     for (int i = 0; i < meta->n_dense; i++) {
         const iv_st_dense *m = &meta->dense[i];
-        if (m->token_level)
+        if (m->token_level != token_level) {
+            if (token_level) continue;
             return iv_errf(err, IV_E_UNSUPPORTED,
                            "Dense module %s projects token embeddings before pooling; not supported yet", m->dir);
+        }
         if (m->in_features != width)
             return iv_errf(err, IV_E_FORMAT, "Dense module %s expects %d inputs but receives %d", m->dir,
                            m->in_features, width);
-        if (iv_weights_open_dir(&d->weights[i], m->dir, err)) return iv_err_prefix(err, "Dense module: ");
-        d->n = i + 1;
+        const int k = d->n;
+        if (iv_weights_open_dir(&d->weights[k], m->dir, err)) return iv_err_prefix(err, "Dense module: ");
+        d->n = k + 1;
         int64_t ws[2] = {m->out_features, m->in_features}, bs[1] = {m->out_features};
-        if (iv_weights_f32(d->weights[i], "linear.weight", 2, ws, &d->w[i], err))
+        if (iv_weights_f32(d->weights[k], "linear.weight", 2, ws, &d->w[k], err))
             return iv_err_prefix(err, "Dense module %s: ", m->dir);
-        if (m->bias && iv_weights_f32(d->weights[i], "linear.bias", 1, bs, &d->b[i], err))
+        if (m->bias && iv_weights_f32(d->weights[k], "linear.bias", 1, bs, &d->b[k], err))
             return iv_err_prefix(err, "Dense module %s: ", m->dir);
-        d->act[i] = m->act;
+        d->act[k] = m->act;
         width = m->out_features;
     }
     d->out_dim = d->n ? width : 0;
     return 0;
+}
+
+int iv_st_dense_load(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, iv_err *err)
+{
+    return load_level(d, meta, in_dim, 0, err);
+}
+
+int iv_st_dense_load_token_level(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, iv_err *err)
+{
+    return load_level(d, meta, in_dim, 1, err);
 }
 
 void iv_st_dense_free(iv_st_dense_stack *d)

@@ -1,5 +1,6 @@
 /* sentence-transformers Dense modules (2_Dense, 3_Dense, ...): a linear
- * layer with an activation applied to the pooled embedding. */
+ * layer with an activation applied to the pooled embedding, or to every
+ * token (PyLate's Dense). */
 #ifndef IV_HEADS_ST_DENSE_H
 #define IV_HEADS_ST_DENSE_H
 
@@ -15,8 +16,11 @@ typedef struct iv_st_dense_stack {
     int out_dim; /* width after the last layer (0 when n == 0) */
 } iv_st_dense_stack;
 
-/* Loads the Dense modules listed in meta; in_dim is the pooled width. */
+/* Loads the Dense modules listed in meta; in_dim is the pooled width.
+ * Token-level modules are refused (only multi-vector models use them). */
 int iv_st_dense_load(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, iv_err *err);
+/* Loads the token-level Dense modules (PyLate's projection); in_dim is the hidden size. */
+int iv_st_dense_load_token_level(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, iv_err *err);
 void iv_st_dense_free(iv_st_dense_stack *d);
 /* x [rows, in] -> out [rows, out_dim]. */
 int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, const float *x, int64_t rows, int64_t in,

@@ -1,7 +1,9 @@
 /* BERT and the RoBERTa line (RoBERTa, XLM-RoBERTa, CamemBERT): post-norm
  * encoders with learned absolute positions. RoBERTa-style checkpoints start
  * positions after padding_idx and put their classifier on <s> through
- * classifier.dense/out_proj instead of BERT's pooler. */
+ * classifier.dense/out_proj instead of BERT's pooler. Stanford ColBERT
+ * checkpoints (architectures ["HF_ColBERT"]) are this backbone plus a
+ * bias-free top-level `linear` [dim, hidden] applied to every token. */
 #include <string.h>
 
 #include "base/json.h"
@@ -25,6 +27,7 @@ static const char *const k_archs[] = {
     "XLMRobertaForTokenClassification",
     "CamembertModel", "CamembertForMaskedLM", "CamembertForSequenceClassification",
     "CamembertForTokenClassification",
+    "HF_ColBERT",
     NULL,
 };
 
@@ -40,6 +43,8 @@ static int load_embeddings(iv_model *m, int roberta, iv_err *err)
 
 static int load_heads(iv_model *m, int roberta, iv_err *err)
 {
+    if (!strcmp(m->cfg.architecture, "HF_ColBERT"))
+        return iv_load_linear_head(m, &m->token_proj, "linear", m->cfg.hidden_size, err);
     if (iv_arch_has_suffix(&m->cfg, "ForSequenceClassification")) {
         m->seq_head_pool = IV_SEQ_POOL_FIRST;
         if (roberta) return iv_load_two_step_head(m, &m->seq_head, "classifier.dense", 0, IV_ACT_TANH,

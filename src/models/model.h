@@ -89,6 +89,7 @@ typedef struct iv_model {
     iv_seq_pool seq_head_pool;
     iv_head token_head;         /* token classification */
     iv_head mlm_head;           /* masked-LM logits (SPLADE) */
+    iv_head token_proj;         /* per-token projection of multi-vector models (ColBERT's linear) */
 
     /* Longest accepted input; 0 = the position table's size, else
      * max_position_embeddings (iv_model_max_length). */

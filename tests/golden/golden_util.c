@@ -21,11 +21,13 @@ int golden_load(golden_case *g, const char *dir)
     g->n = cJSON_GetArraySize(inputs);
     g->ids = calloc((size_t)g->n, sizeof *g->ids);
     g->types = calloc((size_t)g->n, sizeof *g->types);
+    g->key_masks = calloc((size_t)g->n, sizeof *g->key_masks);
     g->lens = calloc((size_t)g->n, sizeof *g->lens);
     for (int i = 0; i < g->n; i++) {
         const cJSON *in = cJSON_GetArrayItem(inputs, i);
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(in, "ids");
         const cJSON *types = cJSON_GetObjectItemCaseSensitive(in, "type_ids");
+        const cJSON *km = cJSON_GetObjectItemCaseSensitive(in, "key_mask");
         int n = cJSON_GetArraySize(ids);
         g->lens[i] = n;
         g->ids[i] = malloc((size_t)n * sizeof(int32_t));
@@ -33,6 +35,12 @@ int golden_load(golden_case *g, const char *dir)
         if (cJSON_IsArray(types) && cJSON_GetArraySize(types) == n) {
             g->types[i] = malloc((size_t)n * sizeof(int32_t));
             for (int k = 0; k < n; k++) g->types[i][k] = (int32_t)cJSON_GetArrayItem(types, k)->valuedouble;
+        }
+        if (cJSON_IsArray(km) && cJSON_GetArraySize(km) == n) {
+            g->key_masks[i] = malloc((size_t)n);
+            for (int k = 0; k < n; k++) g->key_masks[i][k] = cJSON_GetArrayItem(km, k)->valuedouble != 0;
+        } else if (km) {
+            iv_test_fail(__FILE__, __LINE__, "%s: input %d has a malformed key_mask", dir, i);
         }
     }
     iv_path_join(path, sizeof path, dir, "expected.safetensors");
@@ -48,9 +56,11 @@ void golden_free(golden_case *g)
     for (int i = 0; i < g->n; i++) {
         free(g->ids[i]);
         free(g->types[i]);
+        free(g->key_masks[i]);
     }
     free(g->ids);
     free(g->types);
+    free(g->key_masks);
     free(g->lens);
     cJSON_Delete(g->json);
     if (g->expected) iv_weights_close(g->expected);

@@ -10,6 +10,7 @@
 typedef struct golden_case {
     int n;
     int32_t **ids, **types;
+    uint8_t **key_masks; /* per input: cases.json "key_mask" (0 = not attended as a key), or NULL */
     int *lens;
     cJSON *json;         /* whole cases.json */
     iv_weights *expected;

@@ -1,9 +1,11 @@
 /* Every tiny checkpoint under tests/fixtures/models/ run through the engine
- * and compared with what transformers / sentence-transformers produced
- * (tools/gen_fixtures.py). All inputs of a fixture run as ONE packed batch
- * while the references were computed one sequence at a time, so these also
- * prove sequence isolation. FP32 tolerances: cosine >= 0.99999 per vector
- * and max abs error <= 1e-4. */
+ * and compared with what transformers / sentence-transformers (and, for
+ * multi-vector models, colbert-ai / PyLate) produced (tools/gen_fixtures.py).
+ * All inputs of a fixture run as ONE packed batch while the references were
+ * computed one sequence at a time, so these also prove sequence isolation.
+ * Inputs run with their cases.json key_mask; multi-vector outputs run a
+ * second time without it, so the engine must derive the same mask from the
+ * ids. FP32 tolerances: cosine >= 0.99999 per vector and max abs error <= 1e-4. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +19,12 @@
 #define MIN_COS 0.99999
 #define MAX_ABS 1e-4
 
-static int run_task(iv_engine *e, golden_case *g, iv_task task, iv_outputs *out)
+static int run_task(iv_engine *e, golden_case *g, iv_task task, int with_key_masks, iv_outputs *out)
 {
     iv_seq_input *seqs = calloc((size_t)g->n, sizeof *seqs);
-    for (int i = 0; i < g->n; i++) seqs[i] = (iv_seq_input){.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i]};
+    for (int i = 0; i < g->n; i++)
+        seqs[i] = (iv_seq_input){.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i],
+                                 .key_mask = with_key_masks ? g->key_masks[i] : NULL};
     iv_err err = {0};
     int rc = iv_engine_run(e, task, seqs, g->n, out, &err);
     if (rc) iv_test_fail(__FILE__, __LINE__, "run failed: %s", err.msg);
@@ -29,11 +33,11 @@ static int run_task(iv_engine *e, golden_case *g, iv_task task, iv_outputs *out)
 }
 
 /* Compares output `name` (rows per input as the engine returns them). */
-static void check_output(const char *fixture, iv_engine *e, golden_case *g, const char *name, iv_task task,
-                         int dimensions, int normalize)
+static void check_output_masks(const char *fixture, iv_engine *e, golden_case *g, const char *name, iv_task task,
+                               int dimensions, int normalize, int with_key_masks)
 {
     iv_outputs out;
-    if (run_task(e, g, task, &out)) return;
+    if (run_task(e, g, task, with_key_masks, &out)) return;
     for (int i = 0; i < g->n; i++) {
         const iv_tensor *want = golden_expected(g, name, i);
         if (!want) {
@@ -44,7 +48,7 @@ static void check_output(const char *fixture, iv_engine *e, golden_case *g, cons
         int64_t rows = out.rows[i], cols = out.cols;
         if (task == IV_TASK_EMBED) cols = iv_embedding_finish(got, out.cols, dimensions, normalize);
         char what[256];
-        snprintf(what, sizeof what, "%s %s.%d", fixture, name, i);
+        snprintf(what, sizeof what, "%s %s.%d%s", fixture, name, i, with_key_masks ? "" : " (derived key mask)");
         if (iv_tensor_numel(want) != rows * cols) {
             iv_test_fail(__FILE__, __LINE__, "%s: %lld values, expected %lld", what, (long long)(rows * cols),
                          (long long)iv_tensor_numel(want));
@@ -55,13 +59,19 @@ static void check_output(const char *fixture, iv_engine *e, golden_case *g, cons
     iv_outputs_free(&out);
 }
 
+static void check_output(const char *fixture, iv_engine *e, golden_case *g, const char *name, iv_task task,
+                         int dimensions, int normalize)
+{
+    check_output_masks(fixture, e, g, name, task, dimensions, normalize, 1);
+}
+
 /* The same hidden states whether a sequence runs alone or packed with others. */
 static void check_isolation(const char *fixture, iv_engine *e, golden_case *g)
 {
     iv_outputs all;
-    if (run_task(e, g, IV_TASK_EMBED_ALL, &all)) return;
+    if (run_task(e, g, IV_TASK_EMBED_ALL, 1, &all)) return;
     for (int i = 0; i < g->n; i++) {
-        iv_seq_input one = {.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i]};
+        iv_seq_input one = {.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i], .key_mask = g->key_masks[i]};
         iv_outputs single;
         iv_err err = {0};
         if (iv_engine_run(e, IV_TASK_EMBED_ALL, &one, 1, &single, &err)) {
@@ -98,6 +108,11 @@ static void check_fixture(const char *dir, const char *name)
     if (golden_has_output(&g, "token_logits"))
         check_output(name, e, &g, "token_logits", IV_TASK_TOKEN_CLASSIFY, 0, 0);
     if (golden_has_output(&g, "sparse")) check_output(name, e, &g, "sparse", IV_TASK_SPARSE, 0, 0);
+    if (golden_has_output(&g, "multivector")) {
+        check_output(name, e, &g, "multivector", IV_TASK_MULTIVECTOR, 0, 0);
+        check_output_masks(name, e, &g, "multivector", IV_TASK_MULTIVECTOR, 0, 0, 0);
+        check_output_masks(name, e, &g, "hidden", IV_TASK_EMBED_ALL, 0, 0, 0);
+    }
     printf("    %-20s %s\n", name, iv_test_failed() == before ? "ok" : "FAILED");
     iv_engine_free(e);
     golden_free(&g);

@@ -295,11 +295,12 @@ TEST(srv_client_disconnect_frees_permits)
     srv s;
     const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "40", "--max-client-batch-size", "40", NULL};
     REQUIRE(srv_start(&s, args) == 0);
-    /* A: keeps the engine busy. */
-    call a = {&s, "/embed", heavy_request("inputs", 12, 120), 0};
+    /* A: keeps the engine busy long enough (~6,000 tokens) for B's hang-up
+     * to be seen while B still waits in the queue, even on a loaded machine. */
+    call a = {&s, "/embed", heavy_request("inputs", 30, 200), 0};
     pthread_t ta;
     pthread_create(&ta, NULL, do_call, &a);
-    while (metric(&s, "te_embed_count") < 12) sleep_ms(5);
+    while (metric(&s, "te_embed_count") < 30) sleep_ms(5);
     /* B: 8 inputs queued behind A, whose client hangs up at once. */
     char *b = heavy_request("inputs", 8, 20);
     iv_strbuf req;

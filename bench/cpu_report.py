@@ -1,0 +1,267 @@
+"""Statistics, ratios, the printed table and the ratio plot for bench/run_cpu.py.
+
+Conventions:
+  tokens/s     real (unpadded) tokens of one run / median run time
+  p50, p99     percentiles of the run times (linear interpolation)
+  speedup      how many times faster infinity_v3 is than the peer:
+               peer median / infinity_v3 median (batches), peer p50 /
+               infinity_v3 p50 (latency), peer / infinity_v3 encode time (CLI).
+               Above 1: infinity_v3 is faster.
+  RSS ratio    peer peak RSS / infinity_v3 peak RSS (above 1: we use less)
+  GFLOP/s      model FLOPs of the real tokens (cpu_workloads.model_flops) /
+               median time; "% peak" divides by the measured sgemm peak at
+               the same thread count
+  max|d|       max |difference| of the first sequence's embedding from
+               sentence-transformers' (torch), a check that every engine
+               computed the same thing
+"""
+import os
+
+import numpy as np
+
+import cpu_workloads
+
+REFERENCE = "torch"
+MAIN = "infinity_v3"
+
+
+def _pct(times, q):
+    return float(np.percentile(np.asarray(times), q)) if times else None
+
+
+def _workload_stats(rec, lengths, arith, ref_first):
+    times = rec.get("times_s") or []
+    median = float(np.median(times)) if times else None
+    tokens = sum(lengths)
+    flops = cpu_workloads.model_flops(arith, lengths)
+    st = {"runs": len(times), "tokens": tokens, "median_s": median,
+          "p50_ms": _pct(times, 50) * 1e3 if times else None,
+          "p99_ms": _pct(times, 99) * 1e3 if times else None,
+          "min_ms": min(times) * 1e3 if times else None,
+          "tokens_per_s": tokens / median if median else None,
+          "model_gflop": flops / 1e9,
+          "gflops": flops / median / 1e9 if median else None,
+          "times_s": [round(t, 6) for t in times]}
+    first = rec.get("first_embedding")
+    if first is not None and ref_first is not None and len(first) == len(ref_first):
+        st["max_abs_diff_vs_torch"] = float(np.max(np.abs(np.asarray(first) - np.asarray(ref_first))))
+    return st
+
+
+def summarise_model(model_dir, arith, workloads, results):
+    ref = results.get(REFERENCE, {})
+    engines = {}
+    for engine, res in results.items():
+        if "error" in res:
+            engines[engine] = {"error": res["error"]}
+            continue
+        e = {"load_s": res.get("load_s"), "peak_rss_kb": res.get("peak_rss_kb"),
+             "rss_after_load_kb": res.get("rss_after_load_kb"), "process_wall_s": res.get("process_wall_s"),
+             "workloads": {}}
+        for w in workloads:
+            rec = res["workloads"].get(w["name"], {})
+            ref_first = ref.get("workloads", {}).get(w["name"], {}).get("first_embedding") if "error" not in ref \
+                else None
+            e["workloads"][w["name"]] = _workload_stats(rec, w["lengths"], arith, ref_first)
+        engines[engine] = e
+    summary = {"model": os.path.basename(os.path.normpath(model_dir)), "dir": model_dir, "arith": arith,
+               "workloads": [{"name": w["name"], "label": w["label"], "kind": w["kind"],
+                              "sequences": len(w["lengths"]), "tokens": sum(w["lengths"])} for w in workloads],
+               "engines": engines}
+    summary["ratios"] = _ratios(summary)
+    return summary
+
+
+def _ratios(summary):
+    main = summary["engines"].get(MAIN, {})
+    out = {}
+    if "error" in main or not main:
+        return out
+    for w in summary["workloads"]:
+        mine = main["workloads"][w["name"]]
+        key = "median_s" if w["kind"] == "batch" else "p50_ms"
+        row = {}
+        for engine, e in summary["engines"].items():
+            if engine == MAIN or "error" in e:
+                continue
+            theirs = e["workloads"][w["name"]]
+            r = {"speedup": theirs[key] / mine[key] if mine[key] and theirs[key] else None}
+            if w["kind"] == "latency" and mine["p99_ms"] and theirs["p99_ms"]:
+                r["speedup_p99"] = theirs["p99_ms"] / mine["p99_ms"]
+            if main.get("peak_rss_kb") and e.get("peak_rss_kb"):
+                r["rss_ratio"] = e["peak_rss_kb"] / main["peak_rss_kb"]
+            row[engine] = r
+        out[w["name"]] = row
+    return out
+
+
+def summarise_cli(model_dir, arith, n_texts, tokens, per_engine):
+    # FLOPs of the real sequences are not known per sentence here; use the
+    # mean length, which the attention term barely notices at ~15 tokens.
+    mean_len = tokens / n_texts
+    flops = 2 * arith["linear_params"] * tokens + arith["layers"] * n_texts * 4 * mean_len ** 2 * arith["attn_width"]
+    out = {"model": model_dir, "sentences": n_texts, "tokens": tokens, "model_gflop": flops / 1e9, "engines": {}}
+
+    def unit(v):
+        v = np.asarray(v, dtype=np.float64)
+        return v / max(np.linalg.norm(v), 1e-12)
+    ref = per_engine.get(REFERENCE, {}).get("first_embedding")
+    for engine, r in per_engine.items():
+        if "error" in r:
+            out["engines"][engine] = {"error": r["error"]}
+            continue
+        e = {k: v for k, v in r.items() if k != "first_embedding"}
+        e["runs"] = [{k: v for k, v in x.items() if k != "first_embedding"} for x in r.get("runs", [])]
+        # Engines differ in whether they L2-normalise; compare directions.
+        if ref is not None and r.get("first_embedding") is not None and len(ref) == len(r["first_embedding"]):
+            e["max_abs_diff_vs_torch"] = float(np.max(np.abs(unit(r["first_embedding"]) - unit(ref))))
+        e["tokens_per_s"] = tokens / r["encode_s"]
+        e["tokens_per_s_total"] = tokens / r["total_s"]
+        e["gflops"] = flops / r["encode_s"] / 1e9
+        out["engines"][engine] = e
+    main = out["engines"].get(MAIN, {})
+    out["ratios"] = {}
+    if main and "error" not in main:
+        for engine, e in out["engines"].items():
+            if engine != MAIN and "error" not in e:
+                out["ratios"][engine] = {"speedup": e["encode_s"] / main["encode_s"],
+                                         "speedup_total": e["total_s"] / main["total_s"],
+                                         "rss_ratio": e["peak_rss_kb"] / main["peak_rss_kb"]}
+    return out
+
+
+def add_peak_fractions(result, threads):
+    peak = result.get("sgemm", {}).get(str(threads), {}).get("median_gflops")
+    result["sgemm_peak_gflops"] = peak
+    if not peak:
+        return
+    for m in result.get("models", []):
+        for e in m["engines"].values():
+            for st in e.get("workloads", {}).values():
+                if st.get("gflops"):
+                    st["peak_fraction"] = st["gflops"] / peak
+    for e in result.get("cli", {}).get("engines", {}).values():
+        if e.get("gflops"):
+            e["peak_fraction"] = e["gflops"] / peak
+
+
+def _f(v, fmt):
+    return format(v, fmt) if isinstance(v, (int, float)) and v is not None else "-"
+
+
+def table(result):
+    meta = result["meta"]
+    lines = [f"infinity_v3 CPU benchmark ({meta['mode']}), {meta['threads']} threads, {meta['cpu']}, "
+             f"load average before {meta.get('loadavg_before')}, after {meta.get('loadavg_after')}"
+             + (", OMP_WAIT_POLICY=PASSIVE for every engine" if meta.get("passive_all") else
+                ", OMP_WAIT_POLICY=PASSIVE for torch only")]
+    sg = result.get("sgemm", {})
+    peaks = ", ".join(f"{t} thread{'s' if t != '1' else ''}: {_f(v.get('median_gflops'), '.1f')} GFLOP/s"
+                      for t, v in sorted(sg.items()))
+    lines.append(f"sgemm peak (OpenBLAS, {meta['profile']['sgemm']['n']}^3, median, better of start/end): {peaks}")
+    head = f"{'workload':<22}{'engine':<13}{'tok/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'speedup':>9}" \
+           f"{'GFLOP/s':>9}{'%peak':>7}{'max|d|':>9}"
+    for m in result.get("models", []):
+        a = m["arith"]
+        lines += ["", f"{m['model']}: {a['model_type']}, {a['layers']} layers, hidden {a['hidden']}, "
+                  f"{a['heads']} heads, {a['linear_params'] / 1e6:.1f}M matmul params ({m['dir']})", head]
+        for w in m["workloads"]:
+            for engine, e in m["engines"].items():
+                label = f"{w['name']} ({w['tokens']} tok)" if engine == next(iter(m["engines"])) else ""
+                if "error" in e:
+                    lines.append(f"{label:<22}{engine:<13}  unavailable: {e['error'][:70]}")
+                    continue
+                st = e["workloads"][w["name"]]
+                r = m["ratios"].get(w["name"], {}).get(engine, {})
+                sp = "1" if engine == MAIN else _f(r.get("speedup"), ".2f")
+                lines.append(f"{label:<22}{engine:<13}{_f(st['tokens_per_s'], '9.0f')}{_f(st['p50_ms'], '9.2f')}"
+                             f"{_f(st['p99_ms'], '9.2f')}{sp:>9}{_f(st['gflops'], '9.1f')}"
+                             f"{_f(100 * st['peak_fraction'] if st.get('peak_fraction') else None, '6.1f')}%"
+                             f"{_f(st.get('max_abs_diff_vs_torch'), '9.1e')}")
+        rss = []
+        for engine, e in m["engines"].items():
+            if "error" not in e:
+                rss.append(f"{engine} {e['peak_rss_kb'] / 1024:.0f} MB (load {e['load_s']:.2f}s)")
+        lines.append("peak RSS: " + ", ".join(rss))
+    cli = result.get("cli")
+    if cli:
+        lines.append("")
+        if "error" in cli:
+            lines.append(f"CLI path: unavailable: {cli['error']}")
+        else:
+            lines.append(f"CLI path: {cli['sentences']} sentences ({cli['tokens']} tokens) as text, "
+                         f"{cli['model']}, fresh process each, tokenization included")
+            lines.append(f"{'engine':<13}{'total s':>9}{'startup s':>10}{'encode s':>10}{'tok/s':>9}"
+                         f"{'speedup':>9}{'total x':>9}{'RSS MB':>9}{'%peak':>8}{'max|d|':>9}")
+            for engine, e in cli["engines"].items():
+                if "error" in e:
+                    lines.append(f"{engine:<13}  unavailable: {e['error'][:90]}")
+                    continue
+                r = cli["ratios"].get(engine, {})
+                sp = "1" if engine == MAIN else _f(r.get("speedup"), ".2f")
+                tot = "1" if engine == MAIN else _f(r.get("speedup_total"), ".2f")
+                lines.append(f"{engine:<13}{e['total_s']:9.2f}{e['startup_s']:10.2f}{e['encode_s']:10.2f}"
+                             f"{e['tokens_per_s']:9.0f}{sp:>9}{tot:>9}{e['peak_rss_kb'] / 1024:9.0f}"
+                             f"{_f(100 * e['peak_fraction'] if e.get('peak_fraction') else None, '7.1f')}%"
+                             f"{_f(e.get('max_abs_diff_vs_torch'), '9.1e')}")
+    lines.append("")
+    lines.append("speedup: peer time / infinity_v3 time (median for batches, p50 for latency, encode time for "
+                 "the CLI; total x: whole process). Above 1: infinity_v3 is faster.")
+    return "\n".join(lines)
+
+
+def plot(result, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    groups, values = [], {}
+    peers = []
+    for m in result.get("models", []):
+        for w in m["workloads"]:
+            row = m["ratios"].get(w["name"], {})
+            if not row:
+                continue
+            metric = "p50" if w["kind"] == "latency" else "tok/s"
+            groups.append(f"{m['model']}\n{w['name']}\n({metric})")
+            for engine, r in row.items():
+                if engine not in peers:
+                    peers.append(engine)
+                values.setdefault(engine, {})[len(groups) - 1] = r.get("speedup")
+    cli = result.get("cli", {})
+    if cli.get("ratios"):
+        groups.append("CLI 1000\nsentences\n(encode)")
+        for engine, r in cli["ratios"].items():
+            if engine not in peers:
+                peers.append(engine)
+            values.setdefault(engine, {})[len(groups) - 1] = r.get("speedup")
+    if not groups:
+        return
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(groups) + 2), 5))
+    width = 0.8 / max(1, len(peers))
+    for k, engine in enumerate(peers):
+        xs = [i + (k - (len(peers) - 1) / 2) * width for i in range(len(groups))]
+        ys = [values[engine].get(i) or 0 for i in range(len(groups))]
+        bars = ax.bar(xs, ys, width, label=f"vs {engine}")
+        for b, y in zip(bars, ys):
+            if y:
+                ax.annotate(f"{y:.2f}", (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_yscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_ylabel("infinity_v3 speedup (peer time / our time)")
+    meta = result["meta"]
+    wait = "every engine passive-waiting" if meta.get("passive_all") else "torch passive-waiting"
+    ax.set_title(f"infinity_v3 vs peers on CPU, {meta['threads']} threads, {wait} ({meta['mode']} run, "
+                 f"{meta['date']})", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,145 @@
+"""Workloads and model arithmetic for bench/run_cpu.py (no torch needed).
+
+Workloads are token-id sequences built for a checkpoint from its own
+tokenizer's special tokens and vocabulary size, with a fixed seed, so every
+engine and every run sees the same inputs:
+  mixed       32 sequences, lengths uniform in 16..256 (one batch)
+  equal       32 sequences of 128 tokens (one batch)
+  latency_8   one sequence of 8 tokens (single-request latency)
+  latency_64  one sequence of 64 tokens
+Lengths include the special tokens the tokenizer adds ([CLS] ... [SEP]).
+The CLI workload is text: 1,000 short English sentences from a small
+seeded grammar.
+"""
+import json
+import os
+import random
+import struct
+
+SEED = 1234
+
+
+def _special_wrap(model_dir):
+    """(prefix, suffix) ids the tokenizer adds around a single sequence."""
+    path = os.path.join(model_dir, "tokenizer.json")
+    if not os.path.isfile(path):
+        return [], []
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(path)
+    word = tok.encode("hello", add_special_tokens=False).ids
+    full = tok.encode("hello").ids
+    for i in range(len(full) - len(word) + 1):
+        if full[i:i + len(word)] == word:
+            return full[:i], full[i + len(word):]
+    return [], []
+
+
+def _config(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    return cfg.get("text_config", cfg) if "num_hidden_layers" not in cfg else cfg
+
+
+def _sequence(rng, length, prefix, suffix, lo, hi):
+    body = max(1, length - len(prefix) - len(suffix))
+    return prefix + [rng.randrange(lo, hi) for _ in range(body)] + suffix
+
+
+def id_workloads(model_dir, profile):
+    """The four id workloads for this checkpoint, with the profile's run counts."""
+    cfg = _config(model_dir)
+    prefix, suffix = _special_wrap(model_dir)
+    vocab = int(cfg["vocab_size"])
+    # Skip the low ids where BERT-style vocabularies keep specials and
+    # unused slots; everything above is ordinary tokens.
+    lo, hi = min(1000, vocab // 2), vocab
+    rng = random.Random(SEED)
+    mixed = [_sequence(rng, rng.randint(16, 256), prefix, suffix, lo, hi) for _ in range(32)]
+    equal = [_sequence(rng, 128, prefix, suffix, lo, hi) for _ in range(32)]
+    batch, lat = profile["batch"], profile["latency"]
+    return [
+        dict(name="mixed", label="32 seqs, len 16..256", kind="batch", seqs=mixed, **batch),
+        dict(name="equal", label="32 seqs x 128", kind="batch", seqs=equal, **batch),
+        dict(name="latency_8", label="1 seq x 8", kind="latency", seqs=[_sequence(rng, 8, prefix, suffix, lo, hi)],
+             **lat),
+        dict(name="latency_64", label="1 seq x 64", kind="latency",
+             seqs=[_sequence(rng, 64, prefix, suffix, lo, hi)], **lat),
+    ]
+
+
+_SUBJECTS = ["The old man", "A young woman", "My neighbour", "The committee", "Our team", "The small dog",
+             "A tired student", "The new manager", "Every child", "The local bakery", "A quiet engineer",
+             "The city council", "Her brother", "The research group", "A famous painter", "The delivery driver"]
+_VERBS = ["reads", "builds", "sells", "describes", "repairs", "discovers", "explains", "paints", "orders",
+          "cancels", "reviews", "photographs", "measures", "forgets", "recommends", "carries"]
+_OBJECTS = ["a long letter", "the broken bicycle", "fresh bread", "an interesting theory", "the annual report",
+            "three blue chairs", "a new recipe", "the train schedule", "a strange noise", "the garden fence",
+            "several old maps", "the quarterly budget", "a warm jacket", "the missing keys", "a short film"]
+_TAILS = ["every morning", "before lunch", "in the park", "after the meeting", "with great care",
+          "near the station", "during the storm", "for the first time", "on Tuesday", "without any help",
+          "at the end of the day", "despite the rain", "in a hurry", "for her friends", ""]
+_QUESTIONS = ["How do I reset my password?", "What is the capital of Australia?", "Where can I buy cheap tickets?",
+              "Why is the sky blue?", "When does the library open?", "Which laptop is best for students?",
+              "Is it going to rain tomorrow?", "How long does it take to boil an egg?"]
+
+
+def sentences(n=1000, seed=SEED):
+    """n short English sentences (roughly 6 to 16 words)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.15:
+            out.append(rng.choice(_QUESTIONS))
+            continue
+        tail = rng.choice(_TAILS)
+        s = f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
+        out.append(f"{s} {tail}." if tail else f"{s}.")
+    return out
+
+
+def count_tokens(model_dir, texts, max_len):
+    """Real (unpadded) tokens, special tokens included, as the engines see them."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+    tok.enable_truncation(max_len)
+    tok.no_padding()  # some tokenizer.json files pad to a fixed length
+    return sum(len(e.ids) for e in tok.encode_batch(texts))
+
+
+def _safetensors_shapes(model_dir):
+    shapes = {}
+    files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
+    for name in files:
+        with open(os.path.join(model_dir, name), "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        for k, v in header.items():
+            if k != "__metadata__":
+                shapes[k] = v["shape"]
+    return shapes
+
+
+def model_arith(model_dir):
+    """What the FLOP count needs: parameters of the matrix multiplies a token
+    goes through (2-D weights, less embedding tables and the BERT pooler, which
+    sentence embeddings do not use), layers and attention width."""
+    cfg = _config(model_dir)
+    shapes = _safetensors_shapes(model_dir)
+    linear = 0
+    for k, s in shapes.items():
+        if len(s) == 2 and "embed" not in k and "pooler" not in k and "lm_head" not in k:
+            linear += s[0] * s[1]
+    heads = int(cfg["num_attention_heads"])
+    head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // heads)
+    return dict(layers=int(cfg["num_hidden_layers"]), hidden=int(cfg["hidden_size"]), heads=heads,
+                intermediate=int(cfg.get("intermediate_size", 0)), attn_width=heads * head_dim,
+                linear_params=linear, vocab=int(cfg["vocab_size"]),
+                model_type=cfg.get("model_type", "?"))
+
+
+def model_flops(arith, lengths):
+    """2 * linear params per token, plus 4 * L^2 * width per layer per sequence
+    (QK^T and attention x V, 2 FLOPs per multiply-add each)."""
+    linear = 2 * arith["linear_params"] * sum(lengths)
+    attn = arith["layers"] * sum(4 * n * n * arith["attn_width"] for n in lengths)
+    return linear + attn

@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""CPU benchmark: infinity_v3 against sentence-transformers (torch),
+onnxruntime and ctranslate2, in one run, at the same thread count.
+
+    make bench                         # builds, then runs the full harness
+    make bench BENCH_ARGS=--quick      # the short run (< 3 minutes)
+    python3 bench/run_cpu.py [--quick] [--threads 2] [--models DIR ...] [--engines ...]
+
+See bench/README.md for what is measured and how. Results go to
+bench/results/cpu.json (every raw run time included) and
+bench/results/cpu_ratios.png, and a table is printed.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import cpu_report  # noqa: E402
+import cpu_workloads  # noqa: E402
+
+ENGINES = ["infinity_v3", "torch", "onnxruntime", "ctranslate2"]
+PEERS = ENGINES[1:]
+BENCH_MODELS = os.path.join(".cache", "bench-models")
+CONVERTED = os.path.join(".cache", "bench-converted")
+REAL_MODEL = os.path.join(".cache", "models", "all-MiniLM-L6-v2")
+
+# Run counts. A batch run repeats until max_runs or, past min_runs, until
+# max_seconds; latency the same with many more, shorter runs. Runs are shared
+# out over `rounds` processes per engine, engine order rotated each round.
+PROFILES = {
+    "full": dict(models=["minilm-l6", "bert-base"],
+                 batch=dict(warmup=1, min_runs=2, max_runs=10, max_seconds=6.0),
+                 latency=dict(warmup=5, min_runs=50, max_runs=400, max_seconds=4.0),
+                 rounds=2, cli_runs=2, sgemm=dict(n=2048, runs=7)),
+    "quick": dict(models=["minilm-l6"],
+                  batch=dict(warmup=1, min_runs=2, max_runs=6, max_seconds=2.0),
+                  latency=dict(warmup=3, min_runs=30, max_runs=200, max_seconds=1.5),
+                  rounds=2, cli_runs=1, sgemm=dict(n=2048, runs=5)),
+}
+# --passive: every engine's idle threads sleep (OMP_WAIT_POLICY=PASSIVE, and
+# no spinning in onnxruntime's pool), not only torch's. On a machine shared
+# with other work spinning threads lose whole scheduler slices at each barrier.
+PASSIVE_ALL = False
+CLI_SENTENCES = 1000
+CLI_BATCH = 32  # sentence-transformers' default encode batch size
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def engine_env(engine, threads):
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
+        env[var] = str(threads)
+    env["HF_HUB_OFFLINE"] = "1"
+    env.pop("OMP_WAIT_POLICY", None)
+    if engine == "torch" or PASSIVE_ALL:
+        # Idle OpenMP workers sleep instead of spinning between ops, as
+        # PyTorch recommends when it shares the cores.
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
+
+
+def run_measured(cmd, env, stdin_path=None, stdout_path=None, timeout=600):
+    """Runs cmd; returns (exit code, wall seconds, peak RSS KiB of the child, stderr tail)."""
+    with tempfile.TemporaryFile() as err, \
+            open(stdin_path or os.devnull, "rb") as fin, \
+            open(stdout_path or os.devnull, "wb") as fout:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, env=env, stdin=fin, stdout=fout, stderr=err, cwd=ROOT)
+        deadline = t0 + timeout
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                p.kill()
+                pid, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.01)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read().decode(errors="replace")[-2000:]
+    return p.returncode, wall, ru.ru_maxrss, tail
+
+
+def loadavg():
+    try:
+        return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
+    except OSError:
+        return None
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def versions():
+    out = {"python": platform.python_version()}
+    for mod in ("torch", "transformers", "sentence_transformers", "onnxruntime", "ctranslate2", "tokenizers",
+                "numpy"):
+        try:
+            from importlib.metadata import version
+            out[mod] = version(mod.replace("_", "-"))
+        except Exception:
+            out[mod] = None
+    try:
+        out["infinity_v3_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                                   capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return out
+
+
+def measure_sgemm(build, sgemm, threads_list, into=None):
+    """Median GFLOP/s of square sgemm per thread count. Called at the start
+    and at the end of the run: on a shared machine either can be disturbed,
+    so the peak kept is the better of the two medians (both are recorded)."""
+    exe = os.path.join(build, "sgemm_peak")
+    res = into if into is not None else {}
+    for t in threads_list:
+        rec = res.setdefault(str(t), {"sessions": []})
+        if not os.access(exe, os.X_OK):
+            rec["error"] = f"{exe} not built (make {exe})"
+            continue
+        p = subprocess.run([exe, str(sgemm["n"]), str(sgemm["runs"])], env=engine_env("infinity_v3", t),
+                           capture_output=True, text=True, cwd=ROOT)
+        if p.returncode != 0:
+            rec["error"] = p.stderr.strip()[-500:]
+            continue
+        rec["sessions"].append(json.loads(p.stdout))
+        rec["median_gflops"] = max(x["median_gflops"] for x in rec["sessions"])
+    return res
+
+
+def convert(model_dir, engines, threads):
+    """Exports for onnxruntime / ctranslate2 (cached); returns (dir, {engine: error})."""
+    key = os.path.basename(os.path.normpath(model_dir))
+    out = os.path.join(CONVERTED, key)
+    flags = [f for e, f in (("onnxruntime", "--onnx"), ("ctranslate2", "--ct2")) if e in engines]
+    errors = {}
+    if not flags:
+        return out, errors
+    cmd = [sys.executable, os.path.join(HERE, "cpu_convert.py"), "--model", model_dir, "--out", out] + flags
+    rc, wall, _, tail = run_measured(cmd, engine_env("convert", threads))
+    if wall > 2:
+        log(f"  converted {model_dir} for {', '.join(flags)} in {wall:.0f}s")
+    for e, part in (("onnxruntime", "onnx"), ("ctranslate2", "ct2")):
+        if e in engines and not os.path.isfile(os.path.join(out, part, "stamp")):
+            errors[e] = f"conversion failed: {tail.strip()[-300:]}"
+    return out, errors
+
+
+def run_engine(engine, model_dir, converted, wl_path, threads, build, timeout):
+    out_path = wl_path + f".{engine}.json"
+    if engine == "infinity_v3":
+        exe = os.path.join(build, "bench_engine")
+        if not os.access(exe, os.X_OK):
+            return {"error": f"{exe} not built (make {exe})"}
+        cmd = [exe, "--model-id", model_dir, "--workloads", wl_path]
+        rc, wall, rss, tail = run_measured(cmd, engine_env(engine, threads), stdout_path=out_path, timeout=timeout)
+    else:
+        cmd = [sys.executable, os.path.join(HERE, "cpu_worker.py"), "--engine", engine, "--model", model_dir,
+               "--converted", converted, "--threads", str(threads), "--workloads", wl_path, "--out", out_path]
+        rc, wall, rss, tail = run_measured(cmd, engine_env(engine, threads), timeout=timeout)
+    if rc != 0:
+        return {"error": f"exit {rc}: {tail.strip()[-600:]}"}
+    with open(out_path) as f:
+        res = json.load(f)
+    res["process_wall_s"] = wall
+    res["process_max_rss_kb"] = rss
+    return res
+
+
+def rotated(engines, k):
+    k %= len(engines)
+    return engines[k:] + engines[:k]
+
+
+def split_runs(workloads, rounds):
+    """The same workloads with their run counts and time caps shared out over rounds."""
+    out = []
+    for w in workloads:
+        w = dict(w)
+        for key in ("min_runs", "max_runs"):
+            w[key] = -(-w[key] // rounds)
+        w["max_seconds"] = w["max_seconds"] / rounds
+        out.append(w)
+    return out
+
+
+def merge_rounds(parts):
+    """One engine's records from several rounds: run times pooled, the first
+    round's embedding check, the highest RSS and the fastest load."""
+    ok = [p for p in parts if "error" not in p]
+    if len(ok) < len(parts):
+        return next(p for p in parts if "error" in p)
+    res = dict(ok[0])
+    res["workloads"] = {}
+    for name, rec in ok[0]["workloads"].items():
+        res["workloads"][name] = dict(rec, times_s=[t for p in ok for t in p["workloads"][name]["times_s"]])
+    for key, pick in (("peak_rss_kb", max), ("rss_after_load_kb", max), ("load_s", min),
+                      ("process_wall_s", max)):
+        vals = [p[key] for p in ok if p.get(key) is not None]
+        if vals:
+            res[key] = pick(vals)
+    res["rounds"] = len(ok)
+    return res
+
+
+def bench_model(model_dir, engines, threads, profile, build, tmp):
+    """Workloads (a)-(c). Every engine runs in its own process, in
+    profile["rounds"] rounds with the engine order rotated, so a burst of
+    load from elsewhere on a shared machine lands on all engines alike."""
+    arith = cpu_workloads.model_arith(model_dir)
+    workloads = cpu_workloads.id_workloads(model_dir, profile)
+    rounds = profile["rounds"]
+    wl_path = os.path.join(tmp, os.path.basename(os.path.normpath(model_dir)) + ".workloads.json")
+    with open(wl_path, "w") as f:
+        json.dump({"workloads": split_runs(workloads, rounds)}, f)
+    converted, conv_errors = convert(model_dir, engines, threads)
+    parts = {e: [{"error": conv_errors[e]}] if e in conv_errors else [] for e in engines}
+    for r in range(rounds):
+        for engine in rotated(engines, r):
+            if parts[engine] and "error" in parts[engine][-1]:
+                continue
+            t0 = time.time()
+            res = run_engine(engine, model_dir, converted, wl_path, threads, build, timeout=900)
+            parts[engine].append(res)
+            log(f"  round {r + 1}/{rounds} {engine}: {time.time() - t0:.0f}s" +
+                (f"  ERROR {res['error'][:200]}" if "error" in res else ""))
+    results = {e: merge_rounds(parts[e]) for e in engines}
+    meta = [{k: w[k] for k in ("name", "label", "kind")} | {"lengths": [len(s) for s in w["seqs"]]}
+            for w in workloads]
+    return cpu_report.summarise_model(model_dir, arith, meta, results)
+
+
+def bench_cli(engines, threads, profile, build, tmp):
+    """Workload (d): 1,000 sentences of text through each engine's user path,
+    tokenization included, in a fresh process (load included in the total)."""
+    model = REAL_MODEL
+    if not os.path.isfile(os.path.join(model, "model.safetensors")):
+        return {"error": f"{model} missing: run scripts/fetch-models.sh (make models)"}
+    texts = cpu_workloads.sentences(CLI_SENTENCES)
+    text_path = os.path.join(tmp, "sentences.txt")
+    with open(text_path, "w") as f:
+        f.write("\n".join(texts) + "\n")
+    one_path = os.path.join(tmp, "one_sentence.txt")
+    with open(one_path, "w") as f:
+        f.write(texts[0] + "\n")
+    tokens = cpu_workloads.count_tokens(model, texts, 256)
+    arith = cpu_workloads.model_arith(model)
+    converted, conv_errors = convert(model, engines, threads)
+    wl_path = os.path.join(tmp, "cli.workloads.json")
+    with open(wl_path, "w") as f:
+        json.dump({"workloads": [dict(name="cli", texts=texts, batch_size=CLI_BATCH, warmup=0, min_runs=1,
+                                      max_runs=1)]}, f)
+    runs = {e: [{"error": conv_errors[e]}] if e in conv_errors else [] for e in engines}
+    for k in range(profile["cli_runs"]):
+        for engine in rotated(engines, k):
+            if runs[engine] and "error" in runs[engine][-1]:
+                continue
+            r = cli_once(engine, model, converted, wl_path, text_path, one_path, threads, build, tmp)
+            runs[engine].append(r)
+            log(f"  cli {engine}: " + (f"{r['total_s']:.1f}s" if "error" not in r else f"ERROR {r['error'][:200]}"))
+    per_engine = {}
+    for engine in engines:
+        ok = [r for r in runs[engine] if "error" not in r]
+        # Best of the runs: a one-shot process is what the user waits for,
+        # and the best is the least disturbed by the rest of the machine.
+        per_engine[engine] = dict(min(ok, key=lambda r: r["total_s"]) if ok else runs[engine][-1], runs=runs[engine])
+    return cpu_report.summarise_cli(model, arith, len(texts), tokens, per_engine)
+
+
+def cli_once(engine, model, converted, wl_path, text_path, one_path, threads, build, tmp):
+    env = engine_env(engine, threads)
+    if engine == "infinity_v3":
+        exe = os.path.join(build, "infinity_v3")
+        if not os.access(exe, os.X_OK):
+            return {"error": f"{exe} not built (make {exe})"}
+        cmd = [exe, "embed", "--model-id", model]
+        out_path = os.path.join(tmp, "cli_out.jsonl")
+        runs = {}
+        for what, path in (("startup", one_path), ("full", text_path)):
+            rc, wall, rss, tail = run_measured(cmd, env, stdin_path=path, stdout_path=out_path)
+            with open(out_path) as f:
+                lines = f.read().splitlines()
+            if rc:
+                said = tail.strip() or (lines[0] if lines else "")
+                return {"error": f"exit {rc} ({what} run): {said[-600:]}"}
+            runs[what] = (wall, rss)
+        (start_wall, _), (wall, rss) = runs["startup"], runs["full"]
+        bad = sum(1 for line in lines if not line.startswith("["))
+        if len(lines) != CLI_SENTENCES or bad:
+            return {"error": f"expected {CLI_SENTENCES} embeddings, got {len(lines)} lines ({bad} not vectors)"}
+        return {"total_s": wall, "startup_s": start_wall, "encode_s": max(wall - start_wall, 1e-9),
+                "peak_rss_kb": rss, "first_embedding": json.loads(lines[0])}
+    cmd = [sys.executable, os.path.join(HERE, "cpu_worker.py"), "--engine", engine, "--model", model,
+           "--converted", converted, "--threads", str(threads), "--workloads", wl_path,
+           "--out", wl_path + f".{engine}.json"]
+    rc, wall, rss, tail = run_measured(cmd, env)
+    if rc:
+        return {"error": f"exit {rc}: {tail.strip()[-600:]}"}
+    with open(wl_path + f".{engine}.json") as f:
+        res = json.load(f)
+    enc = res["workloads"]["cli"]["times_s"][0]
+    return {"total_s": wall, "startup_s": wall - enc, "encode_s": enc, "load_s": res["load_s"],
+            "peak_rss_kb": rss, "first_embedding": res["workloads"]["cli"]["first_embedding"]}
+
+
+def resolve_models(args, profile):
+    if args.models:
+        return args.models
+    dirs = [os.path.join(BENCH_MODELS, m) for m in profile["models"]]
+    missing = [d for d in dirs if not os.path.isfile(os.path.join(d, "model.safetensors"))]
+    if missing:
+        names = [os.path.basename(d) for d in missing]
+        log(f"generating random-weight checkpoints {names} (tools/gen_bench_models.py)")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gen_bench_models.py")] + names, check=True,
+                       cwd=ROOT, env=engine_env("gen", args.threads))
+    return dirs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="MiniLM-L6 shape only, fewer runs (< 3 minutes)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for every engine (default %(default)s)")
+    ap.add_argument("--models", nargs="*", help="checkpoint directories (default: the profile's bench models)")
+    ap.add_argument("--engines", nargs="*", default=ENGINES, choices=ENGINES)
+    ap.add_argument("--passive", action="store_true",
+                    help="OMP_WAIT_POLICY=PASSIVE (no spin-waiting) for every engine, not only torch")
+    ap.add_argument("--no-cli", action="store_true", help="skip the 1,000-sentence CLI workload")
+    ap.add_argument("--build", default=os.path.join("build", "release"),
+                    help="folder holding infinity_v3, bench_engine and sgemm_peak")
+    ap.add_argument("--out", default=os.path.join("bench", "results", "cpu.json"))
+    ap.add_argument("--plot", default=os.path.join("bench", "results", "cpu_ratios.png"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="measure nothing: print the table and redraw the plot from --out")
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    if args.report_only:
+        with open(args.out) as f:
+            result = json.load(f)
+        print(cpu_report.table(result))
+        cpu_report.plot(result, args.plot)
+        return
+    global PASSIVE_ALL
+    PASSIVE_ALL = args.passive
+    mode = "quick" if args.quick else "full"
+    profile = PROFILES[mode]
+    t_start = time.time()
+    result = {"meta": {"mode": mode, "threads": args.threads, "passive_all": args.passive, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "cpu": cpu_model(), "nproc": os.cpu_count(), "loadavg_before": loadavg(),
+                       "versions": versions(), "profile": profile}}
+    log(f"sgemm peak ({profile['sgemm']['n']}^3, OpenBLAS, 1 and {args.threads} threads)")
+    result["sgemm"] = measure_sgemm(args.build, profile["sgemm"], sorted({1, args.threads}))
+    tmp = tempfile.mkdtemp(prefix="iv-bench-")
+    try:
+        result["models"] = []
+        for model_dir in resolve_models(args, profile):
+            log(f"{model_dir}")
+            result["models"].append(bench_model(model_dir, args.engines, args.threads, profile, args.build, tmp))
+        if not args.no_cli:
+            log(f"CLI path: {CLI_SENTENCES} sentences, {REAL_MODEL}")
+            result["cli"] = bench_cli(args.engines, args.threads, profile, args.build, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    measure_sgemm(args.build, profile["sgemm"], sorted({1, args.threads}), into=result["sgemm"])
+    result["meta"]["loadavg_after"] = loadavg()
+    result["meta"]["wall_s"] = round(time.time() - t_start, 1)
+    cpu_report.add_peak_fractions(result, args.threads)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(cpu_report.table(result))
+    try:
+        cpu_report.plot(result, args.plot)
+        print(f"\nwrote {args.out} and {args.plot} ({result['meta']['wall_s']:.0f}s)")
+    except ImportError as e:
+        print(f"\nwrote {args.out}; no plot ({e})")
+
+
+if __name__ == "__main__":
+    main()
