@@ -23,15 +23,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import (common, real_minilm, synthetic, synthetic_colbert, synthetic_deberta,  # noqa: E402
-                      synthetic_decoders, synthetic_enc, verify)
+from fixtures import (common, real_minilm, synthetic, synthetic_causal_rerank, synthetic_colbert,  # noqa: E402
+                      synthetic_deberta, synthetic_decoders, synthetic_enc, synthetic_enc2, verify)
 
 # Fixture groups: (SPECS, build(spec, root), verify(spec, root)) of each generator module.
 GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
           (synthetic_decoders.SPECS, synthetic_decoders.build, synthetic_decoders.verify),
           (synthetic_enc.SPECS, synthetic_enc.build, synthetic_enc.verify),
           (synthetic_deberta.SPECS, synthetic_deberta.build, synthetic_deberta.verify),
-          (synthetic_colbert.SPECS, synthetic_colbert.build, synthetic_colbert.verify)]
+          (synthetic_colbert.SPECS, synthetic_colbert.build, synthetic_colbert.verify),
+          (synthetic_enc2.SPECS, synthetic_enc2.build, synthetic_enc2.verify),
+          (synthetic_causal_rerank.SPECS, synthetic_causal_rerank.build, synthetic_causal_rerank.verify)]
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")

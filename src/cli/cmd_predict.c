@@ -1,6 +1,8 @@
 /* `infinity_v3 predict`: sequence classification like TEI /predict: per
  * input line, [{"score","label"}] for every label sorted by score, with
- * softmax (several labels) or sigmoid (one label) unless --raw-scores. */
+ * softmax (several labels) or sigmoid (one label) unless --raw-scores.
+ * --causal-lm-rerank turns a causal LM into a 1-label reranker
+ * (iv_engine_opts.rerank_tokens). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +53,24 @@ int iv_cmd_predict(int argc, char **argv)
             i++;
             continue;
         }
+        if (!strcmp(argv[i], "--causal-lm-rerank")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "infinity_v3 predict: --causal-lm-rerank needs a value, e.g. yes,no\n");
+                return 2;
+            }
+            c.engine.rerank_tokens = argv[i + 1];
+            i += 2;
+            continue;
+        }
         int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
         if (!help) fprintf(stderr, "infinity_v3 predict: unknown option %s\n", argv[i]);
-        fprintf(stderr, "usage: infinity_v3 predict --model-id DIR [--raw-scores] [--no-truncate] < inputs\n"
-                        "Each input line is text, a JSON string, a JSON [text, pair] array or token ids.\n");
+        fprintf(stderr, "usage: infinity_v3 predict --model-id DIR [--raw-scores] [--no-truncate]\n"
+                        "                           [--causal-lm-rerank YES,NO] < inputs\n"
+                        "Each input line is text, a JSON string, a JSON [text, pair] array or token ids.\n"
+                        "--causal-lm-rerank scores a *ForCausalLM checkpoint (Qwen3-Reranker style) by\n"
+                        "logit(YES) - logit(NO) at the last token (sigmoid: P(YES)); YES and NO are\n"
+                        "vocabulary tokens as tokenizer.json spells them. Inputs must already be in the\n"
+                        "model's prompt format.\n");
         return help ? 0 : 2;
     }
     iv_engine *e;

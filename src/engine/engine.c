@@ -15,6 +15,7 @@
 #include "heads/pooling.h"
 #include "heads/st_dense.h"
 #include "heads/task_heads.h"
+#include "models/lm_score_head.h"
 #include "models/model.h"
 #include "models/quantize.h"
 #include "ops/cpu/int8_ops.h"
@@ -46,6 +47,33 @@ static const iv_ops *pick_ops(const iv_engine_opts *o, iv_err *err)
     if (strcmp(dt, "float32") != 0)
         return iv_errf(err, IV_E_UNSUPPORTED, "dtype \"%s\" is not supported on cpu (use float32 or int8)", dt), NULL;
     return iv_cpu_ops();
+}
+
+/* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
+ * vocabulary (transformers' convert_tokens_to_ids), then the score head. */
+static int causal_lm_rerank(iv_engine *e, const char *spec, iv_err *err)
+{
+    const char *comma = strchr(spec, ',');
+    if (!comma || comma == spec || !comma[1] || strchr(comma + 1, ','))
+        return iv_errf(err, IV_E_INVALID, "rerank tokens \"%s\" must be two tokens separated by a comma, e.g. yes,no",
+                       spec);
+    if (iv_model_can_score_tokens(e->model, err)) return -1;
+    if (!e->tok)
+        return iv_errf(err, IV_E_INVALID,
+                       "rerank tokens \"%s\" need the checkpoint's tokenizer.json to find their ids", spec);
+    char pos[256];
+    const size_t n = (size_t)(comma - spec);
+    if (n >= sizeof pos) return iv_errf(err, IV_E_INVALID, "rerank token \"%.*s\" is too long", (int)n, spec);
+    memcpy(pos, spec, n);
+    pos[n] = 0;
+    const char *names[2] = {pos, comma + 1};
+    int32_t ids[2];
+    for (int i = 0; i < 2; i++) {
+        ids[i] = iv_tokenizer_token_to_id(e->tok, names[i]);
+        if (ids[i] < 0)
+            return iv_errf(err, IV_E_INVALID, "rerank token \"%s\" is not in the tokenizer's vocabulary", names[i]);
+    }
+    return iv_model_token_score_head(e->model, ids[0], ids[1], err);
 }
 
 static int quantize_if_int8(iv_model *m, iv_err *err)
@@ -97,6 +125,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         iv_err_prefix(err, "tokenizer: ");
         goto fail;
     }
+    if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     e->max_len = iv_model_max_length(e->model);
     if (e->colbert.layout != IV_COLBERT_NONE) {

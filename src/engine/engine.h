@@ -28,6 +28,10 @@ typedef struct iv_engine_opts {
     const char *dtype;    /* "float32" (default on CPU) or "int8" (CPU, models/quantize.h) */
     int max_batch_tokens; /* 0: engine default */
     int pooling_override; /* iv_pool_mode or 0 */
+    /* "yes,no": score a *ForCausalLM checkpoint as a 1-label reranker,
+     * logit(yes) - logit(no) at the last token (models/lm_score_head.h); the
+     * two vocabulary tokens as tokenizer.json spells them. NULL: off. */
+    const char *rerank_tokens;
 } iv_engine_opts;
 
 typedef struct iv_engine iv_engine;

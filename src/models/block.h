@@ -61,17 +61,22 @@ typedef struct iv_block_spec {
     int64_t dyn_bias_group_floats;
 } iv_block_spec;
 
-/* A routed MLP (Qwen3-MoE): softmax over the router logits in float32, the
- * top_k experts per token (weights renormalised to sum 1 when
- * norm_topk_prob), each expert a gated MLP with the block's act and GLU
- * order; the token's output is the weighted sum over its experts, added in
- * ascending expert order as transformers does. */
+/* A routed MLP: softmax over the router logits in float32, the top_k
+ * experts per token (weights renormalised to sum 1 when norm_topk_prob), each
+ * expert a gated MLP with the block's act and GLU order (Qwen3-MoE) or, with
+ * plain_experts, down(act(up(x))) (Nomic BERT v2-MoE); the token's output is
+ * the weighted sum over its experts, added in ascending expert order as
+ * transformers does, plus out_bias when present (Nomic's experts.bias, added
+ * once per token whatever the routing). */
 typedef struct iv_moe {
     int n_experts, top_k, intermediate;
     int norm_topk_prob;
+    int plain_experts;           /* 1: experts are ungated, up_w [I, H] */
     const iv_tensor *router_w;   /* [E, H], no bias */
-    const iv_tensor **up_w;      /* [E] of [2I, H]: fused gate/up, halves in the block's GLU order */
+    const iv_tensor **up_w;      /* [E] of [2I, H]: fused gate/up, halves in the block's GLU order
+                                    (plain_experts: [I, H]) */
     const iv_tensor **down_w;    /* [E] of [H, I] */
+    const iv_tensor *out_bias;   /* [H] or NULL */
 } iv_moe;
 
 /* A per-layer attention bias computed from the layer's own queries and keys

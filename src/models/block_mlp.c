@@ -96,7 +96,7 @@ static void moe_route(const iv_moe *m, int64_t T, iv_mlp_scratch *sc)
     sc->count[0] = 0;
 }
 
-/* Each expert runs as three GEMMs over the rows routed to it. */
+/* Each expert runs as three GEMMs (two for plain experts) over the rows routed to it. */
 static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, iv_view in, iv_view out,
                     const float *residual, iv_mlp_scratch *sc)
 {
@@ -113,9 +113,14 @@ static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, 
             const int64_t tok = sc->slot[first + r] / k;
             memcpy(sc->xe + (int64_t)r * H, in.data + tok * in.ld, (size_t)H * sizeof(float));
         }
-        iv_view up = view(sc->upe, n, 2 * (int64_t)m->intermediate), g = view(sc->ge, n, m->intermediate);
-        ops->linear(ops, up, view(sc->xe, n, H), m->up_w[e], NULL, IV_ACT_NONE, NULL);
-        ops->glu(ops, g, up, s->act, s->act_on_first);
+        iv_view g = view(sc->ge, n, m->intermediate);
+        if (m->plain_experts) {
+            ops->linear(ops, g, view(sc->xe, n, H), m->up_w[e], NULL, s->act, NULL);
+        } else {
+            iv_view up = view(sc->upe, n, 2 * (int64_t)m->intermediate);
+            ops->linear(ops, up, view(sc->xe, n, H), m->up_w[e], NULL, IV_ACT_NONE, NULL);
+            ops->glu(ops, g, up, s->act, s->act_on_first);
+        }
         ops->linear(ops, view(sc->xe, n, H), g, m->down_w[e], NULL, IV_ACT_NONE, NULL);
         for (int32_t r = 0; r < n; r++) {
             const int32_t slot = sc->slot[first + r];
@@ -125,11 +130,16 @@ static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, 
             for (int64_t c = 0; c < H; c++) o[c] += y[c] * w;
         }
     }
-    if (residual)
+    const float *bias = m->out_bias ? iv_f32(m->out_bias) : NULL;
+    if (bias || residual)
         for (int64_t t = 0; t < T; t++) {
             float *o = out.data + t * out.ld;
-            const float *r = residual + t * out.ld;
-            for (int64_t c = 0; c < H; c++) o[c] += r[c];
+            if (bias)
+                for (int64_t c = 0; c < H; c++) o[c] += bias[c];
+            if (residual) {
+                const float *r = residual + t * out.ld;
+                for (int64_t c = 0; c < H; c++) o[c] += r[c];
+            }
         }
 }
 

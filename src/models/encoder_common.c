@@ -50,6 +50,12 @@ static int ld_split_up(iv_model *m, const char *pre, const iv_encoder_names *nm,
 
 int iv_load_encoder_layer_weights(iv_model *m, const iv_encoder_names *nm, iv_err *err)
 {
+    return iv_load_encoder_layer_weights_routed(m, nm, NULL, err);
+}
+
+int iv_load_encoder_layer_weights_routed(iv_model *m, const iv_encoder_names *nm, const unsigned char *routed,
+                                         iv_err *err)
+{
     const iv_block_spec *s = &m->block;
     m->n_layers = m->cfg.num_layers;
     m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
@@ -75,12 +81,13 @@ int iv_load_encoder_layer_weights(iv_model *m, const iv_encoder_names *nm, iv_er
             if (iv_fuse_qkv(m, qw, kw, vw, qb, kb, vb, &L->qkv_w, &L->qkv_b, err)) return -1;
         }
         LIN(nm->o, H, QH, &L->o_w, &L->o_b);
-        if (nm->up2) {
+        const int dense = !routed || !routed[l]; /* a routed layer's experts are the family's to load */
+        if (dense && nm->up2) {
             if (ld_split_up(m, pre, nm, I, H, L, err)) return -1;
-        } else {
+        } else if (dense) {
             LIN(nm->up, (s->gated ? 2 : 1) * I, H, &L->up_w, &L->up_b);
         }
-        LIN(nm->down, H, I, &L->down_w, &L->down_b);
+        if (dense) LIN(nm->down, H, I, &L->down_w, &L->down_b);
 #undef LIN
         if (l == 0 && nm->first_attn_norm_absent) {
             L->attn_norm.present = 0;

@@ -34,6 +34,10 @@ int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *names, iv_err *e
  * for whatever m->block says (gated decides the up projection's shape). */
 int iv_encoder_block_spec(iv_model *m, iv_err *err);
 int iv_load_encoder_layer_weights(iv_model *m, const iv_encoder_names *names, iv_err *err);
+/* The same, leaving the MLP of each layer l with routed[l] != 0 to the family
+ * (a mixture of experts in iv_layer.moe); routed may be NULL. */
+int iv_load_encoder_layer_weights_routed(iv_model *m, const iv_encoder_names *names, const unsigned char *routed,
+                                         iv_err *err);
 
 /* Heads. Each returns 0 with an empty head when `required` is 0 and the
  * tensors are absent. `base` names are taken as is (no backbone prefix)

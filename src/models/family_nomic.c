@@ -21,9 +21,17 @@
  *
  * Dynamic NTK (hub rotary_scaling_factor with max_trained_positions, or
  * rope_type "dynamic"): a sequence longer than the trained length gets a
- * larger rotary base, decided per sequence (rope.h "dynamic"). */
+ * larger rotary base, decided per sequence (rope.h "dynamic").
+ *
+ * Mixture of experts (hub configs only, nomic-embed-text-v2-moe): layers l
+ * with l % moe_every_n_layers == 1 replace the MLP by megablocks experts,
+ * mlp.router.layer [E, H] (softmax over all experts, top moe_top_k, weights
+ * NOT renormalised), mlp.experts.mlp.w1 / w2 stacked [E * n_inner, H]
+ * (moe_stacked.h) with the config's ungated activation, plus the shared
+ * mlp.experts.bias; the other layers keep the dense MLP. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -31,6 +39,7 @@
 #include "models/encoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
+#include "models/moe_stacked.h"
 #include "models/rope.h"
 
 static const iv_encoder_names k_hub_gated = {
@@ -60,10 +69,6 @@ static int reject_hub_switches(const cJSON *j, iv_err *err)
     for (const char *const *f = flags; *f; f++)
         if (iv_json_bool(j, *f, 0))
             return iv_errf(err, IV_E_UNSUPPORTED, "config.json: \"%s\": true is not supported", *f);
-    if (iv_json_int(j, "moe_every_n_layers", 0) > 0)
-        return iv_errf(err, IV_E_UNSUPPORTED,
-                       "config.json: moe_every_n_layers > 0 (Nomic MoE, e.g. nomic-embed-text-v2-moe) is not "
-                       "supported yet");
     const cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "rotary_emb_scale_base");
     if (sb && !cJSON_IsNull(sb))
         return iv_errf(err, IV_E_UNSUPPORTED, "config.json: rotary_emb_scale_base (xPos) is not supported");
@@ -127,6 +132,62 @@ static int hub_config(iv_model *m, iv_rope_params *rope, iv_err *err)
     return 0;
 }
 
+/* Hub MoE switches: fills the expert template and routed[l] for every layer
+ * (all 0 for a dense model). The experts are as wide as n_inner. */
+static int hub_moe(const iv_model *m, int64_t inner, iv_moe *tmpl, unsigned char *routed, iv_err *err)
+{
+    const cJSON *j = m->cfg.json;
+    const int every_n = (int)iv_json_int(j, "moe_every_n_layers", 0);
+    const int n_experts = (int)iv_json_int(j, "num_experts", 0), top_k = (int)iv_json_int(j, "moe_top_k", 1);
+    if (every_n <= 0) return 0; /* contrastors builds dense blocks only */
+    if (n_experts <= 0 || top_k <= 0 || top_k > n_experts)
+        return iv_errf(err, IV_E_FORMAT,
+                       "config.json: moe_every_n_layers %d routes layers through experts, which needs "
+                       "num_experts > 0 and 0 < moe_top_k <= num_experts (got %d and %d)",
+                       every_n, n_experts, top_k);
+    if (m->block.gated)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: Nomic MoE with gated activation_function \"%s\" (megablocks GLU experts) is "
+                       "not supported; only ungated experts (gelu, as nomic-embed-text-v2-moe) are",
+                       iv_json_str(j, "activation_function", ""));
+    const char *impl = iv_json_str(j, "moe_impl", "megablocks");
+    if (strcmp(impl, "megablocks"))
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: moe_impl \"%s\" is not supported (megablocks)", impl);
+    if (iv_json_int(j, "num_shared_experts", 0) != 0)
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: num_shared_experts > 0 is not supported");
+    if (iv_json_num(j, "ffn_div", 1) != 1)
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: ffn_div other than 1 (fine-grained experts) is not supported");
+    if (iv_json_bool(j, "expert_choice_router", 0))
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: \"expert_choice_router\": true is not supported");
+    /* megablocks takes a norm order (a number) or a bool; nomic-embed-text-v2-moe sets false. */
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(j, "moe_normalize_expert_weights");
+    if (cJSON_IsTrue(norm) || (cJSON_IsNumber(norm) && norm->valuedouble != 0))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: moe_normalize_expert_weights is not supported (the routed weights are used as "
+                       "the softmax gives them)");
+    *tmpl = (iv_moe){.n_experts = n_experts, .top_k = top_k, .intermediate = (int)inner};
+    for (int l = 0; l < m->cfg.num_layers; l++) routed[l] = l % every_n == 1;
+    return 0;
+}
+
+/* The experts of every routed layer, by their hub names. */
+static int load_experts(iv_model *m, const iv_moe *tmpl, const unsigned char *routed, iv_err *err)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!routed[l]) continue;
+        char router[96], w1[96], w2[96], bias[96];
+        snprintf(router, sizeof router, "encoder.layers.%d.mlp.router.layer.weight", l);
+        snprintf(w1, sizeof w1, "encoder.layers.%d.mlp.experts.mlp.w1", l);
+        snprintf(w2, sizeof w2, "encoder.layers.%d.mlp.experts.mlp.w2", l);
+        snprintf(bias, sizeof bias, "encoder.layers.%d.mlp.experts.bias", l);
+        const iv_moe_stacked_names names = {router, w1, w2, bias};
+        iv_moe *moe;
+        if (iv_moe_load_stacked(m, &names, tmpl, &moe, err)) return -1;
+        m->layers[l].moe = moe;
+    }
+    return 0;
+}
+
 /* transformers 5 config: BERT key names, rope_parameters over the whole head. */
 static int v5_config(iv_model *m, iv_rope_params *p, iv_err *err)
 {
@@ -146,6 +207,10 @@ static int v5_config(iv_model *m, iv_rope_params *p, iv_err *err)
     if (strcmp(p->type, "default") && strcmp(p->type, "dynamic"))
         return iv_errf(err, IV_E_UNSUPPORTED, "rope type \"%s\" is not supported by nomic_bert (default, dynamic)",
                        p->type);
+    if (iv_json_int(c->json, "moe_every_n_layers", 0) > 0)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: moe_every_n_layers with transformers-style keys is not supported (transformers' "
+                       "nomic_bert has no experts; Nomic MoE checkpoints use the hub keys n_embd, n_inner, ...)");
     return 0;
 }
 
@@ -191,7 +256,16 @@ static int nomic_load(iv_model *m, iv_err *err)
     const iv_encoder_names *names = !hub_weights ? &k_v5 : s->gated ? &k_hub_gated : &k_hub_plain;
     if (!hub_weights && !s->gated)
         return iv_errf(err, IV_E_UNSUPPORTED, "transformers-layout nomic_bert checkpoints have a gated MLP");
-    if (iv_load_encoder_layer_weights(m, names, err) || iv_decoder_rope(m, &rope, NULL, err)) return -1;
+    iv_moe experts = {0};
+    unsigned char *routed = calloc((size_t)c->num_layers, 1);
+    if (!routed) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    int rc = hub_config_keys ? hub_moe(m, inner, &experts, routed, err) : 0;
+    if (!rc && experts.n_experts && !hub_weights)
+        rc = iv_errf(err, IV_E_UNSUPPORTED, "Nomic MoE needs the hub tensor names (encoder.layers.N.mlp.experts...)");
+    if (!rc) rc = iv_load_encoder_layer_weights_routed(m, names, routed, err);
+    if (!rc && experts.n_experts) rc = load_experts(m, &experts, routed, err);
+    free(routed);
+    if (rc || iv_decoder_rope(m, &rope, NULL, err)) return -1;
     /* Hub checkpoints accept n_positions tokens whatever the dynamic NTK trained length. */
     if (hub_config_keys) m->max_len = c->max_position_embeddings;
 

@@ -1,4 +1,4 @@
-/* Checkpoints of the ModernBERT, GTE "new", Nomic BERT and Jina BERT families
+/* Checkpoints of the ModernBERT, GTE ("new" and gte), Nomic BERT and Jina BERT families
  * with switches the families do not implement must be rejected naming the
  * switch, and remote-code routing must follow the code repository named in
  * config.json. Built in temp dirs from the encoder fixtures. */
@@ -39,11 +39,39 @@ static void nomic_absolute(cJSON *c) { ckpt_set(c, "rotary_emb_fraction", cJSON_
 static void nomic_odd_rotary(cJSON *c) { ckpt_set(c, "rotary_emb_fraction", cJSON_CreateNumber(0.3)); }
 static void nomic_relu(cJSON *c) { ckpt_set(c, "activation_function", cJSON_CreateString("relu")); }
 static void nomic_mlm(cJSON *c) { ckpt_set(c, "architectures", cJSON_Parse("[\"NomicBertForPreTraining\"]")); }
+/* Nomic BERT MoE (nomic_bert_moe: hub keys, gelu experts) */
+static void moe_swiglu(cJSON *c) { ckpt_set(c, "activation_function", cJSON_CreateString("swiglu")); }
+static void moe_shared(cJSON *c) { ckpt_set(c, "num_shared_experts", cJSON_CreateNumber(1)); }
+static void moe_renorm(cJSON *c) { ckpt_set(c, "moe_normalize_expert_weights", cJSON_CreateNumber(1.0)); }
+static void moe_impl(cJSON *c) { ckpt_set(c, "moe_impl", cJSON_CreateString("contrastors")); }
+static void moe_expert_choice(cJSON *c) { ckpt_set(c, "expert_choice_router", cJSON_CreateTrue()); }
+static void moe_ffn_div(cJSON *c) { ckpt_set(c, "ffn_div", cJSON_CreateNumber(2)); }
+static void moe_top_k_too_big(cJSON *c) { ckpt_set(c, "moe_top_k", cJSON_CreateNumber(5)); }
+static void moe_wrong_width(cJSON *c) { ckpt_set(c, "n_inner", cJSON_CreateNumber(40)); }
 /* Nomic BERT (transformers config keys) */
 static void nomic_v5_yarn(cJSON *c)
 {
     ckpt_set(c, "rope_parameters", cJSON_Parse("{\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 1000.0}"));
 }
+static void nomic_v5_moe(cJSON *c)
+{
+    ckpt_set(c, "moe_every_n_layers", cJSON_CreateNumber(2));
+    ckpt_set(c, "num_experts", cJSON_CreateNumber(4));
+}
+/* transformers' native gte */
+static void gte_native_logn(cJSON *c) { ckpt_set(c, "logn_attention_scale", cJSON_CreateTrue()); }
+static void gte_native_rms(cJSON *c) { ckpt_set(c, "layer_norm_type", cJSON_CreateString("rms_norm")); }
+static void gte_native_ntk(cJSON *c)
+{
+    ckpt_set(c, "rope_parameters", cJSON_Parse("{\"rope_type\": \"ntk\", \"factor\": 2.0, \"rope_theta\": 1000.0}"));
+}
+static void gte_native_partial(cJSON *c)
+{
+    ckpt_set(c, "rope_parameters",
+             cJSON_Parse("{\"rope_type\": \"default\", \"rope_theta\": 1000.0, \"partial_rotary_factor\": 0.5}"));
+}
+static void gte_native_code(cJSON *c) { ckpt_set(c, "auto_map", cJSON_Parse("{\"AutoModel\": \"x--m.GteModel\"}")); }
+static void gte_native_new_arch(cJSON *c) { ckpt_set(c, "architectures", cJSON_Parse("[\"NewModel\"]")); }
 /* Jina BERT */
 static void jina_original_ffn(cJSON *c) { ckpt_set(c, "feed_forward_type", cJSON_CreateString("original")); }
 static void jina_absolute(cJSON *c) { ckpt_set(c, "position_embedding_type", cJSON_CreateString("absolute")); }
@@ -64,7 +92,23 @@ TEST(encoder_rejects_unimplemented_switches)
     CKPT_REJECT("gte_new", gte_mlm, "unsupported architecture \"NewForMaskedLM\"", IV_E_UNSUPPORTED);
     CKPT_REJECT("gte_new", gte_other_code, "someone/gte-fork--modeling.FancyModel", IV_E_UNSUPPORTED);
 
-    CKPT_REJECT("nomic_bert_hub", nomic_moe, "moe_every_n_layers", IV_E_UNSUPPORTED);
+    CKPT_REJECT("nomic_bert_hub", nomic_moe, "moe_every_n_layers 2 routes layers through experts", IV_E_FORMAT);
+    CKPT_REJECT("nomic_bert_moe", moe_swiglu, "gated activation_function \"swiglu\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("nomic_bert_moe", moe_shared, "num_shared_experts", IV_E_UNSUPPORTED);
+    CKPT_REJECT("nomic_bert_moe", moe_renorm, "moe_normalize_expert_weights", IV_E_UNSUPPORTED);
+    CKPT_REJECT("nomic_bert_moe", moe_impl, "moe_impl \"contrastors\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("nomic_bert_moe", moe_expert_choice, "\"expert_choice_router\": true", IV_E_UNSUPPORTED);
+    CKPT_REJECT("nomic_bert_moe", moe_ffn_div, "ffn_div", IV_E_UNSUPPORTED);
+    CKPT_REJECT("nomic_bert_moe", moe_top_k_too_big, "0 < moe_top_k <= num_experts", IV_E_FORMAT);
+    CKPT_REJECT("nomic_bert_moe", moe_wrong_width, "encoder.layers.0.mlp.fc1.weight", IV_E_FORMAT);
+    CKPT_REJECT("nomic_bert", nomic_v5_moe, "moe_every_n_layers with transformers-style keys", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gte_native", gte_native_logn, "\"logn_attention_scale\": true is a new-impl switch",
+                IV_E_UNSUPPORTED);
+    CKPT_REJECT("gte_native", gte_native_rms, "layer_norm_type \"rms_norm\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gte_native", gte_native_ntk, "rope type \"ntk\" is new-impl's", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gte_native", gte_native_partial, "partial_rotary_factor", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gte_native", gte_native_code, "custom code (auto_map) for model_type \"gte\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gte_native", gte_native_new_arch, "unsupported architecture \"NewModel\"", IV_E_UNSUPPORTED);
     CKPT_REJECT("nomic_bert_hub", nomic_prenorm, "\"prenorm\": true is not supported", IV_E_UNSUPPORTED);
     CKPT_REJECT("nomic_bert_hub", nomic_rms, "\"use_rms_norm\": true is not supported", IV_E_UNSUPPORTED);
     CKPT_REJECT("nomic_bert_hub", nomic_xpos, "rotary_emb_scale_base (xPos)", IV_E_UNSUPPORTED);

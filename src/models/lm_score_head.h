@@ -1,0 +1,24 @@
+/* Reranking with a causal LM (Qwen3-Reranker style): the model reads the
+ * formatted query/document pair and the relevance is P("yes") against
+ * P("no") for the next token after the last one. With the two LM-head rows
+ * W[yes], W[no] and the last token's final state h,
+ *   softmax([l_no, l_yes])[1] = sigmoid(l_yes - l_no) = sigmoid((W[yes] - W[no]) . h),
+ * so the checkpoint becomes a 1-label sequence classifier on the last token
+ * whose weight is W[yes] - W[no]: the same head a converted
+ * *ForSequenceClassification checkpoint carries as `score`. */
+#ifndef IV_MODELS_LM_SCORE_HEAD_H
+#define IV_MODELS_LM_SCORE_HEAD_H
+
+#include "models/model.h"
+
+/* Builds m->seq_head from the LM head rows of tokens pos and neg (ids in the
+ * model's vocabulary). The LM head is `lm_head.weight` (plus `lm_head.bias`
+ * when present), or the word embeddings when tie_word_embeddings is true or
+ * absent with no lm_head in the file. Only *ForCausalLM checkpoints qualify;
+ * final logit soft-capping (non-linear in the logits) is rejected. */
+int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err);
+/* The checkpoint checks alone (0 when a score head can be built), so callers
+ * can report them before resolving the tokens. */
+int iv_model_can_score_tokens(const iv_model *m, iv_err *err);
+
+#endif
