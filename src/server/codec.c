@@ -258,17 +258,18 @@ int iv_codec_truncation_left(const cJSON *obj, int *left, iv_api_error *err)
     return 0;
 }
 
-int iv_codec_encoding_base64(const cJSON *obj, int *base64, iv_api_error *err)
+int iv_codec_encoding_format(const cJSON *obj, int *format, iv_api_error *err)
 {
     const cJSON *v = field(obj, "encoding_format");
-    *base64 = 0;
+    *format = IV_ENCODING_FLOAT;
     if (!v) return 0;
     char loc[96];
     loc_field(loc, sizeof loc, "encoding_format");
     if (!cJSON_IsString(v))
         return type_error(err, "encoding_format", v, "`float` or `base64`", loc, "enum",
                           "Input should be 'float' or 'base64'");
-    if (!strcmp(v->valuestring, "base64")) *base64 = 1;
+    if (!strcmp(v->valuestring, "base64")) *format = IV_ENCODING_BASE64;
+    else if (!strcmp(v->valuestring, "tensor")) *format = IV_ENCODING_TENSOR;
     else if (strcmp(v->valuestring, "float")) {
         iv_api_errorf(err, IV_API_JSON_DATA, "encoding_format: unknown variant `%.64s`, expected `float` or `base64`",
                       v->valuestring);
@@ -534,19 +535,15 @@ void iv_codec_base64(iv_strbuf *b, const unsigned char *p, size_t n)
     iv_sb_append(b, chunk, k);
 }
 
-void iv_codec_embedding(iv_strbuf *b, const float *v, int n, int base64)
+/* Base64 of n floats as little-endian float32 bytes, whatever the host order. */
+static void put_le_f32_base64(iv_strbuf *b, const float *v, size_t n)
 {
-    if (!base64) {
-        iv_sb_float_array(b, v, (size_t)n);
-        return;
-    }
-    /* Little-endian float32 bytes, whatever the host order. */
-    unsigned char *bytes = malloc((size_t)n * 4 + 1);
+    unsigned char *bytes = malloc(n * 4 + 1);
     if (!bytes) {
         b->oom = 1;
         return;
     }
-    for (int i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &v[i], 4);
         bytes[4 * i] = (unsigned char)u;
@@ -555,7 +552,29 @@ void iv_codec_embedding(iv_strbuf *b, const float *v, int n, int base64)
         bytes[4 * i + 3] = (unsigned char)(u >> 24);
     }
     iv_sb_putc(b, '"');
-    iv_codec_base64(b, bytes, (size_t)n * 4);
+    iv_codec_base64(b, bytes, n * 4);
     iv_sb_putc(b, '"');
     free(bytes);
+}
+
+void iv_codec_embedding(iv_strbuf *b, const float *v, int n, int base64)
+{
+    if (base64) put_le_f32_base64(b, v, (size_t)n);
+    else iv_sb_float_array(b, v, (size_t)n);
+}
+
+void iv_codec_matrix(iv_strbuf *b, const float *v, int rows, int cols, int format)
+{
+    if (format == IV_ENCODING_TENSOR) {
+        iv_sb_printf(b, "{\"shape\":[%d,%d],\"dtype\":\"float32\",\"data\":", rows, cols);
+        put_le_f32_base64(b, v, (size_t)rows * (size_t)cols);
+        iv_sb_putc(b, '}');
+        return;
+    }
+    iv_sb_putc(b, '[');
+    for (int t = 0; t < rows; t++) {
+        if (t) iv_sb_putc(b, ',');
+        iv_codec_embedding(b, v + (size_t)t * (size_t)cols, cols, format == IV_ENCODING_BASE64);
+    }
+    iv_sb_putc(b, ']');
 }

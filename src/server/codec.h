@@ -35,8 +35,10 @@ int iv_codec_opt_string(const cJSON *obj, const char *key, const char **out, iv_
 int iv_codec_required_string(const cJSON *obj, const char *key, const char **out, iv_api_error *err);
 /* truncation_direction: "right"/"Right" (default) or "left"/"Left". */
 int iv_codec_truncation_left(const cJSON *obj, int *left, iv_api_error *err);
-/* encoding_format: "float" (default) or "base64". */
-int iv_codec_encoding_base64(const cJSON *obj, int *base64, iv_api_error *err);
+/* encoding_format: "float" (default), "base64", or "tensor" (a whole
+ * multi-vector matrix at once; routes refuse it for single-vector models). */
+enum { IV_ENCODING_FLOAT, IV_ENCODING_BASE64, IV_ENCODING_TENSOR };
+int iv_codec_encoding_format(const cJSON *obj, int *format, iv_api_error *err);
 
 /* Request inputs, one iv_input per sequence. */
 typedef struct iv_inputs {
@@ -57,6 +59,11 @@ int iv_codec_string_list(const cJSON *obj, const char *key, iv_inputs *out, iv_a
 /* Appends one embedding: a JSON float array, or a base64 string of its
  * little-endian float32 bytes (OpenAI encoding_format=base64). */
 void iv_codec_embedding(iv_strbuf *b, const float *v, int n, int base64);
+/* Appends one multi-vector matrix (rows x cols, row-major): float gives
+ * [[f32 x cols], ...], base64 one string per row, tensor
+ * {"shape":[rows,cols],"dtype":"float32","data":"<base64 of the row-major
+ * little-endian float32 matrix>"}. Zero rows give [] (or an empty tensor). */
+void iv_codec_matrix(iv_strbuf *b, const float *v, int rows, int cols, int format);
 void iv_codec_base64(iv_strbuf *b, const unsigned char *p, size_t n);
 
 #endif

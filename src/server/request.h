@@ -27,7 +27,7 @@ typedef struct iv_route_params {
     int raw_scores;
     int return_text;
     int top_n;           /* 0: all */
-    int base64;
+    int encoding;        /* IV_ENCODING_* (encoding_format) */
     int sparse;          /* /embed_sparse */
     int similarity;      /* /similarity: item 0 is the source sentence */
     const char *metric_task; /* "embed" or "predict": te_embed_* / te_predict_* */

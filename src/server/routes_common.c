@@ -127,6 +127,33 @@ int iv_route_scores(iv_req *r, int i, int raw, int *order)
     return 0;
 }
 
+int iv_route_is_multivector(const iv_model_slot *m)
+{
+    return iv_engine_multivector(m->engine) != NULL;
+}
+
+int iv_route_refuse_multivector(iv_req *r, const char *field, const char *why)
+{
+    iv_api_error e;
+    iv_api_errorf(&e, IV_API_VALIDATION,
+                  "Input validation error: `%s` is not supported by multi-vector model `%.200s`: %s", field,
+                  r->model->served_name, why);
+    iv_req_fail(r, &e);
+    return -1;
+}
+
+int iv_route_check_encoding(iv_req *r)
+{
+    if (r->p.encoding != IV_ENCODING_TENSOR || iv_route_is_multivector(r->model)) return 0;
+    iv_api_error e;
+    iv_api_errorf(&e, IV_API_VALIDATION,
+                  "Input validation error: `encoding_format` `tensor` is for multi-vector models; model `%.200s` "
+                  "returns one vector per input (use `float` or `base64`)",
+                  r->model->served_name);
+    iv_req_fail(r, &e);
+    return -1;
+}
+
 long long iv_route_job_tokens(const iv_req *r)
 {
     long long t = 0;

@@ -41,6 +41,15 @@ typedef struct iv_rank {
  * score, ties by index; NULL after replying (NaN, out of memory). */
 iv_rank *iv_rerank_ranks(iv_req *r);
 
+/* Multi-vector (ColBERT) models: 1 when the slot's model returns one token
+ * matrix per input (IV_TASK_MULTIVECTOR) instead of a pooled vector. */
+int iv_route_is_multivector(const iv_model_slot *m);
+/* Refuses a request option that cannot apply to token matrices (`field`,
+ * `why`) with a 422 naming the model; replies and returns -1. */
+int iv_route_refuse_multivector(iv_req *r, const char *field, const char *why);
+/* Refuses encoding_format=tensor on a single-vector model; replies and returns -1. */
+int iv_route_check_encoding(iv_req *r);
+
 /* The OpenAI embeddings response (/v1/embeddings and Infinity's /embeddings). */
 void iv_openai_finish_embeddings(iv_req *r);
 /* Infinity's ,"id":"infinity-<uuid4>","created":<unix seconds> */

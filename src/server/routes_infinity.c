@@ -6,7 +6,8 @@
  * errors FastAPI's 422 {"detail": [...]}. Differences from Infinity, by
  * design: `usage` counts real tokens (Infinity counts characters unless
  * --lengths-via-tokenize), inputs may also be token ids, and --auto-truncate
- * applies. */
+ * applies. Multi-vector (ColBERT) models answer /embeddings with one token
+ * matrix per input and are listed with "multi_vector":{"dim":D}. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,7 @@ void iv_route_infinity_embeddings(iv_req *r)
     int64_t dims = 0;
     int has_dims;
     if (iv_codec_opt_string(r->json, "modality", &modality, &e) || iv_codec_inputs(r->json, "input", &r->inputs, &e) ||
-        iv_codec_opt_string(r->json, "user", &user, &e) || iv_codec_encoding_base64(r->json, &r->p.base64, &e) ||
+        iv_codec_opt_string(r->json, "user", &user, &e) || iv_codec_encoding_format(r->json, &r->p.encoding, &e) ||
         iv_codec_opt_int(r->json, "dimensions", &dims, &has_dims, &e)) {
         iv_req_fail(r, &e);
         return;
@@ -101,7 +102,13 @@ void iv_route_infinity_embeddings(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
-    if (!(m->caps & IV_CAN(IV_TASK_EMBED))) {
+    if (iv_route_check_encoding(r)) return;
+    const int multivector = iv_route_is_multivector(m);
+    if (multivector && dims != 0) {
+        iv_route_refuse_multivector(r, "dimensions", "token vectors cannot be truncated");
+        return;
+    }
+    if (!multivector && !(m->caps & IV_CAN(IV_TASK_EMBED))) {
         iv_req_not_supported(r, "Model is not an embedding model", "embed");
         return;
     }
@@ -121,7 +128,7 @@ void iv_route_infinity_embeddings(iv_req *r)
     r->p.dimensions = (int)dims;
     r->p.metric_task = "embed";
     iv_metrics_inc(r->srv->metrics, "te_embed_count", r->inputs.n);
-    iv_req_submit(r, m, IV_TASK_EMBED, &o, iv_openai_finish_embeddings);
+    iv_req_submit(r, m, multivector ? IV_TASK_MULTIVECTOR : IV_TASK_EMBED, &o, iv_openai_finish_embeddings);
 }
 
 /* ---- /rerank (documents) ---- */
@@ -293,11 +300,14 @@ void iv_route_models(iv_req *r)
                      (long long)time(NULL));
         iv_sb_puts(&b, ",\"capabilities\":[");
         int first = 1;
-        if (m->caps & IV_CAN(IV_TASK_EMBED)) iv_sb_puts(&b, "\"embed\""), first = 0;
+        const iv_multivector_info *mv = iv_engine_multivector(m->engine);
+        if ((m->caps & IV_CAN(IV_TASK_EMBED)) || mv) iv_sb_puts(&b, "\"embed\""), first = 0;
         if (m->caps & IV_CAN(IV_TASK_CLASSIFY))
             iv_sb_puts(&b, first ? "" : ","), iv_sb_puts(&b, m->num_labels == 1 ? "\"rerank\"" : "\"classify\"");
+        iv_sb_putc(&b, ']');
+        if (mv) iv_sb_printf(&b, ",\"multi_vector\":{\"dim\":%d}", mv->dim);
         iv_sb_printf(&b,
-                     "],\"stats\":{\"queue_fraction\":%.6f,\"queue_absolute\":%d,\"results_pending\":%d,"
+                     ",\"stats\":{\"queue_fraction\":%.6f,\"queue_absolute\":%d,\"results_pending\":%d,"
                      "\"batch_size\":%d}}",
                      (double)in_use / (double)s->o.max_concurrent_requests, queued, in_use - queued > 0 ? in_use - queued : 0,
                      s->o.max_batch_requests > 0 ? s->o.max_batch_requests : s->o.max_client_batch_size);

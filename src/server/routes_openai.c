@@ -3,7 +3,9 @@
  * base64 (little-endian float32), `dimensions` (truncate, then
  * re-normalise), `model`, `user`; always normalised, truncation from
  * --auto-truncate, the default prompt if one is configured. Errors use
- * TEI's OpenAI body {"message", "code", "type"}. */
+ * TEI's OpenAI body {"message", "code", "type"}. Multi-vector (ColBERT)
+ * models return one token matrix per input (docs/colbert.md), also as
+ * encoding_format=tensor, and refuse `dimensions`. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,9 +18,10 @@ void iv_openai_finish_embeddings(iv_req *r)
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"object\":\"list\",\"data\":[");
     for (int i = 0; i < r->job.n_items; i++) {
-        int n = iv_route_finish_embedding(r, i);
+        const iv_job_item *it = &r->job.items[i];
         iv_sb_puts(&b, i ? ",{\"object\":\"embedding\",\"embedding\":" : "{\"object\":\"embedding\",\"embedding\":");
-        iv_codec_embedding(&b, r->job.items[i].out, n, r->p.base64);
+        if (r->job.task == IV_TASK_MULTIVECTOR) iv_codec_matrix(&b, it->out, it->rows, r->job.cols, r->p.encoding);
+        else iv_codec_embedding(&b, it->out, iv_route_finish_embedding(r, i), r->p.encoding == IV_ENCODING_BASE64);
         iv_sb_printf(&b, ",\"index\":%d}", i);
     }
     iv_sb_puts(&b, "],\"model\":");
@@ -37,7 +40,7 @@ void iv_route_openai_embeddings(iv_req *r)
     const char *user;
     int64_t dims;
     if (iv_codec_inputs(r->json, "input", &r->inputs, &e) || iv_codec_opt_string(r->json, "user", &user, &e) ||
-        iv_codec_encoding_base64(r->json, &r->p.base64, &e) ||
+        iv_codec_encoding_format(r->json, &r->p.encoding, &e) ||
         iv_codec_opt_uint(r->json, "dimensions", 1 << 30, &dims, &e)) {
         iv_req_fail(r, &e);
         return;
@@ -51,8 +54,13 @@ void iv_route_openai_embeddings(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
-    if (iv_req_check_batch(r, r->inputs.n)) return;
-    if (!(m->caps & IV_CAN(IV_TASK_EMBED))) {
+    if (iv_req_check_batch(r, r->inputs.n) || iv_route_check_encoding(r)) return;
+    const int multivector = iv_route_is_multivector(m);
+    if (multivector && dims >= 0) {
+        iv_route_refuse_multivector(r, "dimensions", "token vectors cannot be truncated");
+        return;
+    }
+    if (!multivector && !(m->caps & IV_CAN(IV_TASK_EMBED))) {
         iv_req_not_supported(r, "Model is not an embedding model", "embed");
         return;
     }
@@ -72,5 +80,5 @@ void iv_route_openai_embeddings(iv_req *r)
     r->p.dimensions = dims > 0 ? (int)dims : 0;
     r->p.metric_task = "embed";
     iv_metrics_inc(r->srv->metrics, "te_embed_count", r->inputs.n);
-    iv_req_submit(r, m, IV_TASK_EMBED, &o, iv_openai_finish_embeddings);
+    iv_req_submit(r, m, multivector ? IV_TASK_MULTIVECTOR : IV_TASK_EMBED, &o, iv_openai_finish_embeddings);
 }

@@ -2,7 +2,10 @@
  * /embed_sparse, /predict, /rerank, /similarity, /tokenize, /decode,
  * /info, and POST / (by model type). Request fields, defaults, checks and
  * their order, messages and response shapes follow TEI; an optional
- * "model" field picks one of several loaded models. */
+ * "model" field picks one of several loaded models. Multi-vector (ColBERT)
+ * models answer /embed and /embed_all with one token matrix per input
+ * (docs/colbert.md) and refuse `dimensions`, `normalize: false` and
+ * /similarity. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,7 @@ static iv_model_slot *begin_inputs(iv_req *r, const char *key)
 /* ---- /embed ---- */
 
 static void finish_similarity(iv_req *r);
+static void finish_embed_all(iv_req *r);
 
 static void finish_embed(iv_req *r)
 {
@@ -79,14 +83,14 @@ static int check_dimensions(iv_req *r, int64_t dims)
     return -1;
 }
 
-static void start_embed(iv_req *r, iv_model_slot *m, const common_fields *c, iv_finish_fn finish)
+static void start_embed(iv_req *r, iv_model_slot *m, const common_fields *c, iv_task task, iv_finish_fn finish)
 {
     iv_input_opts o;
     if (iv_route_check_nonempty(r, "inputs")) return;
     if (iv_route_input_opts(r, c->truncate, c->left, c->prompt_name, 1, &o)) return;
     r->p.metric_task = "embed";
     iv_metrics_inc(r->srv->metrics, "te_embed_count", r->inputs.n);
-    iv_req_submit(r, m, IV_TASK_EMBED, &o, finish);
+    iv_req_submit(r, m, task, &o, finish);
 }
 
 void iv_route_embed(iv_req *r)
@@ -101,6 +105,13 @@ void iv_route_embed(iv_req *r)
         if (!r->has_reply) iv_req_fail(r, &e);
         return;
     }
+    if (iv_route_is_multivector(m)) {
+        if (dims >= 0) iv_route_refuse_multivector(r, "dimensions", "token vectors cannot be truncated");
+        else if (!r->p.normalize)
+            iv_route_refuse_multivector(r, "normalize", "its token vectors are always L2-normalised");
+        else start_embed(r, m, &c, IV_TASK_MULTIVECTOR, finish_embed_all);
+        return;
+    }
     if (!(m->caps & IV_CAN(IV_TASK_EMBED))) {
         iv_req_not_supported(r, "Model is not an embedding model", "embed");
         return;
@@ -108,7 +119,7 @@ void iv_route_embed(iv_req *r)
     if (check_dimensions(r, dims)) return;
     r->p.dimensions = dims > 0 ? (int)dims : 0;
     r->p.renormalize = 1;
-    start_embed(r, m, &c, finish_embed);
+    start_embed(r, m, &c, IV_TASK_EMBED, finish_embed);
 }
 
 /* ---- /embed_all ---- */
@@ -143,12 +154,9 @@ void iv_route_embed_all(iv_req *r)
         iv_req_not_supported(r, "Model is not an embedding model", "embed");
         return;
     }
-    iv_input_opts o;
-    if (iv_route_check_nonempty(r, "inputs")) return;
-    if (iv_route_input_opts(r, c.truncate, c.left, c.prompt_name, 1, &o)) return;
-    r->p.metric_task = "embed";
-    iv_metrics_inc(r->srv->metrics, "te_embed_count", r->inputs.n);
-    iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_embed_all);
+    /* Multi-vector models give their kept, projected token vectors here
+     * too, not the raw hidden states (docs/colbert.md). */
+    start_embed(r, m, &c, iv_route_is_multivector(m) ? IV_TASK_MULTIVECTOR : IV_TASK_EMBED_ALL, finish_embed_all);
 }
 
 /* ---- /embed_sparse ---- */
@@ -418,12 +426,20 @@ void iv_route_similarity(iv_req *r)
     if (!m) return;
     r->model = m;
     iv_req_count(r, 0);
+    if (iv_route_is_multivector(m)) {
+        iv_api_errorf(&e, IV_API_VALIDATION,
+                      "Input validation error: /similarity compares single vectors; model `%.200s` is multi-vector "
+                      "(one matrix per input): get the matrices from /embed and score them with MaxSim",
+                      m->served_name);
+        iv_req_fail(r, &e);
+        return;
+    }
     if (!(m->caps & IV_CAN(IV_TASK_EMBED))) {
         iv_req_not_supported(r, "Model is not an embedding model", "embed");
         return;
     }
     r->p.normalize = 0;
-    start_embed(r, m, &c, finish_similarity);
+    start_embed(r, m, &c, IV_TASK_EMBED, finish_similarity);
 }
 
 /* ---- /tokenize ---- */
@@ -631,7 +647,10 @@ void iv_route_info(iv_req *r)
         const char *pool = (m->caps & IV_CAN(IV_TASK_EMBED)) ? iv_pool_mode_name(mode)
                            : (m->caps & IV_CAN(IV_TASK_SPARSE)) ? "splade"
                                                                  : "none";
-        iv_sb_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"}}", pool);
+        const iv_multivector_info *mv = iv_engine_multivector(m->engine);
+        iv_sb_printf(&b, "{\"embedding\":{\"pooling\":\"%s\"", pool);
+        if (mv) iv_sb_printf(&b, ",\"multi_vector\":{\"dim\":%d}", mv->dim);
+        iv_sb_puts(&b, "}}");
     }
     iv_sb_printf(&b,
                  ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     iv_codec_opt_string(j, "model", &s, &e);
     iv_codec_required_string(j, "query", &s, &e);
     iv_codec_truncation_left(j, &left, &e);
-    iv_codec_encoding_base64(j, &b, &e);
+    iv_codec_encoding_format(j, &b, &e);
     cJSON_Delete(j);
     return 0;
 }
