@@ -97,31 +97,6 @@ static void set_log_level(const char *v)
     else if (!strcasecmp(v, "error")) iv_log_set_level(IV_LOG_ERROR);
 }
 
-/* OpenMP's default wait policy keeps idle worker threads spinning after
- * every parallel region. In a server those spinning threads take the cores
- * the HTTP and tokenizer threads need: on 2 cores, 16 clients of short
- * requests got 14 req/s with spinning and 171 req/s without. libgomp reads
- * OMP_WAIT_POLICY once at load, so set it and execute the binary again;
- * an explicit OMP_WAIT_POLICY from the user is left alone. */
-static void prefer_passive_openmp(void)
-{
-    if (getenv("OMP_WAIT_POLICY")) return;
-    static char buf[65536];
-    char *args[512];
-    FILE *f = fopen("/proc/self/cmdline", "rb");
-    if (!f) return;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    if (n == 0 || n == sizeof buf - 1) return;
-    buf[n] = 0;
-    int argc = 0;
-    for (size_t off = 0; off < n && argc < 511; off += strlen(buf + off) + 1) args[argc++] = buf + off;
-    args[argc] = NULL;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", args);
-    /* Could not re-execute: carry on with the default policy. */
-}
-
 /* Many waiting clients need many descriptors. */
 static void raise_fd_limit(void)
 {
@@ -134,7 +109,6 @@ static void raise_fd_limit(void)
 
 int iv_cmd_serve(int argc, char **argv)
 {
-    prefer_passive_openmp();
     /* Block the stop signals before any thread exists (engine, batchers,
      * HTTP), so only sigwait below sees them. */
     sigset_t stop;

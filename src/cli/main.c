@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/omp_policy.h"
 
 static void usage(FILE *f)
 {
@@ -15,6 +16,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Before anything else: it may replace the process. */
+    iv_prefer_passive_openmp();
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
         return 0;
