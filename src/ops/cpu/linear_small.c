@@ -12,7 +12,11 @@
  *
  * The kernel needs AVX2 and FMA, checked at run time (the binary may be
  * built for a baseline target); without them the caller falls back to sgemm.
- * Summation order differs from sgemm's only by FP32 rounding. */
+ * Summation order differs from sgemm's, so results differ from it by FP32
+ * rounding. Because the switch depends on the batch's row count, a sequence's
+ * embedding then depends (in the last bits) on what it was batched with;
+ * tests/integration/test_server_openai.c and tools/test_openai_client.py
+ * compare two requests bit for bit and fail under that. */
 #include "ops/cpu/linear_small.h"
 
 #include <stdint.h>
