@@ -122,9 +122,10 @@ TEST(ops_linear_zero_rows)
 }
 
 /* The few-rows streaming kernel (rows <= IV_LINEAR_SMALL_MAX_ROWS = 12 on
- * AVX2/FMA CPUs, sgemm above): every row count up to and past the switch, input widths around its 8-wide steps (masked tail),
- * output widths around its 4-column tiles and 64-column chunks, and a size
- * large enough for it to fork. */
+ * AVX2/FMA CPUs, sgemm above): every row count up to and past the switch,
+ * input widths around its 8-wide steps (masked tail), output widths around
+ * its 4-column tiles and 64-column chunks, and a size large enough for it to
+ * fork. */
 TEST(ops_linear_small_rows)
 {
     ops_rng r = {12};
