@@ -120,3 +120,22 @@ TEST(ops_linear_zero_rows)
     ops->linear(ops, y, x, &wt, NULL, IV_ACT_GELU, NULL);
     CHECK(dummy == 7.0f);
 }
+
+/* The few-rows streaming kernel (rows <= IV_LINEAR_SMALL_MAX_ROWS = 12 on
+ * AVX2/FMA CPUs, sgemm above): every row count up to and past the switch,
+ * input widths around its 8-wide steps (masked tail), output widths around
+ * its 4-column tiles and 64-column chunks, and a size large enough for it to
+ * fork. */
+TEST(ops_linear_small_rows)
+{
+    ops_rng r = {12};
+    const int64_t ins[] = {1, 7, 8, 9, 100, 384};
+    const int64_t outs[] = {1, 3, 4, 5, 63, 64, 65, 130};
+    for (int64_t rows = 1; rows <= 17; rows++)
+        for (int i = 0; i < 6; i++)
+            check_linear(&r, (lin_case){rows, ins[i], outs[(rows + i) % 8], (int)(rows & 1), (int)(rows % 3),
+                                        rows % 2 ? IV_ACT_GELU : IV_ACT_NONE});
+    for (int o = 0; o < 8; o++) check_linear(&r, (lin_case){3, 33, outs[o], 1, 2, IV_ACT_SILU});
+    check_linear(&r, (lin_case){8, 384, 700, 1, 1, IV_ACT_GELU_TANH});
+    check_linear(&r, (lin_case){16, 256, 1000, 1, 2, IV_ACT_NONE});
+}

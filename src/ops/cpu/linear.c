@@ -1,4 +1,5 @@
-/* Linear layer: y = act(x W^T + b) (+ residual). OpenBLAS sgemm does the
+/* Linear layer: y = act(x W^T + b) (+ residual). A few rows go to the
+ * streaming kernel of linear_small.c; otherwise OpenBLAS sgemm does the
  * product (row-major, W transposed in place, strides from the views), then
  * one parallel pass over y applies bias, activation and residual.
  *
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/linear_small.h"
 
 void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
                    iv_act act, const float *residual)
@@ -21,6 +23,7 @@ void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, 
     assert(y.rows == rows);
     if (rows == 0 || out == 0) return;
     const float *bias = b ? iv_f32(b) : NULL;
+    if (iv_cpu_linear_small(y, x, iv_f32(w), bias, act, residual)) return;
 
     /* Where sgemm writes, and with which beta. */
     float *dst = y.data;
