@@ -87,7 +87,9 @@ def check_route(client, model, label, failures):
                 import base64
                 raw = base64.b64decode(vec)
                 vec = list(struct.unpack("<%df" % (len(raw) // 4), raw))
-            if not close(as_f32(a.embedding), as_f32(list(vec)), 0.0):  # bit for bit
+            # Separate requests may be batched differently, which changes FP32
+            # summation order for short inputs: agree to 1e-6, as /embed does.
+            if not close(as_f32(a.embedding), as_f32(list(vec)), 1e-6):
                 fail("%s vector differs from float" % name)
     if flt.usage.prompt_tokens <= len(TEXTS) or flt.usage.total_tokens != flt.usage.prompt_tokens:
         fail("usage %r does not count tokens" % (flt.usage,))

@@ -44,7 +44,11 @@ TEST(srv_openai_float_and_base64)
         CHECK_EQ_INT(n, 384);
         CHECK_EQ_INT(m, 384);
         CHECK(iv_test_max_abs_diff(v, t, n) <= 1e-6);
-        /* base64: little-endian float32 bytes of the same vector, bit for bit. */
+        /* base64: little-endian float32 bytes of the same vector. The two
+         * requests may be batched differently, and batch composition changes
+         * FP32 summation order in the small-request GEMM path, so agreement is
+         * to 1e-6 as for /embed above; the encoding itself is checked bit for
+         * bit in test_server_codec.c. */
         size_t nb;
         unsigned char *raw = b64_decode(jstr(cJSON_GetArrayItem(data64, i), "embedding"), &nb);
         CHECK_EQ_INT(nb, 384 * 4);
@@ -53,8 +57,8 @@ TEST(srv_openai_float_and_base64)
                          (uint32_t)raw[4 * k + 3] << 24;
             float f;
             memcpy(&f, &u, 4);
-            if (f != v[k]) {
-                CHECK_MSG(0, "base64 value %d: %g != %g", k, f, v[k]);
+            if (fabsf(f - v[k]) > 1e-6f) {
+                CHECK_MSG(0, "base64 value %d: %.9g != %.9g", k, f, v[k]);
                 break;
             }
         }
