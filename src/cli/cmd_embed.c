@@ -9,6 +9,7 @@
 
 #include "cli/cli_input.h"
 #include "cli/commands.h"
+#include "server/codec.h"
 
 typedef struct embed_opts {
     int normalize;
@@ -26,28 +27,15 @@ static void emit_embedding(void *ctx, const iv_engine *e, const float *rows, int
     free(v);
 }
 
+/* The same encoders as the HTTP routes (/embed_all, /embed_sparse). */
 static void emit_all(void *ctx, const iv_engine *e, const float *rows, int n_rows, int cols, iv_strbuf *out)
 {
-    iv_sb_putc(out, '[');
-    for (int r = 0; r < n_rows; r++) {
-        if (r) iv_sb_putc(out, ',');
-        iv_sb_float_array(out, rows + (size_t)r * cols, (size_t)cols);
-    }
-    iv_sb_putc(out, ']');
+    iv_codec_matrix(out, rows, n_rows, cols, IV_ENCODING_FLOAT);
 }
 
 static void emit_sparse(void *ctx, const iv_engine *e, const float *rows, int n_rows, int cols, iv_strbuf *out)
 {
-    iv_sb_putc(out, '[');
-    int first = 1;
-    for (int i = 0; i < cols; i++) {
-        if (rows[i] == 0.0f) continue;
-        iv_sb_printf(out, "%s{\"index\":%d,\"value\":", first ? "" : ",", i);
-        iv_sb_float(out, rows[i]);
-        iv_sb_putc(out, '}');
-        first = 0;
-    }
-    iv_sb_putc(out, ']');
+    iv_codec_sparse(out, rows, cols);
 }
 
 static void usage(void)

@@ -578,3 +578,19 @@ void iv_codec_matrix(iv_strbuf *b, const float *v, int rows, int cols, int forma
     }
     iv_sb_putc(b, ']');
 }
+
+void iv_codec_sparse(iv_strbuf *b, const float *v, int n)
+{
+    iv_sb_putc(b, '[');
+    int first = 1;
+    for (int k = 0; k < n; k++) {
+        if (v[k] == 0.0f) continue;
+        iv_sb_puts(b, first ? "{\"index\":" : ",{\"index\":");
+        iv_sb_int(b, k);
+        iv_sb_puts(b, ",\"value\":");
+        iv_sb_float(b, v[k]);
+        iv_sb_putc(b, '}');
+        first = 0;
+    }
+    iv_sb_putc(b, ']');
+}

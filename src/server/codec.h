@@ -65,5 +65,8 @@ void iv_codec_embedding(iv_strbuf *b, const float *v, int n, int base64);
  * little-endian float32 matrix>"}. Zero rows give [] (or an empty tensor). */
 void iv_codec_matrix(iv_strbuf *b, const float *v, int rows, int cols, int format);
 void iv_codec_base64(iv_strbuf *b, const unsigned char *p, size_t n);
+/* Appends a SPLADE vector as TEI's [{"index":i,"value":v}, ...] over its
+ * non-zero entries. */
+void iv_codec_sparse(iv_strbuf *b, const float *v, int n);
 
 #endif

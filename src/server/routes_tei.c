@@ -168,17 +168,8 @@ static void finish_sparse(iv_req *r)
     iv_sb_init(&b);
     iv_sb_putc(&b, '[');
     for (int i = 0; i < r->job.n_items; i++) {
-        const float *v = r->job.items[i].out;
-        iv_sb_puts(&b, i ? ",[" : "[");
-        int first = 1;
-        for (int k = 0; k < r->job.cols; k++) {
-            if (v[k] == 0.0f) continue;
-            iv_sb_printf(&b, "%s{\"index\":%d,\"value\":", first ? "" : ",", k);
-            iv_sb_float(&b, v[k]);
-            iv_sb_putc(&b, '}');
-            first = 0;
-        }
-        iv_sb_putc(&b, ']');
+        if (i) iv_sb_putc(&b, ',');
+        iv_codec_sparse(&b, r->job.items[i].out, r->job.cols);
     }
     iv_sb_putc(&b, ']');
     iv_req_reply_json(r, &b);
