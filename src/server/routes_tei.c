@@ -144,16 +144,26 @@ static void finish_embed_all(iv_req *r)
     iv_req_reply_json(r, &b);
 }
 
-void iv_route_embed_all(iv_req *r)
+/* The shared start of TEI routes over "inputs": the model, the common
+ * fields, and the capability the route needs (else a 4xx naming what the
+ * model serves). NULL when a reply has been sent. */
+static iv_model_slot *begin_task_route(iv_req *r, common_fields *c, iv_task need, const char *not_msg,
+                                       const char *route)
 {
     iv_model_slot *m = begin_inputs(r, "inputs");
-    if (!m) return;
-    common_fields c = {0};
-    if (parse_common(r, r->json, &c, 1)) return;
-    if (!(m->caps & IV_CAN(IV_TASK_EMBED_ALL))) {
-        iv_req_not_supported(r, "Model is not an embedding model", "embed");
-        return;
+    if (!m || parse_common(r, r->json, c, 1)) return NULL;
+    if (!(m->caps & IV_CAN(need))) {
+        iv_req_not_supported(r, not_msg, route);
+        return NULL;
     }
+    return m;
+}
+
+void iv_route_embed_all(iv_req *r)
+{
+    common_fields c = {0};
+    iv_model_slot *m = begin_task_route(r, &c, IV_TASK_EMBED_ALL, "Model is not an embedding model", "embed");
+    if (!m) return;
     /* Multi-vector models give their kept, projected token vectors here
      * too, not the raw hidden states (docs/colbert.md). */
     start_embed(r, m, &c, iv_route_is_multivector(m) ? IV_TASK_MULTIVECTOR : IV_TASK_EMBED_ALL, finish_embed_all);
@@ -177,14 +187,10 @@ static void finish_sparse(iv_req *r)
 
 void iv_route_embed_sparse(iv_req *r)
 {
-    iv_model_slot *m = begin_inputs(r, "inputs");
-    if (!m) return;
     common_fields c = {0};
-    if (parse_common(r, r->json, &c, 1)) return;
-    if (!(m->caps & IV_CAN(IV_TASK_SPARSE))) {
-        iv_req_not_supported(r, "Model is not an embedding model with SPLADE pooling", "embed_sparse");
-        return;
-    }
+    iv_model_slot *m =
+        begin_task_route(r, &c, IV_TASK_SPARSE, "Model is not an embedding model with SPLADE pooling", "embed_sparse");
+    if (!m) return;
     iv_input_opts o;
     if (iv_route_check_nonempty(r, "inputs")) return;
     if (iv_route_input_opts(r, c.truncate, c.left, c.prompt_name, 1, &o)) return;
