@@ -145,6 +145,19 @@ int main(void)
     bench_gemm_and_linear(ops, 4096, 768, 768, IV_ACT_NONE, 0, "768 -> 768 + bias (qkv/out)");
     bench_gemm_and_linear(ops, 4096, 768, 3072, IV_ACT_GELU, 0, "768 -> 3072 + bias + GELU");
     bench_gemm_and_linear(ops, 4096, 3072, 768, IV_ACT_NONE, 1, "3072 -> 768 + bias + residual");
+    /* Single short requests: a 16-64 token sequence is a 16-64 row product. */
+    const int64_t few_rows[] = {16, 32, 64};
+    for (int i = 0; i < 3; i++) {
+        char label[64];
+        const int64_t t = few_rows[i];
+        const int64_t shapes[][2] = {{768, 768}, {768, 3072}, {3072, 768}, {384, 384}, {384, 1536}, {1536, 384}};
+        for (int s = 0; s < 6; s++) {
+            snprintf(label, sizeof label, "T=%-3lld %4lld -> %-4lld", (long long)t, (long long)shapes[s][0],
+                     (long long)shapes[s][1]);
+            bench_gemm_and_linear(ops, t, shapes[s][0], shapes[s][1], shapes[s][1] > shapes[s][0] ? IV_ACT_GELU : IV_ACT_NONE,
+                                  shapes[s][1] < shapes[s][0], label);
+        }
+    }
     bench_attention(ops, 4096, 128, 12, 64, 0);
     bench_attention(ops, 4096, 512, 12, 64, 0);
     bench_attention(ops, 4096, 512, 12, 64, 1);

@@ -121,8 +121,8 @@ TEST(ops_linear_zero_rows)
     CHECK(dummy == 7.0f);
 }
 
-/* The few-rows streaming kernel (rows <= IV_LINEAR_SMALL_MAX_ROWS = 12 on
- * AVX2/FMA CPUs, sgemm above): every row count up to and past the switch,
+/* The few-rows streaming kernel (rows <= IV_LINEAR_SMALL_MAX_ROWS = 16 on
+ * AVX2/FMA CPUs, sgemm above; ops_linear_mid_rows goes past the switch):
  * input widths around its 8-wide steps (masked tail), output widths around
  * its 4-column tiles and 64-column chunks, and a size large enough for it to
  * fork. */
@@ -138,4 +138,24 @@ TEST(ops_linear_small_rows)
     for (int o = 0; o < 8; o++) check_linear(&r, (lin_case){3, 33, outs[o], 1, 2, IV_ACT_SILU});
     check_linear(&r, (lin_case){8, 384, 700, 1, 1, IV_ACT_GELU_TANH});
     check_linear(&r, (lin_case){16, 256, 1000, 1, 2, IV_ACT_NONE});
+}
+
+/* 13..70 rows: the streaming kernel up to IV_LINEAR_SMALL_MAX_ROWS (16) on
+ * AVX2/FMA CPUs, with several 3-row groups per column tile, then sgemm. Odd
+ * widths give ragged tiles and chunks; the views are strided; residual 2 is
+ * y itself, with and without an activation. */
+TEST(ops_linear_mid_rows)
+{
+    ops_rng r = {13};
+    const int64_t ins[] = {7, 129, 384, 771};
+    const int64_t outs[] = {1, 17, 63, 333, 1031};
+    for (int64_t rows = 13; rows <= 70; rows++) {
+        const int i = (int)(rows % 4), o = (int)(rows % 5);
+        const iv_act act = rows % 3 == 0 ? IV_ACT_GELU : rows % 3 == 1 ? IV_ACT_NONE : IV_ACT_SILU;
+        check_linear(&r, (lin_case){rows, ins[i], outs[o], (int)(rows & 1), (int)((rows / 2) % 3), act});
+    }
+    check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_GELU});
+    check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_NONE});
+    check_linear(&r, (lin_case){40, 1536, 385, 0, 1, IV_ACT_NONE});
+    check_linear(&r, (lin_case){65, 384, 1000, 1, 2, IV_ACT_GELU});
 }
