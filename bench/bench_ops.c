@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/cpu/gemm_panel.h"
 #include "ops/ops.h"
 
 static float *rand_buf(int64_t n, float scale)
@@ -84,8 +85,14 @@ static void bench_gemm_and_linear(const iv_ops *ops, int64_t t, int64_t in, int6
     double tg = best_time(run_sgemm, &g, 0.5);
     linear_ctx l = {ops, {y, t, out, out}, {x, t, in, in}, iv_tensor_2d(w, out, in), iv_tensor_1d(b, out), act, r};
     double tl = best_time(run_linear, &l, 0.5);
-    printf("%-34s sgemm %7.1f GFLOP/s   linear %7.1f GFLOP/s  (%6.2f ms, epilogue %+.0f%%)\n", label,
-           flop / tg * 1e-9, flop / tl * 1e-9, tl * 1e3, (tl / tg - 1) * 100);
+    /* The same op on the weight packed as the model loads it. */
+    float *wp = iv_cpu_scratch(iv_cpu_panel_floats(out, in) * sizeof(float));
+    iv_cpu_pack_panels(wp, w, out, in);
+    l.w = iv_cpu_panel_tensor(wp, out, in);
+    double tp = best_time(run_linear, &l, 0.5);
+    printf("%-30s sgemm %6.1f  linear %6.1f (%6.2f ms)  packed %6.1f GFLOP/s (%6.2f ms, %.2fx linear)\n", label,
+           flop / tg * 1e-9, flop / tl * 1e-9, tl * 1e3, flop / tp * 1e-9, tp * 1e3, tl / tp);
+    free(wp);
     free(x);
     free(w);
     free(b);
@@ -140,14 +147,18 @@ static void bench_attention(const iv_ops *ops, int64_t total, int64_t len, int h
 int main(void)
 {
     const iv_ops *ops = iv_cpu_ops();
-    printf("infinity_v3 op bench: %d OpenMP threads, %s\n", omp_get_max_threads(), OPENBLAS_VERSION);
+    printf("infinity_v3 op bench: %d OpenMP threads, %s, packed kernel %s\n", omp_get_max_threads(), OPENBLAS_VERSION,
+           iv_cpu_panel_kernel_name());
     printf("linear at T=4096 (BERT-base); 'causal' attention counts full L^2 FLOPs\n");
     bench_gemm_and_linear(ops, 4096, 768, 768, IV_ACT_NONE, 0, "768 -> 768 + bias (qkv/out)");
     bench_gemm_and_linear(ops, 4096, 768, 3072, IV_ACT_GELU, 0, "768 -> 3072 + bias + GELU");
     bench_gemm_and_linear(ops, 4096, 3072, 768, IV_ACT_NONE, 1, "3072 -> 768 + bias + residual");
+    bench_gemm_and_linear(ops, 4096, 384, 1152, IV_ACT_NONE, 0, "384 -> 1152 + bias (MiniLM qkv)");
+    bench_gemm_and_linear(ops, 4096, 384, 1536, IV_ACT_GELU, 0, "384 -> 1536 + bias + GELU");
+    bench_gemm_and_linear(ops, 4096, 1536, 384, IV_ACT_NONE, 1, "1536 -> 384 + bias + residual");
     /* Single short requests: a 16-64 token sequence is a 16-64 row product. */
-    const int64_t few_rows[] = {16, 32, 64};
-    for (int i = 0; i < 3; i++) {
+    const int64_t few_rows[] = {8, 16, 32, 64};
+    for (int i = 0; i < 4; i++) {
         char label[64];
         const int64_t t = few_rows[i];
         const int64_t shapes[][2] = {{768, 768}, {768, 3072}, {3072, 768}, {384, 384}, {384, 1536}, {1536, 384}};

@@ -17,6 +17,7 @@
 #include "heads/task_heads.h"
 #include "models/lm_score_head.h"
 #include "models/model.h"
+#include "models/pack_weights.h"
 #include "models/quantize.h"
 #include "ops/cpu/int8_ops.h"
 
@@ -113,6 +114,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     iv_arena_init(&e->arena);
     if (iv_model_load(&e->model, model_dir, ops, err)) goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
+    if (iv_model_pack_cpu_weights(e->model, NULL, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
     e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
     const int H = e->model->block.hidden;

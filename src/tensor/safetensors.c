@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "base/json.h"
@@ -384,6 +386,20 @@ static int load_file_shard(iv_weights *w, const char *path, int *shard_out, iv_e
 }
 
 /* ---------- public: opening ---------- */
+
+void iv_weights_release(iv_weights *w, const iv_tensor *t)
+{
+    const char *p = t->data;
+    const size_t n = iv_tensor_nbytes(t);
+    for (int i = 0; i < w->n_shards; i++) {
+        const char *base = (const char *)w->shards[i].map.data;
+        if (!base || p < base || p + n > base + w->shards[i].map.size) continue;
+        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        const uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return;
+    }
+}
 
 void iv_weights_close(iv_weights *w)
 {

@@ -56,6 +56,13 @@ int iv_weights_has_prefix(const iv_weights *w, const char *prefix);
 int iv_weights_f32(iv_weights *w, const char *name, int ndim, const int64_t *shape,
                    const iv_tensor **out, iv_err *err);
 
+/* Says nothing will read t (a tensor iv_weights_f32 returned) again, after
+ * the model replaced it by a copy in another layout: the pages of the file
+ * mapping that hold only t go back to the kernel, so the process does not
+ * keep both copies resident (touching them again would re-read the file).
+ * Tensors not in a file mapping are left alone. Load time, one thread. */
+void iv_weights_release(iv_weights *w, const iv_tensor *t);
+
 /* Metadata "__metadata__" string value, or NULL. */
 const char *iv_weights_metadata(const iv_weights *w, const char *key);
 

@@ -25,6 +25,12 @@ typedef enum iv_dtype {
 
 typedef enum iv_device { IV_CPU = 0, IV_CUDA = 1 } iv_device;
 
+/* How a 2-D weight's values are arranged in data. */
+typedef enum iv_layout {
+    IV_LAYOUT_ROWS = 0,   /* row-major, as in safetensors: every tensor unless noted */
+    IV_LAYOUT_CPU_PANELS, /* FP32 weights packed at load for the CPU linear (ops/cpu/gemm_panel.h) */
+} iv_layout;
+
 typedef struct iv_tensor {
     iv_dtype dtype;
     iv_device device;
@@ -36,6 +42,7 @@ typedef struct iv_tensor {
      * data holds the values in the packed layout of the device's int8 linear
      * (ops/cpu/int8_ops.h), not row-major. NULL for every other tensor. */
     const float *scales;
+    iv_layout layout;
 } iv_tensor;
 
 size_t iv_dtype_size(iv_dtype dt);

@@ -3,7 +3,9 @@
  * that is y itself. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "ops/cpu/gemm_panel.h"
 #include "ops/ops.h"
 #include "ops_test_util.h"
 #include "test.h"
@@ -26,6 +28,7 @@ typedef struct {
     int64_t rows, in, out;
     int bias, residual; /* residual: 0 none, 1 separate buffer, 2 y itself */
     iv_act act;
+    int packed; /* W packed in panels (the layout of model weights), not row-major */
 } lin_case;
 
 /* Float GEMM error grows with the magnitude sum sum_k |x_k w_k|: the
@@ -40,6 +43,12 @@ static void check_linear(ops_rng *r, lin_case c)
     float *w = ops_rand(r, c.out * c.in, -0.5f, 0.5f);
     float *b = ops_rand(r, c.out, -0.5f, 0.5f);
     iv_tensor wt = iv_tensor_2d(w, c.out, c.in), bt = iv_tensor_1d(b, c.out);
+    float *wp = NULL;
+    if (c.packed) {
+        wp = iv_cpu_scratch(iv_cpu_panel_floats(c.out, c.in) * sizeof(float));
+        iv_cpu_pack_panels(wp, w, c.out, c.in);
+        wt = iv_cpu_panel_tensor(wp, c.out, c.in);
+    }
 
     /* Residual with y's layout: a separate buffer or y's own contents. */
     float *resb = NULL;
@@ -76,8 +85,8 @@ static void check_linear(ops_rng *r, lin_case c)
             double tol = 2e-6 * mag[t * c.out + o] + 2e-6 * fabs(wv) + 1e-30;
             if (!(fabs(got - wv) <= tol) && bad++ < 3)
                 iv_test_fail(__FILE__, __LINE__,
-                             "linear rows %lld in %lld out %lld bias %d act %d residual %d: [%lld][%lld] got %.9g want %.9g",
-                             (long long)c.rows, (long long)c.in, (long long)c.out, c.bias, (int)c.act, c.residual,
+                             "linear rows %lld in %lld out %lld bias %d act %d residual %d packed %d: [%lld][%lld] got %.9g want %.9g",
+                             (long long)c.rows, (long long)c.in, (long long)c.out, c.bias, (int)c.act, c.residual, c.packed,
                              (long long)t, (long long)o, got, wv);
         }
     CHECK_EQ_INT(ops_gap_writes(yb, y), 0);
@@ -85,6 +94,7 @@ static void check_linear(ops_rng *r, lin_case c)
     free(yb);
     free(resb);
     free(w);
+    free(wp);
     free(b);
     free(want);
     free(mag);
@@ -99,16 +109,16 @@ TEST(ops_linear_epilogues)
         for (int a = 0; a < 6; a++)
             for (int bias = 0; bias < 2; bias++)
                 for (int res = 0; res < 3; res++)
-                    check_linear(&r, (lin_case){shapes[s][0], shapes[s][1], shapes[s][2], bias, res, acts[a]});
+                    check_linear(&r, (lin_case){shapes[s][0], shapes[s][1], shapes[s][2], bias, res, acts[a], 0});
 }
 
 /* Big enough for OpenBLAS to thread and for the parallel epilogue. */
 TEST(ops_linear_large)
 {
     ops_rng r = {11};
-    check_linear(&r, (lin_case){300, 384, 200, 1, 1, IV_ACT_GELU});
-    check_linear(&r, (lin_case){257, 96, 500, 1, 2, IV_ACT_NONE});
-    check_linear(&r, (lin_case){129, 200, 300, 0, 2, IV_ACT_SILU});
+    check_linear(&r, (lin_case){300, 384, 200, 1, 1, IV_ACT_GELU, 0});
+    check_linear(&r, (lin_case){257, 96, 500, 1, 2, IV_ACT_NONE, 0});
+    check_linear(&r, (lin_case){129, 200, 300, 0, 2, IV_ACT_SILU, 0});
 }
 
 TEST(ops_linear_zero_rows)
@@ -134,10 +144,10 @@ TEST(ops_linear_small_rows)
     for (int64_t rows = 1; rows <= 17; rows++)
         for (int i = 0; i < 6; i++)
             check_linear(&r, (lin_case){rows, ins[i], outs[(rows + i) % 8], (int)(rows & 1), (int)(rows % 3),
-                                        rows % 2 ? IV_ACT_GELU : IV_ACT_NONE});
-    for (int o = 0; o < 8; o++) check_linear(&r, (lin_case){3, 33, outs[o], 1, 2, IV_ACT_SILU});
-    check_linear(&r, (lin_case){8, 384, 700, 1, 1, IV_ACT_GELU_TANH});
-    check_linear(&r, (lin_case){16, 256, 1000, 1, 2, IV_ACT_NONE});
+                                        rows % 2 ? IV_ACT_GELU : IV_ACT_NONE, 0});
+    for (int o = 0; o < 8; o++) check_linear(&r, (lin_case){3, 33, outs[o], 1, 2, IV_ACT_SILU, 0});
+    check_linear(&r, (lin_case){8, 384, 700, 1, 1, IV_ACT_GELU_TANH, 0});
+    check_linear(&r, (lin_case){16, 256, 1000, 1, 2, IV_ACT_NONE, 0});
 }
 
 /* 13..70 rows: the streaming kernel up to IV_LINEAR_SMALL_MAX_ROWS (16) on
@@ -152,10 +162,79 @@ TEST(ops_linear_mid_rows)
     for (int64_t rows = 13; rows <= 70; rows++) {
         const int i = (int)(rows % 4), o = (int)(rows % 5);
         const iv_act act = rows % 3 == 0 ? IV_ACT_GELU : rows % 3 == 1 ? IV_ACT_NONE : IV_ACT_SILU;
-        check_linear(&r, (lin_case){rows, ins[i], outs[o], (int)(rows & 1), (int)((rows / 2) % 3), act});
+        check_linear(&r, (lin_case){rows, ins[i], outs[o], (int)(rows & 1), (int)((rows / 2) % 3), act, 0});
     }
-    check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_GELU});
-    check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_NONE});
-    check_linear(&r, (lin_case){40, 1536, 385, 0, 1, IV_ACT_NONE});
-    check_linear(&r, (lin_case){65, 384, 1000, 1, 2, IV_ACT_GELU});
+    check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_GELU, 0});
+    check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_NONE, 0});
+    check_linear(&r, (lin_case){40, 1536, 385, 0, 1, IV_ACT_NONE, 0});
+    check_linear(&r, (lin_case){65, 384, 1000, 1, 2, IV_ACT_GELU, 0});
+}
+
+/* Weights packed in panels (gemm_panel.c), with each kernel this CPU can
+ * run: widths around the 32-column panels, row counts around the 12- and
+ * 6-row tiles, inputs past the 256-step k blocks, every epilogue. */
+TEST(ops_linear_panels)
+{
+    const char *kernels[] = {"avx512", "avx2", "portable"};
+    int ran = 0;
+    for (int kk = 0; kk < 3; kk++) {
+        if (iv_cpu_panel_use(kernels[kk])) continue;
+        ran++;
+        ops_rng r = {14};
+        const int64_t shapes[][3] = {{1, 1, 1},   {1, 17, 5},   {5, 64, 33},  {37, 29, 70},
+                                     {3, 8, 16},  {12, 257, 32}, {13, 512, 31}, {7, 300, 65}};
+        const iv_act acts[] = {IV_ACT_NONE, IV_ACT_GELU, IV_ACT_SILU};
+        for (int s = 0; s < 8; s++)
+            for (int a = 0; a < 3; a++)
+                for (int res = 0; res < 3; res++)
+                    check_linear(&r, (lin_case){shapes[s][0], shapes[s][1], shapes[s][2], (s + a) & 1, res, acts[a],
+                                                1});
+        /* Larger: several row blocks and panel groups, threaded. */
+        check_linear(&r, (lin_case){300, 384, 200, 1, 1, IV_ACT_GELU, 1});
+        check_linear(&r, (lin_case){1000, 96, 130, 1, 2, IV_ACT_NONE, 1});
+        check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_GELU, 1});
+        check_linear(&r, (lin_case){40, 1536, 385, 0, 1, IV_ACT_NONE, 1});
+    }
+    CHECK(ran >= 1);
+    CHECK_EQ_INT(iv_cpu_panel_use("auto"), 0);
+}
+
+/* A row's result is the same bits whatever else is in the batch (alone, in
+ * a short batch on the few-rows split, in a long one across row blocks and
+ * threads) and whichever kernel computes it. */
+TEST(ops_linear_panels_batch_invariant)
+{
+    ops_rng r = {15};
+    const int64_t rows = 700, in = 389, out = 450;
+    float *x = ops_rand(&r, rows * in, -1.0f, 1.0f);
+    float *w = ops_rand(&r, out * in, -0.5f, 0.5f);
+    float *b = ops_rand(&r, out, -0.5f, 0.5f);
+    float *wp = iv_cpu_scratch(iv_cpu_panel_floats(out, in) * sizeof(float));
+    iv_cpu_pack_panels(wp, w, out, in);
+    iv_tensor wt = iv_cpu_panel_tensor(wp, out, in), bt = iv_tensor_1d(b, out);
+    const iv_ops *ops = iv_cpu_ops();
+    float *full = malloc((size_t)(rows * out) * sizeof(float));
+    float *part = malloc((size_t)(rows * out) * sizeof(float));
+    ops->linear(ops, (iv_view){full, rows, out, out}, (iv_view){x, rows, in, in}, &wt, &bt, IV_ACT_GELU, NULL);
+    const int64_t ranges[][2] = {{0, 1}, {5, 6}, {699, 700}, {3, 11}, {10, 23}, {100, 164}, {37, 437}};
+    const char *kernels[] = {"auto", "avx2", "portable"};
+    for (int kk = 0; kk < 3; kk++) {
+        if (iv_cpu_panel_use(kernels[kk])) continue;
+        for (int i = 0; i < 7; i++) {
+            const int64_t r0 = ranges[i][0], n = ranges[i][1] - r0;
+            ops->linear(ops, (iv_view){part, n, out, out}, (iv_view){x + r0 * in, n, in, in}, &wt, &bt, IV_ACT_GELU,
+                        NULL);
+            int64_t diff = 0;
+            for (int64_t e = 0; e < n * out; e++) diff += memcmp(&part[e], &full[r0 * out + e], sizeof(float)) != 0;
+            if (diff) iv_test_fail(__FILE__, __LINE__, "kernel %s rows [%lld, %lld): %lld elements differ from the full batch",
+                                   kernels[kk], (long long)r0, (long long)(r0 + n), (long long)diff);
+        }
+    }
+    CHECK_EQ_INT(iv_cpu_panel_use("auto"), 0);
+    free(x);
+    free(w);
+    free(b);
+    free(wp);
+    free(full);
+    free(part);
 }

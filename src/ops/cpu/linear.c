@@ -1,4 +1,6 @@
-/* Linear layer: y = act(x W^T + b) (+ residual). A few rows go to the
+/* Linear layer: y = act(x W^T + b) (+ residual). Weights packed at load
+ * (the model's layer weights, IV_LAYOUT_CPU_PANELS) go to gemm_panel.c.
+ * For row-major weights (heads, small projections), a few rows go to the
  * streaming kernel of linear_small.c; otherwise OpenBLAS sgemm does the
  * product (row-major, W transposed in place, strides from the views), then
  * one parallel pass over y applies bias, activation and residual.
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/gemm_panel.h"
 #include "ops/cpu/linear_small.h"
 
 void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
@@ -23,6 +26,10 @@ void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, 
     assert(y.rows == rows);
     if (rows == 0 || out == 0) return;
     const float *bias = b ? iv_f32(b) : NULL;
+    if (w->layout == IV_LAYOUT_CPU_PANELS) {
+        iv_cpu_linear_panels(y, x, iv_f32(w), bias, act, residual);
+        return;
+    }
     if (iv_cpu_linear_small(y, x, iv_f32(w), bias, act, residual)) return;
 
     /* Where sgemm writes, and with which beta. */

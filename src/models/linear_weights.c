@@ -1,0 +1,94 @@
+/* The walk over a model's layer linear weights (see linear_weights.h). */
+#include "models/linear_weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "models/loader.h"
+#include "tensor/safetensors.h"
+
+/* Original -> replacement, so weights shared between layers stay shared. */
+typedef struct swap_map {
+    const iv_tensor **from, **to;
+    int n, cap;
+} swap_map;
+
+static int map_add(swap_map *sm, const iv_tensor *from, const iv_tensor *to)
+{
+    if (sm->n == sm->cap) {
+        int cap = sm->cap ? 2 * sm->cap : 64;
+        const iv_tensor **f = realloc(sm->from, (size_t)cap * sizeof *f);
+        if (f) sm->from = f;
+        const iv_tensor **t = realloc(sm->to, (size_t)cap * sizeof *t);
+        if (t) sm->to = t;
+        if (!f || !t) return -1;
+        sm->cap = cap;
+    }
+    sm->from[sm->n] = from;
+    sm->to[sm->n++] = to;
+    return 0;
+}
+
+static const iv_tensor *map_find(const swap_map *sm, const iv_tensor *w)
+{
+    for (int i = 0; i < sm->n; i++)
+        if (sm->from[i] == w) return sm->to[i];
+    return NULL;
+}
+
+/* Frees a loader-made tensor (header and data, kept as a pair in m->owned);
+ * returns 0 when t is not one. */
+static int release_owned(iv_model *m, const iv_tensor *t)
+{
+    for (int i = 0; i + 1 < m->n_owned; i++)
+        if (m->owned[i] == t && m->owned[i + 1] == t->data) {
+            free(m->owned[i + 1]);
+            free(m->owned[i]);
+            m->owned[i] = m->owned[i + 1] = NULL;
+            return 1;
+        }
+    return 0;
+}
+
+typedef struct walk {
+    iv_model *m;
+    swap_map map;
+    iv_linear_weight_fn fn;
+    void *ctx;
+} walk;
+
+static int swap(walk *wk, const iv_tensor **slot, int layer, const char *what, iv_err *err)
+{
+    const iv_tensor *w = *slot;
+    if (!w || w->dtype != IV_F32 || w->ndim != 2 || w->layout != IV_LAYOUT_ROWS) return 0;
+    const iv_tensor *r = map_find(&wk->map, w);
+    if (!r) {
+        char name[96];
+        snprintf(name, sizeof name, "layer %d %s", layer, what);
+        if (!(r = wk->fn(wk->m, w, name, wk->ctx, err))) return -1;
+        if (map_add(&wk->map, w, r)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    *slot = r;
+    return 0;
+}
+
+int iv_model_replace_linear_weights(iv_model *m, iv_linear_weight_fn fn, void *ctx, iv_err *err)
+{
+    walk wk = {.m = m, .fn = fn, .ctx = ctx};
+    int rc = 0;
+    for (int l = 0; l < m->n_layers && !rc; l++) {
+        iv_layer *L = &m->layers[l];
+        rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
+             swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err);
+        /* Routed experts are MLPs too; the router is a small head and keeps its tensor. */
+        for (int e = 0; L->moe && e < L->moe->n_experts && !rc; e++)
+            rc = swap(&wk, &L->moe->up_w[e], l, "expert up", err) || swap(&wk, &L->moe->down_w[e], l, "expert down", err);
+    }
+    /* Only now, with every layer switched over, drop the originals. */
+    for (int i = 0; i < wk.map.n && !rc; i++)
+        if (wk.map.from[i] != wk.map.to[i] && !release_owned(m, wk.map.from[i]))
+            iv_weights_release(m->weights, wk.map.from[i]);
+    free(wk.map.from);
+    free(wk.map.to);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,321 @@
+/* The packed-panel linear kernel (see gemm_panel.h for the layout and the
+ * summation-order guarantee).
+ *
+ * Blocking, for one call y[M, N] = x[M, K] W^T:
+ *   - rows are cut into blocks of mc rows whose slice of x (mc x K floats)
+ *     fits in half the L2 cache; each (row block, group of panels) is one
+ *     unit of thread work;
+ *   - within a unit, for each panel, k runs in steps of KC so that the
+ *     KC x 32 piece of the panel (32 KiB) stays in L1 while every row tile
+ *     of the block passes over it;
+ *   - a row tile is MR rows x 32 columns of accumulators in registers
+ *     (AVX-512: 12 x 2 zmm; AVX2: 6 x 2 ymm per 16-column half), fed by one
+ *     broadcast of x per row and the panel's row k;
+ *   - the finished 32-column strip of the block (in a per-unit buffer, so a
+ *     residual that is y itself is still intact) goes through the shared
+ *     epilogue iv_cpu_act_row: bias, activation, residual, store.
+ * x is read in place (row stride x.ld): no copy of the activations either. */
+#include "ops/cpu/gemm_panel.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PANEL_X86 1
+#endif
+
+#define NR IV_PANEL_COLS
+#define KC 256     /* k per L1-resident piece of a panel (32 KiB) */
+#define MR512 12   /* rows per AVX-512 tile: 24 accumulators + 2 panel vectors + broadcast */
+#define MR256 6    /* rows per AVX2 tile (per 16-column half): 12 + 2 + 1 of 16 ymm */
+#define MC_STEP 12 /* row blocks are multiples of both tile heights */
+#define MC_MAX 384 /* rows per block at most: the strip buffer is MC_MAX x 32 floats */
+/* Multiply-adds below which a call stays on one thread. */
+#define PANEL_PAR_MIN (1 << 18)
+
+size_t iv_cpu_panel_floats(int64_t out, int64_t in)
+{
+    return (size_t)((out + NR - 1) / NR) * NR * (size_t)in;
+}
+
+void iv_cpu_pack_panels(float *dst, const float *w, int64_t out, int64_t in)
+{
+    const int64_t n_panels = (out + NR - 1) / NR;
+    for (int64_t p = 0; p < n_panels; p++) {
+        float *panel = dst + p * in * NR;
+        for (int j = 0; j < NR; j++) {
+            const int64_t n = p * NR + j;
+            if (n < out)
+                for (int64_t k = 0; k < in; k++) panel[k * NR + j] = w[n * in + k];
+            else
+                for (int64_t k = 0; k < in; k++) panel[k * NR + j] = 0.0f;
+        }
+    }
+}
+
+iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in)
+{
+    iv_tensor t = {.dtype = IV_F32, .device = IV_CPU, .ndim = 2, .shape = {out, in}, .data = packed,
+                   .layout = IV_LAYOUT_CPU_PANELS};
+    return t;
+}
+
+float iv_cpu_panel_at(const float *packed, int64_t in, int64_t n, int64_t k)
+{
+    return packed[(n / NR) * in * NR + k * NR + n % NR];
+}
+
+/* A tile function computes rows [0, rows) of one panel strip over kn steps
+ * of k: ct[r][0..31] = (first ? 0 : ct[r][..]) + sum_k a[r][k] * bp[k][..],
+ * one fmaf chain per element in k order. */
+typedef void (*tiles_fn)(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                         int rows);
+
+/* Dispatch on the remaining rows to the tile instantiated for that many. */
+#define TILE_SWITCH(tile, MR, a, lda, bp, kn, ct, first, rows)                                                \
+    do {                                                                                                      \
+        int r0_ = 0;                                                                                          \
+        for (; r0_ + (MR) <= (rows); r0_ += (MR)) tile(a + r0_ * lda, lda, bp, kn, ct + r0_ * NR, first, MR); \
+        const float *a_ = a + r0_ * lda;                                                                      \
+        float *c_ = ct + r0_ * NR;                                                                            \
+        switch ((rows) - r0_) {                                                                               \
+        case 11: tile(a_, lda, bp, kn, c_, first, 11); break;                                                 \
+        case 10: tile(a_, lda, bp, kn, c_, first, 10); break;                                                 \
+        case 9: tile(a_, lda, bp, kn, c_, first, 9); break;                                                   \
+        case 8: tile(a_, lda, bp, kn, c_, first, 8); break;                                                   \
+        case 7: tile(a_, lda, bp, kn, c_, first, 7); break;                                                   \
+        case 6: tile(a_, lda, bp, kn, c_, first, 6); break;                                                   \
+        case 5: tile(a_, lda, bp, kn, c_, first, 5); break;                                                   \
+        case 4: tile(a_, lda, bp, kn, c_, first, 4); break;                                                   \
+        case 3: tile(a_, lda, bp, kn, c_, first, 3); break;                                                   \
+        case 2: tile(a_, lda, bp, kn, c_, first, 2); break;                                                   \
+        case 1: tile(a_, lda, bp, kn, c_, first, 1); break;                                                   \
+        default: break;                                                                                       \
+        }                                                                                                     \
+    } while (0)
+
+/* Portable: the same chains with fmaf, for CPUs without AVX2/FMA. */
+static void tiles_portable(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                           int rows)
+{
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < NR; j++) {
+            float acc = first ? 0.0f : ct[r * NR + j];
+            for (int64_t k = 0; k < kn; k++) acc = fmaf(a[r * lda + k], bp[k * NR + j], acc);
+            ct[r * NR + j] = acc;
+        }
+}
+
+#ifdef PANEL_X86
+
+#define T512 __attribute__((target("avx512f,fma")))
+#define T256 __attribute__((target("avx2,fma")))
+#define TILE_INLINE static inline __attribute__((always_inline))
+
+T512 TILE_INLINE void tile512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                              const int R)
+{
+    __m512 c0[MR512], c1[MR512];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+        c0[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + r * NR);
+        c1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + r * NR + 16);
+    }
+    for (int64_t k = 0; k < kn; k++) {
+        const __m512 b0 = _mm512_load_ps(bp + k * NR), b1 = _mm512_load_ps(bp + k * NR + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) {
+            const __m512 av = _mm512_set1_ps(a[r * lda + k]);
+            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+        _mm512_storeu_ps(ct + r * NR, c0[r]);
+        _mm512_storeu_ps(ct + r * NR + 16, c1[r]);
+    }
+}
+
+T512 static void tiles_avx512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                              int rows)
+{
+    TILE_SWITCH(tile512, MR512, a, lda, bp, kn, ct, first, rows);
+}
+
+/* One 16-column half of the strip: bp and ct already point at the half. */
+T256 TILE_INLINE void tile256(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                              const int R)
+{
+    __m256 c0[MR256], c1[MR256];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        c0[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(ct + r * NR);
+        c1[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(ct + r * NR + 8);
+    }
+    for (int64_t k = 0; k < kn; k++) {
+        const __m256 b0 = _mm256_load_ps(bp + k * NR), b1 = _mm256_load_ps(bp + k * NR + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
+            c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(ct + r * NR, c0[r]);
+        _mm256_storeu_ps(ct + r * NR + 8, c1[r]);
+    }
+}
+
+T256 static void tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                            int rows)
+{
+    for (int h = 0; h < 2; h++) {
+        const float *bh = bp + h * 16;
+        float *ch = ct + h * 16;
+        int r0 = 0;
+        for (; r0 + MR256 <= rows; r0 += MR256) tile256(a + r0 * lda, lda, bh, kn, ch + r0 * NR, first, MR256);
+        const float *ar = a + r0 * lda;
+        float *cr = ch + r0 * NR;
+        switch (rows - r0) {
+        case 5: tile256(ar, lda, bh, kn, cr, first, 5); break;
+        case 4: tile256(ar, lda, bh, kn, cr, first, 4); break;
+        case 3: tile256(ar, lda, bh, kn, cr, first, 3); break;
+        case 2: tile256(ar, lda, bh, kn, cr, first, 2); break;
+        case 1: tile256(ar, lda, bh, kn, cr, first, 1); break;
+        default: break;
+        }
+    }
+}
+
+#endif
+
+typedef struct panel_kernel {
+    tiles_fn tiles;
+    const char *name;
+} panel_kernel;
+
+static panel_kernel pick_kernel(void)
+{
+#ifdef PANEL_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+        return (panel_kernel){tiles_avx512, "avx512"};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return (panel_kernel){tiles_avx2, "avx2"};
+#endif
+    return (panel_kernel){tiles_portable, "portable"};
+}
+
+/* The kernel in use: picked at first call; tests may switch it
+ * (iv_cpu_panel_use). Threads may race to fill it in; they all store the
+ * same answer. */
+static tiles_fn active_tiles;
+static const char *active_name;
+
+static panel_kernel active_kernel(void)
+{
+    tiles_fn t = __atomic_load_n(&active_tiles, __ATOMIC_ACQUIRE);
+    if (!t) {
+        panel_kernel k = pick_kernel();
+        __atomic_store_n(&active_name, k.name, __ATOMIC_RELAXED);
+        __atomic_store_n(&active_tiles, k.tiles, __ATOMIC_RELEASE);
+        return k;
+    }
+    return (panel_kernel){t, __atomic_load_n(&active_name, __ATOMIC_RELAXED)};
+}
+
+int iv_cpu_panel_use(const char *name)
+{
+    panel_kernel k = {NULL, NULL};
+    if (!strcmp(name, "portable")) k = (panel_kernel){tiles_portable, "portable"};
+#ifdef PANEL_X86
+    __builtin_cpu_init();
+    const int fma = __builtin_cpu_supports("fma");
+    if (!strcmp(name, "avx2") && fma && __builtin_cpu_supports("avx2")) k = (panel_kernel){tiles_avx2, "avx2"};
+    if (!strcmp(name, "avx512") && fma && __builtin_cpu_supports("avx512f"))
+        k = (panel_kernel){tiles_avx512, "avx512"};
+#endif
+    if (!strcmp(name, "auto")) k = pick_kernel();
+    if (!k.tiles) return -1;
+    __atomic_store_n(&active_name, k.name, __ATOMIC_RELAXED);
+    __atomic_store_n(&active_tiles, k.tiles, __ATOMIC_RELEASE);
+    return 0;
+}
+
+const char *iv_cpu_panel_kernel_name(void) { return active_kernel().name; }
+
+/* Bytes of x one row block may take: half the L2 cache (256 KiB when the
+ * system does not say). */
+static int64_t block_bytes(void)
+{
+    static int64_t cached;
+    int64_t b = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (!b) {
+        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        b = l2 > 0 ? l2 / 2 : 256 << 10;
+        __atomic_store_n(&cached, b, __ATOMIC_RELAXED);
+    }
+    return b;
+}
+
+/* Rows per block: as many as fit the L2 budget, then evened out so that the
+ * blocks split into a multiple of the thread count (no thread left with one
+ * block more than the rest). */
+static int64_t rows_per_block(int64_t M, int64_t K, int threads)
+{
+    int64_t mc = block_bytes() / (K * (int64_t)sizeof(float));
+    mc = mc / MC_STEP * MC_STEP;
+    if (mc < MC_STEP) mc = MC_STEP;
+    if (mc > MC_MAX) mc = MC_MAX;
+    int64_t n_mb = (M + mc - 1) / mc;
+    if (n_mb > 1 && n_mb % threads) {
+        n_mb += threads - n_mb % threads;
+        mc = ((M + n_mb - 1) / n_mb + MC_STEP - 1) / MC_STEP * MC_STEP;
+    }
+    return mc < M ? mc : M;
+}
+
+void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float *bias, iv_act act,
+                          const float *residual)
+{
+    const int64_t M = x.rows, K = x.cols, N = y.cols;
+    if (M == 0 || N == 0) return;
+    const tiles_fn tiles = active_kernel().tiles;
+    const int64_t n_panels = (N + NR - 1) / NR;
+    const int threads = omp_get_max_threads();
+    const int64_t mc = rows_per_block(M, K, threads), n_mb = (M + mc - 1) / mc;
+    /* Few row blocks (short inputs): split the panels too, so every thread
+     * streams its own share of W. */
+    int64_t n_pg = 1;
+    if (n_mb < 2 * threads) {
+        n_pg = (2 * threads + n_mb - 1) / n_mb;
+        if (n_pg > n_panels) n_pg = n_panels;
+    }
+    const int64_t units = n_mb * n_pg;
+
+#pragma omp parallel for schedule(dynamic, 1) if (units > 1 && M * N * K >= PANEL_PAR_MIN)
+    for (int64_t u = 0; u < units; u++) {
+        float strip[MC_MAX * NR] __attribute__((aligned(64)));
+        const int64_t m0 = (u / n_pg) * mc, pg = u % n_pg;
+        const int rows = (int)(M - m0 < mc ? M - m0 : mc);
+        const int64_t p0 = pg * n_panels / n_pg, p1 = (pg + 1) * n_panels / n_pg;
+        const float *a = x.data + m0 * x.ld;
+        for (int64_t p = p0; p < p1; p++) {
+            const float *bp = packed + p * K * NR;
+            if (K == 0) memset(strip, 0, sizeof strip);
+            for (int64_t k0 = 0; k0 < K; k0 += KC)
+                tiles(a + k0, x.ld, bp + k0 * NR, K - k0 < KC ? K - k0 : KC, strip, k0 == 0, rows);
+            const int64_t n0 = p * NR, nc = N - n0 < NR ? N - n0 : NR;
+            for (int r = 0; r < rows; r++) {
+                const int64_t off = (m0 + r) * y.ld + n0;
+                iv_cpu_act_row(y.data + off, strip + r * NR, bias ? bias + n0 : NULL, act,
+                               residual ? residual + off : NULL, nc);
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+/* Internal to ops/cpu: the linear kernel for weights packed at load.
+ *
+ * A weight W [out, in] (PyTorch layout) is repacked once into panels of
+ * IV_PANEL_COLS output columns: panel p holds columns p*32 .. p*32+31 as
+ * [in][32] floats, so step k of the product reads one contiguous 128-byte
+ * row of the panel (zeros past `out`). The kernel then never repacks W per
+ * call the way sgemm must, and streams it in the order it computes.
+ *
+ * Every output element is one fused multiply-add chain over k in order,
+ * whatever the row count, the tile it falls in, the thread that computes
+ * it and the vector width (AVX-512, AVX2 and the portable fallback all give
+ * the same bits). A sequence's hidden states are therefore the same alone
+ * or packed into any batch. */
+#ifndef IV_OPS_CPU_GEMM_PANEL_H
+#define IV_OPS_CPU_GEMM_PANEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/cpu/cpu_ops.h"
+
+#define IV_PANEL_COLS 32
+
+/* Floats of the packed form of an [out, in] weight. */
+size_t iv_cpu_panel_floats(int64_t out, int64_t in);
+/* Packs row-major w [out, in] into dst (iv_cpu_panel_floats floats, 64-byte aligned). */
+void iv_cpu_pack_panels(float *dst, const float *w, int64_t out, int64_t in);
+/* The tensor the linear op takes for a packed [out, in] weight. */
+iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in);
+/* Element (n, k) of a packed weight, for tests. */
+float iv_cpu_panel_at(const float *packed, int64_t in, int64_t n, int64_t k);
+
+/* y = act(x W^T + b) + residual with W packed; the residual has y's layout
+ * and may be y itself; x must not overlap y. */
+void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float *bias, iv_act act,
+                          const float *residual);
+
+/* "avx512", "avx2" or "portable": the kernel this CPU runs. */
+const char *iv_cpu_panel_kernel_name(void);
+/* Switches to one of those kernels, or "auto" (the best this CPU has), for
+ * tests and benchmarks; -1 when this CPU cannot run it. */
+int iv_cpu_panel_use(const char *name);
+
+#endif
