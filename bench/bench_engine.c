@@ -19,6 +19,7 @@
 
 #include "base/json.h"
 #include "engine/engine.h"
+#include "ops/cpu/omp_policy.h"
 
 #define MAX_WORKLOAD_FILE (64u << 20)
 
@@ -124,6 +125,8 @@ static int run_workload(iv_engine *e, const workload *w, cJSON *out, iv_err *err
 
 int main(int argc, char **argv)
 {
+    /* The wait policy the CLI and server run with, unless the harness set one. */
+    iv_omp_prefer_short_spin();
     const char *model = NULL, *wl_path = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model-id")) model = argv[i + 1];

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "cli/omp_policy.h"
+#include "ops/cpu/omp_policy.h"
 
 static void usage(FILE *f)
 {
@@ -17,7 +17,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     /* Before anything else: it may replace the process. */
-    iv_prefer_passive_openmp();
+    iv_omp_prefer_short_spin();
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
         return 0;
