@@ -2,41 +2,57 @@
 #include <assert.h>
 
 #include "ops/cpu/cpu_ops.h"
+/* Elementwise only: 16 lanes where the build has AVX-512 (GELU costs about
+ * as much as a matmul epilogue's memory traffic at 8). */
+#define IV_VMATH_WIDE
 #include "ops/cpu/vmath.h"
 
-IV_VINLINE v8f apply_act(v8f v, iv_act act)
+/* One instance per activation (act is a constant after inlining), so the
+ * loop holds no jump table: callers with many short rows (the linear
+ * kernels' 32-column strips) pass them all in one call. */
+IV_VINLINE void act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const float *b, const iv_act act,
+                         const float *r, int64_t ldr, int64_t rows, int64_t n)
 {
-    switch (act) {
-    case IV_ACT_GELU: return v_gelu_erf(v);
-    case IV_ACT_GELU_TANH: return v_gelu_tanh(v);
-    case IV_ACT_SILU: return v_silu(v);
-    case IV_ACT_RELU: return v_sel(v < 0.0f, v_zero(), v); /* NaN stays NaN, as torch */
-    case IV_ACT_TANH: return v_tanh(v);
-    case IV_ACT_SIGMOID: return v_sigmoid(v);
-    case IV_ACT_NONE: break;
+    for (int64_t t = 0; t < rows; t++, y += ldy, x += ldx, r = r ? r + ldr : NULL) {
+        int64_t i = 0;
+        for (; i + IV_VL <= n; i += IV_VL) {
+            vf v = v_load(x + i);
+            if (b) v = v + v_load(b + i);
+            v = v_act(v, act);
+            if (r) v = v + v_load(r + i);
+            v_store(y + i, v);
+        }
+        if (i < n) {
+            int64_t m = n - i;
+            vf v = v_load_part(x + i, m);
+            if (b) v = v + v_load_part(b + i, m);
+            v = v_act(v, act);
+            if (r) v = v + v_load_part(r + i, m);
+            v_store_part(y + i, v, m);
+        }
     }
-    return v;
 }
 
-/* The switch inside the loop is unswitched by the compiler at -O3. */
+void iv_cpu_act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const float *b, iv_act act,
+                     const float *r, int64_t ldr, int64_t rows, int64_t n)
+{
+    switch (act) {
+#define ACT_CASE(A) \
+    case A: act_rows(y, ldy, x, ldx, b, A, r, ldr, rows, n); break;
+        ACT_CASE(IV_ACT_NONE)
+        ACT_CASE(IV_ACT_GELU)
+        ACT_CASE(IV_ACT_GELU_TANH)
+        ACT_CASE(IV_ACT_SILU)
+        ACT_CASE(IV_ACT_RELU)
+        ACT_CASE(IV_ACT_TANH)
+        ACT_CASE(IV_ACT_SIGMOID)
+#undef ACT_CASE
+    }
+}
+
 void iv_cpu_act_row(float *y, const float *x, const float *b, iv_act act, const float *r, int64_t n)
 {
-    int64_t i = 0;
-    for (; i + IV_VL <= n; i += IV_VL) {
-        v8f v = v_load(x + i);
-        if (b) v = v + v_load(b + i);
-        v = apply_act(v, act);
-        if (r) v = v + v_load(r + i);
-        v_store(y + i, v);
-    }
-    if (i < n) {
-        int64_t m = n - i;
-        v8f v = v_load_part(x + i, m);
-        if (b) v = v + v_load_part(b + i, m);
-        v = apply_act(v, act);
-        if (r) v = v + v_load_part(r + i, m);
-        v_store_part(y + i, v, m);
-    }
+    iv_cpu_act_rows(y, 0, x, 0, b, act, r, 0, 1, n);
 }
 
 void iv_cpu_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
@@ -53,13 +69,13 @@ static void glu_row(float *y, const float *g, const float *u, int64_t n, iv_act 
 {
     int64_t i = 0;
     for (; i + IV_VL <= n; i += IV_VL) {
-        v8f gv = v_load(g + i), uv = v_load(u + i);
-        v_store(y + i, apply_act(gv, act) * uv);
+        vf gv = v_load(g + i), uv = v_load(u + i);
+        v_store(y + i, v_act(gv, act) * uv);
     }
     if (i < n) {
         int64_t m = n - i;
-        v8f gv = v_load_part(g + i, m), uv = v_load_part(u + i, m);
-        v_store_part(y + i, apply_act(gv, act) * uv, m);
+        vf gv = v_load_part(g + i, m), uv = v_load_part(u + i, m);
+        v_store_part(y + i, v_act(gv, act) * uv, m);
     }
 }
 

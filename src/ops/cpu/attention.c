@@ -71,12 +71,12 @@ static int64_t key_hi(const iv_attn_args *a, int64_t i, int64_t len)
 static inline __attribute__((always_inline)) void score_tile(int R, const float *const *k, int d, const float *qp,
                                                              float *st)
 {
-    v8f acc[ATT_KR][2];
+    vf acc[ATT_KR][2];
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = v_zero();
     for (int c = 0; c < d; c++) {
-        v8f q0 = v_load(qp + c * 16), q1 = v_load(qp + c * 16 + 8);
+        vf q0 = v_load(qp + c * 16), q1 = v_load(qp + c * 16 + 8);
         for (int r = 0; r < R; r++) {
-            v8f kb = v_set1(k[r][c]);
+            vf kb = v_set1(k[r][c]);
             acc[r][0] = v_fma(kb, q0, acc[r][0]);
             acc[r][1] = v_fma(kb, q1, acc[r][1]);
         }
@@ -104,15 +104,15 @@ static void score_rows(int R, const float *const *k, int d, const float *qp, flo
 static inline __attribute__((always_inline)) void pv_tile(int R, const float *p, int64_t kn, const float *vp,
                                                           float *o, int64_t o_ld, int first)
 {
-    v8f acc[ATT_QR][2];
+    vf acc[ATT_QR][2];
     for (int r = 0; r < R; r++) {
         acc[r][0] = first ? v_zero() : v_load(o + r * o_ld);
         acc[r][1] = first ? v_zero() : v_load(o + r * o_ld + 8);
     }
     for (int64_t jj = 0; jj < kn; jj++) {
-        v8f v0 = v_load(vp + jj * 16), v1 = v_load(vp + jj * 16 + 8);
+        vf v0 = v_load(vp + jj * 16), v1 = v_load(vp + jj * 16 + 8);
         for (int r = 0; r < R; r++) {
-            v8f pb = v_set1(p[jj * ATT_BQ + r]);
+            vf pb = v_set1(p[jj * ATT_BQ + r]);
             acc[r][0] = v_fma(pb, v0, acc[r][0]);
             acc[r][1] = v_fma(pb, v1, acc[r][1]);
         }
@@ -144,8 +144,8 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
                           int64_t len, int64_t base, int h, const float *bias_seq)
 {
     const int ng = (int)(round16(nq) / IV_VL);
-    v8i lo[ATT_BQ / IV_VL], hi[ATT_BQ / IV_VL], qi[ATT_BQ / IV_VL];
-    v8f mx[ATT_BQ / IV_VL], sum[ATT_BQ / IV_VL];
+    vi lo[ATT_BQ / IV_VL], hi[ATT_BQ / IV_VL], qi[ATT_BQ / IV_VL];
+    vf mx[ATT_BQ / IV_VL], sum[ATT_BQ / IV_VL];
     for (int g = 0; g < ng; g++) {
         int32_t l32[IV_VL], h32[IV_VL], q32[IV_VL];
         for (int l = 0; l < IV_VL; l++) {
@@ -160,7 +160,7 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
         mx[g] = v_set1(-INFINITY);
         sum[g] = v_zero();
     }
-    const v8f scale = v_set1(a->scale), cap = v_set1(a->softcap);
+    const vf scale = v_set1(a->scale), cap = v_set1(a->softcap);
     const int softcap = a->softcap != 0.0f;
     const float slope = a->alibi_slopes ? a->alibi_slopes[h] : 0.0f;
 
@@ -170,7 +170,7 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
         for (int64_t jj = 0; jj < nk; jj++)
             for (int g = 0; g < ng; g++) {
                 float *x = w->st + jj * ATT_BQ + g * IV_VL;
-                v8f v = v_load(x) * scale;
+                vf v = v_load(x) * scale;
                 if (softcap) v = cap * v_tanh(v / cap);
                 v_store(x, v);
             }
@@ -184,23 +184,23 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
         int masked = a->key_mask && !a->key_mask[base + j];
         for (int g = 0; g < ng; g++) {
             float *x = w->st + jj * ATT_BQ + g * IV_VL;
-            v8f v = v_load(x);
+            vf v = v_load(x);
             if (!bias_seq) {
                 v = v * scale;
                 if (softcap) v = cap * v_tanh(v / cap);
             }
             if (a->alibi_slopes) {
-                v8i dist = qi[g] - j, sign = dist >> 31;
+                vi dist = qi[g] - j, sign = dist >> 31;
                 dist = (dist ^ sign) - sign; /* |i - j| */
-                v = v + -(slope * __builtin_convertvector(dist, v8f));
+                v = v + -(slope * __builtin_convertvector(dist, vf));
             }
-            v8i visible = (lo[g] <= j) & (hi[g] >= j) & (masked ? 0 : -1);
+            vi visible = (lo[g] <= j) & (hi[g] >= j) & (masked ? 0 : -1);
             v = v_sel(visible, v, v_set1(-INFINITY));
             v_store(x, v);
             mx[g] = v_max(mx[g], v);
         }
     }
-    v8i empty[ATT_BQ / IV_VL];
+    vi empty[ATT_BQ / IV_VL];
     for (int g = 0; g < ng; g++) {
         empty[g] = mx[g] == -INFINITY;
         mx[g] = v_sel(empty[g], v_zero(), mx[g]); /* exp(-inf - 0) = 0 */
@@ -208,7 +208,7 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
     for (int64_t jj = 0; jj < nk; jj++)
         for (int g = 0; g < ng; g++) {
             float *x = w->st + jj * ATT_BQ + g * IV_VL;
-            v8f e = v_exp(v_load(x) - mx[g]);
+            vf e = v_exp(v_load(x) - mx[g]);
             v_store(x, e);
             sum[g] = sum[g] + e;
         }
@@ -255,7 +255,7 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
             const float *vrow = vbase + (kt0 + jj) * a->v.ld;
             for (int64_t c0 = 0; c0 < dpad; c0 += IV_VL) {
                 int64_t m = d - c0 < IV_VL ? d - c0 : IV_VL;
-                v8f v = m == IV_VL ? v_load(vrow + c0) : m > 0 ? v_load_part(vrow + c0, m) : v_zero();
+                vf v = m == IV_VL ? v_load(vrow + c0) : m > 0 ? v_load_part(vrow + c0, m) : v_zero();
                 v_store(w->vp + (c0 / 16) * ATT_KT * 16 + jj * 16 + c0 % 16, v);
             }
         }

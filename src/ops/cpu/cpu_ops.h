@@ -24,6 +24,9 @@ void *iv_cpu_scratch(size_t bytes);
 /* y[i] = act(x[i] + b[i]) + r[i] for i < n; b and r may be NULL. y may
  * alias x or r. */
 void iv_cpu_act_row(float *y, const float *x, const float *b, iv_act act, const float *r, int64_t n);
+/* The same over rows of y, x and r that are ldy, ldx and ldr floats apart. */
+void iv_cpu_act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const float *b, iv_act act,
+                     const float *r, int64_t ldr, int64_t rows, int64_t n);
 
 void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
                    iv_act act, const float *residual_or_null);

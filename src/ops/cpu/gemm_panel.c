@@ -17,6 +17,10 @@
  * x is read in place (row stride x.ld): no copy of the activations either. */
 #include "ops/cpu/gemm_panel.h"
 
+/* 16-lane vector math for the AVX-512 epilogue (vmath.h). */
+#define IV_VMATH_WIDE
+#include "ops/cpu/vmath.h"
+
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -68,38 +72,29 @@ float iv_cpu_panel_at(const float *packed, int64_t in, int64_t n, int64_t k)
     return packed[(n / NR) * in * NR + k * NR + n % NR];
 }
 
+/* The epilogue of one strip: y = act(sum + bias) + res for columns
+ * [0, ncols) of rows [0, rows), y and res rows ldy apart, both already at
+ * the strip's first row and column (res may be y itself). */
+typedef struct panel_epi {
+    float *y;
+    const float *bias, *res;
+    int64_t ldy;
+    iv_act act;
+    int ncols;
+} panel_epi;
+
 /* A tile function computes rows [0, rows) of one panel strip over kn steps
  * of k: ct[r][0..31] = (first ? 0 : ct[r][..]) + sum_k a[r][k] * bp[k][..],
- * one fmaf chain per element in k order. */
-typedef void (*tiles_fn)(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                         int rows);
+ * one fmaf chain per element in k order. On the last k step the driver
+ * passes the epilogue: a kernel that applies it from registers returns 1
+ * (ct is then left stale), else 0 and the driver runs it from ct. */
+typedef int (*tiles_fn)(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                        int rows, const panel_epi *e);
 
 /* Dispatch on the remaining rows to the tile instantiated for that many. */
-#define TILE_SWITCH(tile, MR, a, lda, bp, kn, ct, first, rows)                                                \
-    do {                                                                                                      \
-        int r0_ = 0;                                                                                          \
-        for (; r0_ + (MR) <= (rows); r0_ += (MR)) tile(a + r0_ * lda, lda, bp, kn, ct + r0_ * NR, first, MR); \
-        const float *a_ = a + r0_ * lda;                                                                      \
-        float *c_ = ct + r0_ * NR;                                                                            \
-        switch ((rows) - r0_) {                                                                               \
-        case 11: tile(a_, lda, bp, kn, c_, first, 11); break;                                                 \
-        case 10: tile(a_, lda, bp, kn, c_, first, 10); break;                                                 \
-        case 9: tile(a_, lda, bp, kn, c_, first, 9); break;                                                   \
-        case 8: tile(a_, lda, bp, kn, c_, first, 8); break;                                                   \
-        case 7: tile(a_, lda, bp, kn, c_, first, 7); break;                                                   \
-        case 6: tile(a_, lda, bp, kn, c_, first, 6); break;                                                   \
-        case 5: tile(a_, lda, bp, kn, c_, first, 5); break;                                                   \
-        case 4: tile(a_, lda, bp, kn, c_, first, 4); break;                                                   \
-        case 3: tile(a_, lda, bp, kn, c_, first, 3); break;                                                   \
-        case 2: tile(a_, lda, bp, kn, c_, first, 2); break;                                                   \
-        case 1: tile(a_, lda, bp, kn, c_, first, 1); break;                                                   \
-        default: break;                                                                                       \
-        }                                                                                                     \
-    } while (0)
-
 /* Portable: the same chains with fmaf, for CPUs without AVX2/FMA. */
-static void tiles_portable(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                           int rows)
+static int tiles_portable(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                          int rows, const panel_epi *e)
 {
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < NR; j++) {
@@ -107,6 +102,7 @@ static void tiles_portable(const float *a, int64_t lda, const float *bp, int64_t
             for (int64_t k = 0; k < kn; k++) acc = fmaf(a[r * lda + k], bp[k * NR + j], acc);
             ct[r * NR + j] = acc;
         }
+    return 0;
 }
 
 #ifdef PANEL_X86
@@ -115,8 +111,36 @@ static void tiles_portable(const float *a, int64_t lda, const float *bp, int64_t
 #define T256 __attribute__((target("avx2,fma")))
 #define TILE_INLINE static inline __attribute__((always_inline))
 
-T512 TILE_INLINE void tile512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                              const int R)
+/* The epilogue straight from the accumulators, when this file's vector
+ * math is 16 lanes wide (AVX-512 builds): the same operations as
+ * iv_cpu_act_rows, so the same bits. */
+#if IV_VL == 16
+#define TILE512_EPILOGUE 1
+T512 TILE_INLINE void epilogue512(const panel_epi *e, __m512 c0, __m512 c1, int r, __mmask16 m0, __mmask16 m1,
+                                  __m512 b0, __m512 b1)
+{
+    vf v0 = (vf)c0, v1 = (vf)c1;
+    if (e->bias) {
+        v0 = v0 + (vf)b0;
+        v1 = v1 + (vf)b1;
+    }
+    v0 = v_act(v0, e->act);
+    v1 = v_act(v1, e->act);
+    float *y = e->y + r * e->ldy;
+    if (e->res) {
+        const float *res = e->res + r * e->ldy;
+        v0 = v0 + (vf)_mm512_maskz_loadu_ps(m0, res);
+        v1 = v1 + (vf)_mm512_maskz_loadu_ps(m1, res + 16);
+    }
+    _mm512_mask_storeu_ps(y, m0, (__m512)v0);
+    _mm512_mask_storeu_ps(y + 16, m1, (__m512)v1);
+}
+#else
+#define TILE512_EPILOGUE 0
+#endif
+
+T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                             const panel_epi *e, const int R)
 {
     __m512 c0[MR512], c1[MR512];
 #pragma GCC unroll 12
@@ -133,17 +157,61 @@ T512 TILE_INLINE void tile512(const float *a, int64_t lda, const float *bp, int6
             c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
         }
     }
+#if TILE512_EPILOGUE
+    if (e) {
+        const uint32_t cols = e->ncols >= 32 ? 0xffffffffu : (1u << e->ncols) - 1;
+        const __mmask16 m0 = (__mmask16)cols, m1 = (__mmask16)(cols >> 16);
+        const __m512 b0 = e->bias ? _mm512_maskz_loadu_ps(m0, e->bias) : _mm512_setzero_ps();
+        const __m512 b1 = e->bias ? _mm512_maskz_loadu_ps(m1, e->bias + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) epilogue512(e, c0[r], c1[r], r, m0, m1, b0, b1);
+        return 1;
+    }
+#endif
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++) {
         _mm512_storeu_ps(ct + r * NR, c0[r]);
         _mm512_storeu_ps(ct + r * NR + 16, c1[r]);
     }
+    return 0;
 }
 
-T512 static void tiles_avx512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                              int rows)
+/* The epilogue of the rows from r0 on. */
+static inline panel_epi epi_from(const panel_epi *e, int r0)
 {
-    TILE_SWITCH(tile512, MR512, a, lda, bp, kn, ct, first, rows);
+    panel_epi s = *e;
+    s.y += r0 * e->ldy;
+    if (s.res) s.res += r0 * e->ldy;
+    return s;
+}
+
+T512 static int tiles_avx512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                             int rows, const panel_epi *e)
+{
+    int done = 0, r0 = 0;
+    for (; r0 < rows; r0 += MR512) {
+        const int n = rows - r0 < MR512 ? rows - r0 : MR512;
+        const float *ar = a + r0 * lda;
+        float *cr = ct + r0 * NR;
+        panel_epi es;
+        const panel_epi *er = e ? (es = epi_from(e, r0), &es) : NULL;
+        switch (n) {
+        case 12: done = tile512(ar, lda, bp, kn, cr, first, er, 12); break;
+        case 11: done = tile512(ar, lda, bp, kn, cr, first, er, 11); break;
+        case 10: done = tile512(ar, lda, bp, kn, cr, first, er, 10); break;
+        case 9: done = tile512(ar, lda, bp, kn, cr, first, er, 9); break;
+        case 8: done = tile512(ar, lda, bp, kn, cr, first, er, 8); break;
+        case 7: done = tile512(ar, lda, bp, kn, cr, first, er, 7); break;
+        case 6: done = tile512(ar, lda, bp, kn, cr, first, er, 6); break;
+        case 5: done = tile512(ar, lda, bp, kn, cr, first, er, 5); break;
+        case 4: done = tile512(ar, lda, bp, kn, cr, first, er, 4); break;
+        case 3: done = tile512(ar, lda, bp, kn, cr, first, er, 3); break;
+        case 2: done = tile512(ar, lda, bp, kn, cr, first, er, 2); break;
+        case 1: done = tile512(ar, lda, bp, kn, cr, first, er, 1); break;
+        default: break;
+        }
+    }
+    return done;
 }
 
 /* One 16-column half of the strip: bp and ct already point at the half. */
@@ -172,8 +240,8 @@ T256 TILE_INLINE void tile256(const float *a, int64_t lda, const float *bp, int6
     }
 }
 
-T256 static void tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                            int rows)
+T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                           int rows, const panel_epi *e)
 {
     for (int h = 0; h < 2; h++) {
         const float *bh = bp + h * 16;
@@ -191,6 +259,7 @@ T256 static void tiles_avx2(const float *a, int64_t lda, const float *bp, int64_
         default: break;
         }
     }
+    return 0;
 }
 
 #endif
@@ -307,15 +376,16 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
         const float *a = x.data + m0 * x.ld;
         for (int64_t p = p0; p < p1; p++) {
             const float *bp = packed + p * K * NR;
+            const int64_t n0 = p * NR, off = m0 * y.ld + n0;
+            const panel_epi e = {y.data + off, bias ? bias + n0 : NULL, residual ? residual + off : NULL, y.ld, act,
+                                 (int)(N - n0 < NR ? N - n0 : NR)};
+            int done = 0;
             if (K == 0) memset(strip, 0, sizeof strip);
-            for (int64_t k0 = 0; k0 < K; k0 += KC)
-                tiles(a + k0, x.ld, bp + k0 * NR, K - k0 < KC ? K - k0 : KC, strip, k0 == 0, rows);
-            const int64_t n0 = p * NR, nc = N - n0 < NR ? N - n0 : NR;
-            for (int r = 0; r < rows; r++) {
-                const int64_t off = (m0 + r) * y.ld + n0;
-                iv_cpu_act_row(y.data + off, strip + r * NR, bias ? bias + n0 : NULL, act,
-                               residual ? residual + off : NULL, nc);
+            for (int64_t k0 = 0; k0 < K; k0 += KC) {
+                const int64_t kn = K - k0 < KC ? K - k0 : KC;
+                done = tiles(a + k0, x.ld, bp + k0 * NR, kn, strip, k0 == 0, rows, k0 + kn == K ? &e : NULL);
             }
+            if (!done) iv_cpu_act_rows(e.y, e.ldy, strip, NR, e.bias, act, e.res, e.ldy, rows, e.ncols);
         }
     }
 }

@@ -64,7 +64,7 @@ typedef uint16_t v8u16 __attribute__((vector_size(16)));
 typedef uint8_t v8u8 __attribute__((vector_size(8)));
 
 /* Stores 8 (or the first m < 8) quantized values as uint8 or uint16. */
-static inline void store_q(void *q, int64_t i, v8i v, int wide, int64_t m)
+static inline void store_q(void *q, int64_t i, vi v, int wide, int64_t m)
 {
     if (wide) {
         v8u16 n = __builtin_convertvector(v, v8u16);
@@ -75,18 +75,18 @@ static inline void store_q(void *q, int64_t i, v8i v, int wide, int64_t m)
     }
 }
 
-static inline v8i quantize8(v8f x, v8f inv, v8i zero)
+static inline vi quantize8(vf x, vf inv, vi zero)
 {
     /* Adding and removing 1.5 * 2^23 rounds to the nearest integer, ties to
      * even, for |t| < 2^22 (here |t| <= 255): the same as nearbyintf. Kept
      * as separate statements so no compiler contracts them into an FMA. */
-    const v8f magic = v_set1(12582912.0f);
-    v8f t = x * inv;
+    const vf magic = v_set1(12582912.0f);
+    vf t = x * inv;
     t = t + magic;
     t = t - magic;
-    v8i q = __builtin_convertvector(t, v8i) + zero;
+    vi q = __builtin_convertvector(t, vi) + zero;
     q &= ~(q < 0);
-    const v8i over = q > 255;
+    const vi over = q > 255;
     return (q & ~over) | (over & 255);
 }
 
@@ -94,17 +94,17 @@ static inline v8i quantize8(v8f x, v8f inv, v8i zero)
 static void quantize_row(const float *x, int64_t n, int64_t kp, void *q, int wide, float *scale, int32_t *zero)
 {
     /* The range always holds 0, so the zero point is an integer in 0..255. */
-    v8f lo = v_zero(), hi = v_zero();
-    v8i bad = {0};
+    vf lo = v_zero(), hi = v_zero();
+    vi bad = {0};
     int64_t i = 0;
     for (; i + IV_VL <= n; i += IV_VL) {
-        v8f v = v_load(x + i), d = v - v; /* NaN for NaN and +-inf */
+        vf v = v_load(x + i), d = v - v; /* NaN for NaN and +-inf */
         lo = v_min(v, lo);
         hi = v_max(v, hi);
         bad |= d != d;
     }
     if (i < n) {
-        v8f v = v_load_part(x + i, n - i), d = v - v;
+        vf v = v_load_part(x + i, n - i), d = v - v;
         lo = v_min(v, lo);
         hi = v_max(v, hi);
         bad |= d != d;
@@ -125,8 +125,8 @@ static void quantize_row(const float *x, int64_t n, int64_t kp, void *q, int wid
     float zf = nearbyintf(-lo_s * inv);
     zf = fminf(fmaxf(zf, 0.0f), 255.0f);
     const int32_t z = (int32_t)zf;
-    const v8f vinv = v_set1(inv);
-    const v8i vz = {z, z, z, z, z, z, z, z};
+    const vf vinv = v_set1(inv);
+    const vi vz = {z, z, z, z, z, z, z, z};
     for (i = 0; i + IV_VL <= n; i += IV_VL) store_q(q, i, quantize8(v_load(x + i), vinv, vz), wide, IV_VL);
     if (i < n) store_q(q, i, quantize8(v_load_part(x + i, n - i), vinv, vz), wide, n - i);
     *scale = s;

@@ -50,10 +50,10 @@ void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const in
 /* exp(x - max) over a row, returning the sum. Lanes past n stay untouched. */
 static float exp_shifted_row(float *x, int64_t n, float max)
 {
-    v8f acc = v_zero();
+    vf acc = v_zero();
     int64_t i = 0;
     for (; i + IV_VL <= n; i += IV_VL) {
-        v8f e = v_exp(v_load(x + i) - max);
+        vf e = v_exp(v_load(x + i) - max);
         v_store(x + i, e);
         acc = acc + e;
     }
@@ -61,7 +61,7 @@ static float exp_shifted_row(float *x, int64_t n, float max)
         /* Padding lanes are -inf so their exp is 0 and the sum is unchanged. */
         float buf[IV_VL];
         for (int k = 0; k < IV_VL; k++) buf[k] = i + k < n ? x[i + k] : -INFINITY;
-        v8f e = v_exp(v_load(buf) - max);
+        vf e = v_exp(v_load(buf) - max);
         v_store_part(x + i, e, n - i);
         acc = acc + e;
     }

@@ -6,13 +6,19 @@
  * double-precision references); only results that underflow float are
  * flushed to zero.
  *
- * Every function takes and returns 8 lanes (v8f). Loads and stores go through
- * memcpy, so pointers need no alignment. */
+ * Every function takes and returns IV_VL lanes (vf, vi): 8 by default, the
+ * width the kernels' tiles are laid out for. A file of purely elementwise
+ * loops (act.c) may define IV_VMATH_WIDE before including this header to
+ * get 16 lanes on AVX-512 builds; each lane's result is the same bits at
+ * either width. Loads and stores go through memcpy, so pointers need no
+ * alignment. */
 #ifndef IV_OPS_CPU_VMATH_H
 #define IV_OPS_CPU_VMATH_H
 
 #include <stdint.h>
 #include <string.h>
+
+#include "ops/ops.h"
 #if defined(__FMA__)
 #include <immintrin.h>
 #endif
@@ -27,28 +33,32 @@
  * ever passes one by value (and -O1 builds stay fast enough for tests). */
 #define IV_VINLINE static inline __attribute__((always_inline))
 
+#if defined(IV_VMATH_WIDE) && defined(__AVX512F__)
+#define IV_VL 16
+#else
 #define IV_VL 8
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
+#endif
+typedef float vf __attribute__((vector_size(IV_VL * 4)));
+typedef int32_t vi __attribute__((vector_size(IV_VL * 4)));
 
-IV_VINLINE v8f v_load(const float *p)
+IV_VINLINE vf v_load(const float *p)
 {
-    v8f v;
+    vf v;
     memcpy(&v, p, sizeof v);
     return v;
 }
-IV_VINLINE void v_store(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-IV_VINLINE v8f v_set1(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
-IV_VINLINE v8f v_zero(void) { return v_set1(0.0f); }
+IV_VINLINE void v_store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+IV_VINLINE vf v_set1(float s) { return (vf){0} + s; }
+IV_VINLINE vf v_zero(void) { return v_set1(0.0f); }
 
 /* Loads n < 8 floats, zero-filling the other lanes; stores the first n. */
-IV_VINLINE v8f v_load_part(const float *p, int64_t n)
+IV_VINLINE vf v_load_part(const float *p, int64_t n)
 {
     float buf[IV_VL] = {0};
     memcpy(buf, p, (size_t)n * sizeof(float));
     return v_load(buf);
 }
-IV_VINLINE void v_store_part(float *p, v8f v, int64_t n)
+IV_VINLINE void v_store_part(float *p, vf v, int64_t n)
 {
     float buf[IV_VL];
     v_store(buf, v);
@@ -56,15 +66,17 @@ IV_VINLINE void v_store_part(float *p, v8f v, int64_t n)
 }
 
 /* Lane select: lanes of m that are all ones take a, zero lanes take b. */
-IV_VINLINE v8f v_sel(v8i m, v8f a, v8f b) { return (v8f)((m & (v8i)a) | (~m & (v8i)b)); }
-IV_VINLINE v8f v_abs(v8f x) { return (v8f)((v8i)x & 0x7fffffff); }
-IV_VINLINE v8f v_max(v8f a, v8f b) { return v_sel(a > b, a, b); }
-IV_VINLINE v8f v_min(v8f a, v8f b) { return v_sel(a < b, a, b); }
+IV_VINLINE vf v_sel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+IV_VINLINE vf v_abs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+IV_VINLINE vf v_max(vf a, vf b) { return v_sel(a > b, a, b); }
+IV_VINLINE vf v_min(vf a, vf b) { return v_sel(a < b, a, b); }
 
 /* a * b + c, fused when the CPU has FMA (ISO C mode never contracts). */
-IV_VINLINE v8f v_fma(v8f a, v8f b, v8f c)
+IV_VINLINE vf v_fma(vf a, vf b, vf c)
 {
-#if defined(__FMA__)
+#if IV_VL == 16
+    return _mm512_fmadd_ps(a, b, c);
+#elif defined(__FMA__)
     return _mm256_fmadd_ps(a, b, c);
 #else
     return a * b + c;
@@ -74,25 +86,29 @@ IV_VINLINE v8f v_fma(v8f a, v8f b, v8f c)
 /* The rounding error of hi = a * a, so that a * a == hi + lo exactly: one
  * FMA when available, else Dekker's split (exact because ISO C mode keeps
  * the products uncontracted). */
-IV_VINLINE v8f v_square_lo(v8f a, v8f hi)
+IV_VINLINE vf v_square_lo(vf a, vf hi)
 {
-#if defined(__FMA__)
+#if IV_VL == 16
+    return _mm512_fmsub_ps(a, a, hi);
+#elif defined(__FMA__)
     return _mm256_fmsub_ps(a, a, hi);
 #else
-    v8f big = a * 4097.0f; /* 2^12 + 1 splits 24 bits into 12 + 12 */
-    v8f ah = big - (big - a);
-    v8f al = a - ah;
+    vf big = a * 4097.0f; /* 2^12 + 1 splits 24 bits into 12 + 12 */
+    vf ah = big - (big - a);
+    vf al = a - ah;
     return ((ah * ah - hi) + 2.0f * ah * al) + al * al;
 #endif
 }
 
-IV_VINLINE float v_hsum(v8f v)
+IV_VINLINE float v_hsum(vf v)
 {
     float b[IV_VL];
     v_store(b, v);
+    for (int w = IV_VL / 2; w >= 8; w /= 2) /* 16 lanes: fold to 8 first */
+        for (int i = 0; i < w; i++) b[i] += b[i + w];
     return ((b[0] + b[4]) + (b[1] + b[5])) + ((b[2] + b[6]) + (b[3] + b[7]));
 }
-IV_VINLINE float v_hmax(v8f v)
+IV_VINLINE float v_hmax(vf v)
 {
     float b[IV_VL];
     v_store(b, v);
@@ -106,18 +122,18 @@ IV_VINLINE float v_hmax(v8f v)
  * then scaling by 2^n built in the exponent bits. Results below the
  * smallest normal float (x < -86.6) are flushed to 0, so exp(-inf) = 0;
  * x beyond ln(FLT_MAX) gives +inf; NaN propagates. */
-IV_VINLINE v8f v_exp(v8f x)
+IV_VINLINE vf v_exp(vf x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    v8i under = x < -86.6f, over = x > 88.7228394f;
+    vi under = x < -86.6f, over = x > 88.7228394f;
     x = v_sel(under, v_set1(-86.6f), x);
     x = v_sel(over, v_set1(88.7228394f), x);
-    v8f t = x * 1.44269504f + magic;
-    v8i n = (v8i)t - (v8i)v_set1(magic);
-    v8f nf = t - magic;
-    v8f r = x - nf * 0.693359375f; /* ln2 high part: 9 bits, so nf * it is exact */
+    vf t = x * 1.44269504f + magic;
+    vi n = (vi)t - (vi)v_set1(magic);
+    vf nf = t - magic;
+    vf r = x - nf * 0.693359375f; /* ln2 high part: 9 bits, so nf * it is exact */
     r = r - nf * -2.12194440e-4f;  /* ln2 - 0.693359375 */
-    v8f p = v_set1(1.0f / 5040);
+    vf p = v_set1(1.0f / 5040);
     p = v_fma(p, r, v_set1(1.0f / 720));
     p = v_fma(p, r, v_set1(1.0f / 120));
     p = v_fma(p, r, v_set1(1.0f / 24));
@@ -126,39 +142,39 @@ IV_VINLINE v8f v_exp(v8f x)
     p = v_fma(p, r, v_set1(1.0f));
     p = v_fma(p, r, v_set1(1.0f));
     /* n is in [-125, 128]: scale by 2 * 2^(n-1) so both ends stay normal. */
-    v8f s = (v8f)((n + 126) << 23);
-    v8f y = (p + p) * s;
+    vf s = (vf)((n + 126) << 23);
+    vf y = (p + p) * s;
     y = v_sel(under, v_zero(), y);
     return v_sel(over, v_set1(__builtin_inff()), y);
 }
 
 /* 1 / (1 + e^-x), from e^-|x| so the exponential never overflows and both
  * tails keep full relative precision. */
-IV_VINLINE v8f v_sigmoid(v8f x)
+IV_VINLINE vf v_sigmoid(vf x)
 {
-    v8f e = v_exp(-v_abs(x));
-    v8f s = 1.0f / (1.0f + e);
+    vf e = v_exp(-v_abs(x));
+    vf s = 1.0f / (1.0f + e);
     return v_sel(x < 0.0f, e * s, s);
 }
 
-IV_VINLINE v8f v_silu(v8f x) { return x * v_sigmoid(x); }
+IV_VINLINE vf v_silu(vf x) { return x * v_sigmoid(x); }
 
 /* tanh: an odd Taylor polynomial below |x| = 0.4 (where 1 - 2/(e^2x + 1)
  * would cancel; terms to x^13 leave < 4e-9), that formula above. */
-IV_VINLINE v8f v_tanh(v8f x)
+IV_VINLINE vf v_tanh(vf x)
 {
-    v8f a = v_abs(x);
-    v8f big = 1.0f - 2.0f / (v_exp(a + a) + 1.0f);
-    v8f a2 = a * a;
-    v8f p = v_set1(21844.0f / 6081075);
+    vf a = v_abs(x);
+    vf big = 1.0f - 2.0f / (v_exp(a + a) + 1.0f);
+    vf a2 = a * a;
+    vf p = v_set1(21844.0f / 6081075);
     p = v_fma(p, a2, v_set1(-1382.0f / 155925));
     p = v_fma(p, a2, v_set1(62.0f / 2835));
     p = v_fma(p, a2, v_set1(-17.0f / 315));
     p = v_fma(p, a2, v_set1(2.0f / 15));
     p = v_fma(p, a2, v_set1(-1.0f / 3));
-    v8f small = v_fma(a * a2, p, a);
-    v8f r = v_sel(a < 0.4f, small, big);
-    return (v8f)((v8i)r | ((v8i)x & INT32_MIN));
+    vf small = v_fma(a * a2, p, a);
+    vf r = v_sel(a < 0.4f, small, big);
+    return (vf)((vi)r | ((vi)x & INT32_MIN));
 }
 
 /* Exact GELU x * Phi(x), Phi(x) = erfc(-x / sqrt2) / 2. erfc(z) for z >= 0
@@ -168,12 +184,12 @@ IV_VINLINE v8f v_tanh(v8f x)
  * relative precision far into the left tail; e^{-x^2/2} is computed from the
  * exact split x^2 = hi + lo because the rounding of x^2 alone would cost
  * ~4e-6 relative at |x| = 10. Beyond |x| = 16 the tail is 0 in float. */
-IV_VINLINE v8f v_gelu_erf(v8f x)
+IV_VINLINE vf v_gelu_erf(vf x)
 {
-    v8f a = v_min(v_abs(x), v_set1(16.0f));
-    v8f z = a * 0.707106781f;
-    v8f t = 1.0f / (1.0f + 0.5f * z);
-    v8f q = v_set1(1.353464928e-02f);
+    vf a = v_min(v_abs(x), v_set1(16.0f));
+    vf z = a * 0.707106781f;
+    vf t = 1.0f / (1.0f + 0.5f * z);
+    vf q = v_set1(1.353464928e-02f);
     q = v_fma(q, t, v_set1(-1.296140552e-01f));
     q = v_fma(q, t, v_set1(4.428111315e-01f));
     q = v_fma(q, t, v_set1(-6.870458126e-01f));
@@ -183,21 +199,36 @@ IV_VINLINE v8f v_gelu_erf(v8f x)
     q = v_fma(q, t, v_set1(2.382882237e-01f));
     q = v_fma(q, t, v_set1(2.828940153e-01f));
     q = v_fma(q, t, v_set1(2.820628881e-01f));
-    v8f hi = a * a;
-    v8f lo = v_square_lo(a, hi);
-    v8f e = v_exp(hi * -0.5f) * (1.0f - 0.5f * lo);
-    v8f half_erfc = 0.5f * (t * q * e);
-    v8f phi = v_sel(x < 0.0f, half_erfc, 1.0f - half_erfc);
+    vf hi = a * a;
+    vf lo = v_square_lo(a, hi);
+    vf e = v_exp(hi * -0.5f) * (1.0f - 0.5f * lo);
+    vf half_erfc = 0.5f * (t * q * e);
+    vf phi = v_sel(x < 0.0f, half_erfc, 1.0f - half_erfc);
     return x * phi;
 }
 
 /* tanh GELU 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), via the
  * identity 1 + tanh(u) = 2 sigmoid(2u), which avoids the cancellation of
  * 1 + tanh(u) for negative x. */
-IV_VINLINE v8f v_gelu_tanh(v8f x)
+IV_VINLINE vf v_gelu_tanh(vf x)
 {
-    v8f u = 0.797884561f * (x + 0.044715f * (x * x * x));
+    vf u = 0.797884561f * (x + 0.044715f * (x * x * x));
     return x * v_sigmoid(u + u);
+}
+
+/* The activation of an iv_act kind, lane by lane. */
+IV_VINLINE vf v_act(vf v, iv_act act)
+{
+    switch (act) {
+    case IV_ACT_GELU: return v_gelu_erf(v);
+    case IV_ACT_GELU_TANH: return v_gelu_tanh(v);
+    case IV_ACT_SILU: return v_silu(v);
+    case IV_ACT_RELU: return v_sel(v < 0.0f, v_zero(), v); /* NaN stays NaN, as torch */
+    case IV_ACT_TANH: return v_tanh(v);
+    case IV_ACT_SIGMOID: return v_sigmoid(v);
+    case IV_ACT_NONE: break;
+    }
+    return v;
 }
 
 #endif
