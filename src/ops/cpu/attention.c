@@ -16,15 +16,20 @@
  * their windows, jlo..jhi) and keeps the scores transposed, st[key][query],
  * so that every step is a broadcast-and-FMA loop over contiguous memory:
  *   1. Q^T for the block is packed in panels of 16 queries; scores for 6
- *      keys x 16 queries come from K rows read in place (no K copy);
+ *      keys x 16 queries (x 2 panels on AVX-512) come from K rows read in
+ *      place (no K copy);
  *   2. softmax sweeps the rows of st with vector lanes holding queries:
  *      scale, softcap, bias, ALiBi, window and key masks, max, then
  *      exp(s - max) and the sums (zero weight outside each query's window);
- *   3. P V accumulates 6 queries x 16 dims per step over V packed in tiles
- *      of KT keys x 16 dims, then each row is scaled by 1 / sum.
+ *   3. P V accumulates 6 queries x 16 dims (x 2 panels on AVX-512) per step
+ *      over V packed in tiles of KT keys x 16 dims, then each row is scaled
+ *      by 1 / sum.
  * The 6 x 16 micro-tiles keep 12 accumulators, two operand vectors and a
  * broadcast in the 16 AVX2 registers; 4 x 16 left the loads, not the FMAs,
- * as the bottleneck (~45 instead of ~65 GFLOP/s per core at L = 512).
+ * as the bottleneck (~45 instead of ~65 GFLOP/s per core at L = 512). On
+ * AVX-512 the 6 x 32 tiles (12 zmm accumulators) and 16-lane softmax took
+ * bench_ops from 109 to 137 GFLOP/s at 32 x L=128 and from 130 to 196 at
+ * 8 x L=512 (2 threads, Xeon).
  * Per-thread scratch is BQ x (longest sequence) scores plus the packed Q
  * block, one V tile and the output block: ~2.1 MiB at 8192 tokens and head
  * dim 128, whatever the batch size. */
@@ -33,6 +38,9 @@
 #include <stdlib.h>
 
 #include "ops/cpu/cpu_ops.h"
+/* Softmax and the V packing sweep 16 queries / dims per vector on AVX-512
+ * builds (elementwise, so the same bits as at 8). */
+#define IV_VMATH_WIDE
 #include "ops/cpu/vmath.h"
 
 #define ATT_BQ 64  /* queries per task; the row stride of the score buffer (16
@@ -65,73 +73,112 @@ static int64_t key_hi(const iv_attn_args *a, int64_t i, int64_t len)
     return hi;
 }
 
-/* st[kr][0..15] = k_kr . q_0..15 for R key rows k[kr] and one packed panel
- * qp[c][16]. R is a constant after inlining, so the accumulators stay in
- * registers. */
-static inline __attribute__((always_inline)) void score_tile(int R, const float *const *k, int d, const float *qp,
-                                                             float *st)
+/* The micro-kernels work on panels of 16 lanes (16 queries of packed Q,
+ * or 16 dims of packed V) held in a 64-byte vector: one zmm on AVX-512
+ * builds, two ymm otherwise. AVX-512 has the registers for two panels per
+ * tile (6 x 2 accumulators), so each broadcast feeds twice the FMAs;
+ * AVX2 takes one. Every lane is the same FMA chain either way. */
+typedef float v16f __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
+#define ATT_PANELS 2
+#else
+#define ATT_PANELS 1
+#endif
+
+static inline __attribute__((always_inline)) v16f v16_load(const float *p)
 {
-    vf acc[ATT_KR][2];
-    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = v_zero();
+    v16f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline __attribute__((always_inline)) void v16_store(float *p, v16f v) { memcpy(p, &v, sizeof v); }
+static inline __attribute__((always_inline)) v16f v16_set1(float s)
+{
+    return (v16f){s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s};
+}
+static inline __attribute__((always_inline)) v16f v16_fma(v16f a, v16f b, v16f c)
+{
+#if defined(__AVX512F__)
+    return _mm512_fmadd_ps(a, b, c);
+#else
+    vf a0, a1, b0, b1, c0, c1;
+    memcpy(&a0, &a, 32), memcpy(&a1, (char *)&a + 32, 32);
+    memcpy(&b0, &b, 32), memcpy(&b1, (char *)&b + 32, 32);
+    memcpy(&c0, &c, 32), memcpy(&c1, (char *)&c + 32, 32);
+    c0 = v_fma(a0, b0, c0);
+    c1 = v_fma(a1, b1, c1);
+    v16f r;
+    memcpy(&r, &c0, 32), memcpy((char *)&r + 32, &c1, 32);
+    return r;
+#endif
+}
+
+/* st[kr][p*16 .. p*16+15] = k_kr . (queries of panel p) for R key rows k[kr]
+ * and P panels of packed Q (qp[p][c][16], panels d*16 apart). R and P are
+ * constants after inlining, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void score_tile(int R, int P, const float *const *k, int d,
+                                                             const float *qp, float *st)
+{
+    v16f acc[ATT_KR][ATT_PANELS];
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) acc[r][p] = (v16f){0};
     for (int c = 0; c < d; c++) {
-        vf q0 = v_load(qp + c * 16), q1 = v_load(qp + c * 16 + 8);
+        v16f q[ATT_PANELS];
+        for (int p = 0; p < P; p++) q[p] = v16_load(qp + (int64_t)p * d * 16 + c * 16);
         for (int r = 0; r < R; r++) {
-            vf kb = v_set1(k[r][c]);
-            acc[r][0] = v_fma(kb, q0, acc[r][0]);
-            acc[r][1] = v_fma(kb, q1, acc[r][1]);
+            const v16f kb = v16_set1(k[r][c]);
+            for (int p = 0; p < P; p++) acc[r][p] = v16_fma(kb, q[p], acc[r][p]);
         }
     }
-    for (int r = 0; r < R; r++) {
-        v_store(st + r * ATT_BQ, acc[r][0]);
-        v_store(st + r * ATT_BQ + 8, acc[r][1]);
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) v16_store(st + r * ATT_BQ + p * 16, acc[r][p]);
+}
+
+#define ATT_SWITCH_R(fn, R, P, ...)          \
+    switch (R) {                             \
+    case 6: fn(6, P, __VA_ARGS__); break;    \
+    case 5: fn(5, P, __VA_ARGS__); break;    \
+    case 4: fn(4, P, __VA_ARGS__); break;    \
+    case 3: fn(3, P, __VA_ARGS__); break;    \
+    case 2: fn(2, P, __VA_ARGS__); break;    \
+    default: fn(1, P, __VA_ARGS__); break;   \
+    }
+
+static void score_rows(int R, int P, const float *const *k, int d, const float *qp, float *st)
+{
+    if (P == 2 && ATT_PANELS == 2) {
+        ATT_SWITCH_R(score_tile, R, 2, k, d, qp, st)
+    } else {
+        ATT_SWITCH_R(score_tile, R, 1, k, d, qp, st)
     }
 }
 
-static void score_rows(int R, const float *const *k, int d, const float *qp, float *st)
+/* o[r][p*16 ..] (+)= sum_jj p[jj][r] vp[p][jj][0..15] for R queries and P
+ * panels of packed V (KT*16 apart); p rows are ATT_BQ apart. */
+static inline __attribute__((always_inline)) void pv_tile(int R, int P, const float *pr, int64_t kn,
+                                                          const float *vp, float *o, int64_t o_ld, int first)
 {
-    switch (R) {
-    case 6: score_tile(6, k, d, qp, st); break;
-    case 5: score_tile(5, k, d, qp, st); break;
-    case 4: score_tile(4, k, d, qp, st); break;
-    case 3: score_tile(3, k, d, qp, st); break;
-    case 2: score_tile(2, k, d, qp, st); break;
-    default: score_tile(1, k, d, qp, st); break;
-    }
-}
-
-/* o[r][0..15] (+)= sum_jj p[jj][r] vp[jj][0..15] for R queries; p rows are
- * ATT_BQ apart, vp is one packed 16-dim panel of kn keys. */
-static inline __attribute__((always_inline)) void pv_tile(int R, const float *p, int64_t kn, const float *vp,
-                                                          float *o, int64_t o_ld, int first)
-{
-    vf acc[ATT_QR][2];
-    for (int r = 0; r < R; r++) {
-        acc[r][0] = first ? v_zero() : v_load(o + r * o_ld);
-        acc[r][1] = first ? v_zero() : v_load(o + r * o_ld + 8);
-    }
+    v16f acc[ATT_QR][ATT_PANELS];
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) acc[r][p] = first ? (v16f){0} : v16_load(o + r * o_ld + p * 16);
     for (int64_t jj = 0; jj < kn; jj++) {
-        vf v0 = v_load(vp + jj * 16), v1 = v_load(vp + jj * 16 + 8);
+        v16f v[ATT_PANELS];
+        for (int p = 0; p < P; p++) v[p] = v16_load(vp + (int64_t)p * ATT_KT * 16 + jj * 16);
         for (int r = 0; r < R; r++) {
-            vf pb = v_set1(p[jj * ATT_BQ + r]);
-            acc[r][0] = v_fma(pb, v0, acc[r][0]);
-            acc[r][1] = v_fma(pb, v1, acc[r][1]);
+            const v16f pb = v16_set1(pr[jj * ATT_BQ + r]);
+            for (int p = 0; p < P; p++) acc[r][p] = v16_fma(pb, v[p], acc[r][p]);
         }
     }
-    for (int r = 0; r < R; r++) {
-        v_store(o + r * o_ld, acc[r][0]);
-        v_store(o + r * o_ld + 8, acc[r][1]);
-    }
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) v16_store(o + r * o_ld + p * 16, acc[r][p]);
 }
 
-static void pv_rows(int R, const float *p, int64_t kn, const float *vp, float *o, int64_t o_ld, int first)
+static void pv_rows(int R, int P, const float *pr, int64_t kn, const float *vp, float *o, int64_t o_ld, int first)
 {
-    switch (R) {
-    case 6: pv_tile(6, p, kn, vp, o, o_ld, first); break;
-    case 5: pv_tile(5, p, kn, vp, o, o_ld, first); break;
-    case 4: pv_tile(4, p, kn, vp, o, o_ld, first); break;
-    case 3: pv_tile(3, p, kn, vp, o, o_ld, first); break;
-    case 2: pv_tile(2, p, kn, vp, o, o_ld, first); break;
-    default: pv_tile(1, p, kn, vp, o, o_ld, first); break;
+    if (P == 2 && ATT_PANELS == 2) {
+        ATT_SWITCH_R(pv_tile, R, 2, pr, kn, vp, o, o_ld, first)
+    } else {
+        ATT_SWITCH_R(pv_tile, R, 1, pr, kn, vp, o, o_ld, first)
     }
 }
 
@@ -236,13 +283,15 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
             for (int c = 0; c < d; c++) dst[c * 16] = 0.0f;
         }
     }
-    for (int64_t p = 0; p < nq16 / 16; p++)
+    for (int64_t p = 0; p < nq16 / 16; p += ATT_PANELS) {
+        const int P = nq16 / 16 - p < ATT_PANELS ? (int)(nq16 / 16 - p) : ATT_PANELS;
         for (int64_t jj = 0; jj < nk; jj += ATT_KR) {
             int R = nk - jj < ATT_KR ? (int)(nk - jj) : ATT_KR;
             const float *k[ATT_KR];
             for (int r = 0; r < R; r++) k[r] = kbase + (jj + r) * a->k.ld;
-            score_rows(R, k, d, w->qp + p * d * 16, w->st + jj * ATT_BQ + p * 16);
+            score_rows(R, P, k, d, w->qp + p * d * 16, w->st + jj * ATT_BQ + p * 16);
         }
+    }
 
     /* 2. Softmax down the key columns, 8 queries at a time. */
     const float *bias_seq = a->bias ? a->bias + a->bias_offsets[s] : NULL;
@@ -259,12 +308,14 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
                 v_store(w->vp + (c0 / 16) * ATT_KT * 16 + jj * 16 + c0 % 16, v);
             }
         }
-        for (int64_t p = 0; p < dpad / 16; p++)
+        for (int64_t p = 0; p < dpad / 16; p += ATT_PANELS) {
+            const int P = dpad / 16 - p < ATT_PANELS ? (int)(dpad / 16 - p) : ATT_PANELS;
             for (int64_t r0 = 0; r0 < nq; r0 += ATT_QR) {
                 int R = nq - r0 < ATT_QR ? (int)(nq - r0) : ATT_QR;
-                pv_rows(R, w->st + kt0 * ATT_BQ + r0, kn, w->vp + p * ATT_KT * 16, w->o + r0 * dpad + p * 16, dpad,
-                        kt0 == 0);
+                pv_rows(R, P, w->st + kt0 * ATT_BQ + r0, kn, w->vp + p * ATT_KT * 16, w->o + r0 * dpad + p * 16,
+                        dpad, kt0 == 0);
             }
+        }
     }
 
     for (int64_t r = 0; r < nq; r++) {

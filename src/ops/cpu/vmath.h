@@ -48,7 +48,14 @@ IV_VINLINE vf v_load(const float *p)
     return v;
 }
 IV_VINLINE void v_store(float *p, vf v) { memcpy(p, &v, sizeof v); }
-IV_VINLINE vf v_set1(float s) { return (vf){0} + s; }
+IV_VINLINE vf v_set1(float s)
+{
+#if IV_VL == 16
+    return (vf){s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s};
+#else
+    return (vf){s, s, s, s, s, s, s, s};
+#endif
+}
 IV_VINLINE vf v_zero(void) { return v_set1(0.0f); }
 
 /* Loads n < 8 floats, zero-filling the other lanes; stores the first n. */
