@@ -64,7 +64,8 @@ static int swap(walk *wk, const iv_tensor **slot, int layer, const char *what, i
     const iv_tensor *r = map_find(&wk->map, w);
     if (!r) {
         char name[96];
-        snprintf(name, sizeof name, "layer %d %s", layer, what);
+        if (layer >= 0) snprintf(name, sizeof name, "layer %d %s", layer, what);
+        else snprintf(name, sizeof name, "%s", what);
         if (!(r = wk->fn(wk->m, w, name, wk->ctx, err))) return -1;
         if (map_add(&wk->map, w, r)) return iv_errf(err, IV_E_NOMEM, "out of memory");
     }
@@ -72,18 +73,24 @@ static int swap(walk *wk, const iv_tensor **slot, int layer, const char *what, i
     return 0;
 }
 
-int iv_model_replace_linear_weights(iv_model *m, iv_linear_weight_fn fn, void *ctx, iv_err *err)
+int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weight_fn fn, void *ctx, iv_err *err)
 {
     walk wk = {.m = m, .fn = fn, .ctx = ctx};
     int rc = 0;
     for (int l = 0; l < m->n_layers && !rc; l++) {
         iv_layer *L = &m->layers[l];
-        rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
-             swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err);
-        /* Routed experts are MLPs too; the router is a small head and keeps its tensor. */
-        for (int e = 0; L->moe && e < L->moe->n_experts && !rc; e++)
-            rc = swap(&wk, &L->moe->up_w[e], l, "expert up", err) || swap(&wk, &L->moe->down_w[e], l, "expert down", err);
+        iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
+        if (kinds & IV_LW_LAYER_MATMULS) {
+            rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
+                 swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err);
+            for (int e = 0; moe && e < moe->n_experts && !rc; e++)
+                rc = swap(&wk, &moe->up_w[e], l, "expert up", err) || swap(&wk, &moe->down_w[e], l, "expert down", err);
+        }
+        if ((kinds & IV_LW_AUX) && moe && !rc) rc = swap(&wk, &moe->router_w, l, "MoE router", err);
     }
+    if ((kinds & IV_LW_AUX) && !rc)
+        rc = swap(&wk, &m->embed.proj, -1, "embedding projection", err) ||
+             swap(&wk, &m->conv.w, -1, "token convolution", err);
     /* Only now, with every layer switched over, drop the originals. */
     for (int i = 0; i < wk.map.n && !rc; i++)
         if (wk.map.from[i] != wk.map.to[i] && !release_owned(m, wk.map.from[i]))

@@ -1,10 +1,8 @@
 /* Load-time replacement of a model's layer linear weights by copies in the
  * layout a device's linear op wants: FP32 panels for the CPU kernel
- * (pack_weights.c), int8 for `--dtype int8` (quantize.c). The walk covers,
- * in every layer, the fused QKV, attention output, MLP up and MLP down
- * weights and each routed expert's up and down; embeddings, norms, biases,
- * routers and heads keep their tensors. Weights shared by several layers
- * are converted once and stay shared. */
+ * (pack_weights.c), int8 for `--dtype int8` (quantize.c). The walk covers
+ * the kinds below; embeddings, norms, biases and heads keep their tensors.
+ * Weights shared by several layers are converted once and stay shared. */
 #ifndef IV_MODELS_LINEAR_WEIGHTS_H
 #define IV_MODELS_LINEAR_WEIGHTS_H
 
@@ -16,10 +14,16 @@
 typedef const iv_tensor *(*iv_linear_weight_fn)(iv_model *m, const iv_tensor *w, const char *what, void *ctx,
                                                 iv_err *err);
 
-/* Replaces every layer linear weight by fn's answer. Once all layers point
+/* Which weights a walk covers. */
+enum {
+    IV_LW_LAYER_MATMULS = 1, /* QKV, attention output, MLP up/down, each expert's up/down */
+    IV_LW_AUX = 2,           /* MoE routers, the embedding projection, the token convolution */
+};
+
+/* Replaces every linear weight of the kinds asked for by fn's answer. Once all layers point
  * at the replacements, the originals are released: copies the loader made
  * (fused QKV, fused gate/up) are freed, and the file pages of mapped ones go
  * back to the kernel, so the model is resident once, in its new layout. */
-int iv_model_replace_linear_weights(iv_model *m, iv_linear_weight_fn fn, void *ctx, iv_err *err);
+int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weight_fn fn, void *ctx, iv_err *err);
 
 #endif

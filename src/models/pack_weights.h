@@ -1,4 +1,5 @@
-/* Load-time packing of a CPU model's FP32 layer weights into the panels of
+/* Load-time packing of a CPU model's FP32 backbone linear weights (layers,
+ * MoE routers, embedding projection, token convolution) into the panels of
  * the CPU linear kernel (ops/cpu/gemm_panel.h), so no call repacks them.
  * Runs after int8 quantization (which leaves some weights FP32) and before
  * the first forward; values are unchanged, only their order. */

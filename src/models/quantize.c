@@ -49,7 +49,7 @@ int iv_model_quantize_int8(iv_model *m, iv_quant_stats *stats, iv_err *err)
     if (m->ops != iv_cpu_int8_ops())
         return iv_errf(err, IV_E_UNSUPPORTED, "int8 weights need the cpu-int8 op table (model runs on \"%s\")",
                        m->ops ? m->ops->name : "?");
-    const int rc = iv_model_replace_linear_weights(m, quantize_or_keep, &st, err);
+    const int rc = iv_model_replace_linear_weights(m, IV_LW_LAYER_MATMULS, quantize_or_keep, &st, err);
     if (stats) *stats = st;
     return rc;
 }
