@@ -1,6 +1,6 @@
 /* In-process timing of the infinity_v3 engine for bench/run_cpu.py.
  *
- *   bench_engine --model-id DIR --workloads FILE.json
+ *   bench_engine --model-id DIR --workloads FILE.json [--dtype float32|int8]
  *
  * FILE holds {"workloads": [{"name", "seqs": [[ids...], ...], "warmup",
  * "min_runs", "max_runs", "max_seconds"}, ...]}. One run of a workload is one
@@ -128,12 +128,14 @@ int main(int argc, char **argv)
     /* The wait policy the CLI and server run with, unless the harness set one. */
     iv_omp_prefer_short_spin();
     const char *model = NULL, *wl_path = NULL;
+    iv_engine_opts opts = {0};
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model-id")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--workloads")) wl_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--dtype")) opts.dtype = argv[i + 1];
     }
     if (!model || !wl_path) {
-        fprintf(stderr, "usage: bench_engine --model-id DIR --workloads FILE.json\n");
+        fprintf(stderr, "usage: bench_engine --model-id DIR --workloads FILE.json [--dtype float32|int8]\n");
         return 2;
     }
     iv_err err = {0};
@@ -162,7 +164,7 @@ int main(int argc, char **argv)
     }
 
     double t0 = now_s();
-    if (iv_engine_load(&e, model, NULL, &err)) {
+    if (iv_engine_load(&e, model, &opts, &err)) {
         fprintf(stderr, "bench_engine: %s\n", err.msg);
         goto done;
     }

@@ -91,7 +91,7 @@ static void bench_linear(const lin_shape *s, int rounds)
     printf("  T=%-5lld %-30s fp32 %8.3f ms %6.1f GFLOP/s", (long long)s->t, s->label, f32_med * 1e3, gop / f32_med);
     for (int c = 1; c <= nk; c++) {
         double med = percentile(times[c], rounds, 0.5);
-        printf(" | %s %8.3f ms %6.1f GOP/s x%.2f", kernels[c - 1] == IV_INT8_KERNEL_VNNI ? "vnni" : "avx2", med * 1e3,
+        printf(" | %s %8.3f ms %6.1f GOP/s x%.2f", iv_int8_kernel_name(kernels[c - 1]), med * 1e3,
                gop / med, f32_med / med);
     }
     printf("\n");
@@ -166,7 +166,7 @@ static void bench_engines(iv_engine *fp32, iv_engine *int8, const batch_in *b, i
     printf("  %-16s fp32 p50 %8.2f ms p90 %8.2f ms (%6.0f tok/s)", label, f50 * 1e3, f90 * 1e3, tokens / f50);
     for (int c = 1; c <= nk; c++) {
         double i50 = percentile(t[c], rounds, 0.5), i90 = percentile(t[c], rounds, 0.9);
-        printf(" | int8-%s p50 %8.2f ms p90 %8.2f ms (%6.0f tok/s) x%.2f", kernels[c - 1] == IV_INT8_KERNEL_VNNI ? "vnni" : "avx2",
+        printf(" | int8-%s p50 %8.2f ms p90 %8.2f ms (%6.0f tok/s) x%.2f", iv_int8_kernel_name(kernels[c - 1]),
                i50 * 1e3, i90 * 1e3, tokens / i50, f50 / i50);
     }
     printf("  [%d rounds]\n", rounds);

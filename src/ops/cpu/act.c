@@ -50,6 +50,50 @@ void iv_cpu_act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const f
     }
 }
 
+/* The int8 linear's epilogue: dequantization folded into the same pass. */
+IV_VINLINE void dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t ldacc, const int32_t *zero,
+                                 const float *scale, const int32_t *sums, const float *wscale, const float *b,
+                                 const iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n)
+{
+    for (int64_t t = 0; t < rows; t++, y += ldy, acc += ldacc, r = r ? r + ldr : NULL) {
+        const int32_t z = zero[t];
+        const float s = scale[t];
+        int64_t i = 0;
+        for (; i + IV_VL <= n; i += IV_VL) {
+            vi a, sm;
+            memcpy(&a, acc + i, sizeof a);
+            memcpy(&sm, sums + i, sizeof sm);
+            vf v = __builtin_convertvector(a - z * sm, vf) * (s * v_load(wscale + i));
+            if (b) v = v + v_load(b + i);
+            v = v_act(v, act);
+            if (r) v = v + v_load(r + i);
+            v_store(y + i, v);
+        }
+        for (; i < n; i++) {
+            float deq = (float)(acc[i] - z * sums[i]) * (s * wscale[i]);
+            iv_cpu_act_row(y + i, &deq, b ? b + i : NULL, act, r ? r + i : NULL, 1);
+        }
+    }
+}
+
+void iv_cpu_dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t ldacc, const int32_t *zero,
+                             const float *scale, const int32_t *sums, const float *wscale, const float *b,
+                             iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n)
+{
+    switch (act) {
+#define ACT_CASE(A) \
+    case A: dequant_act_rows(y, ldy, acc, ldacc, zero, scale, sums, wscale, b, A, r, ldr, rows, n); break;
+        ACT_CASE(IV_ACT_NONE)
+        ACT_CASE(IV_ACT_GELU)
+        ACT_CASE(IV_ACT_GELU_TANH)
+        ACT_CASE(IV_ACT_SILU)
+        ACT_CASE(IV_ACT_RELU)
+        ACT_CASE(IV_ACT_TANH)
+        ACT_CASE(IV_ACT_SIGMOID)
+#undef ACT_CASE
+    }
+}
+
 void iv_cpu_act_row(float *y, const float *x, const float *b, iv_act act, const float *r, int64_t n)
 {
     iv_cpu_act_rows(y, 0, x, 0, b, act, r, 0, 1, n);

@@ -27,6 +27,12 @@ void iv_cpu_act_row(float *y, const float *x, const float *b, iv_act act, const 
 /* The same over rows of y, x and r that are ldy, ldx and ldr floats apart. */
 void iv_cpu_act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const float *b, iv_act act,
                      const float *r, int64_t ldr, int64_t rows, int64_t n);
+/* The int8 linear's epilogue (ops/cpu/int8_ops.h): for each row t,
+ * x[i] = (float)(acc[i] - zero[t] * sums[i]) * (scale[t] * wscale[i]), then as
+ * iv_cpu_act_rows; acc rows ldacc apart. */
+void iv_cpu_dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t ldacc, const int32_t *zero,
+                             const float *scale, const int32_t *sums, const float *wscale, const float *b,
+                             iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n);
 
 void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
                    iv_act act, const float *residual_or_null);

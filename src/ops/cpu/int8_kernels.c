@@ -146,12 +146,75 @@ static int vnni_available(void)
            __builtin_cpu_supports("avx512vnni");
 }
 
+/* ---- VNNI on 512-bit vectors: four panels (32 columns) per tile ----
+ * Two neighbouring panels' 32-byte groups make one zmm (the packed layout
+ * is the 256-bit kernel's), so each broadcast of 4 activations feeds two
+ * vpdpbusd of 16 columns: 6 rows x 32 columns in 12 zmm accumulators. */
+
+#define VNNI512_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+VNNI512_TARGET static inline __attribute__((always_inline)) __m512i pair_group(const int8_t *p, int64_t kp,
+                                                                               int64_t g)
+{
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)(p + g * 32));
+    const __m256i hi = _mm256_loadu_si256((const __m256i *)(p + IV_INT8_PANEL * kp + g * 32));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+VNNI512_TARGET static inline __attribute__((always_inline)) void
+vnni512_tile_rows(const uint8_t *a, size_t a_stride, const int8_t *w, int64_t kp, int32_t *c, int64_t ldc,
+                  const int R)
+{
+    const int8_t *w01 = w, *w23 = w + 2 * IV_INT8_PANEL * kp;
+    __m512i acc0[IV_INT8_MR], acc1[IV_INT8_MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm512_setzero_si512();
+    for (int64_t g = 0; g < kp / 4; g++) {
+        const __m512i p01 = pair_group(w01, kp, g), p23 = pair_group(w23, kp, g);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            int32_t quad;
+            memcpy(&quad, a + (size_t)r * a_stride + (size_t)g * 4, sizeof quad);
+            const __m512i av = _mm512_set1_epi32(quad);
+            acc0[r] = _mm512_dpbusd_epi32(acc0[r], av, p01);
+            acc1[r] = _mm512_dpbusd_epi32(acc1[r], av, p23);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm512_storeu_si512((void *)(c + (int64_t)r * ldc), acc0[r]);
+        _mm512_storeu_si512((void *)(c + (int64_t)r * ldc + 2 * IV_INT8_PANEL), acc1[r]);
+    }
+}
+
+VNNI512_TARGET static void vnni512_tile(const void *a, size_t a_stride, int rows, const int8_t *w, int64_t kp,
+                                        int32_t *c, int64_t ldc)
+{
+    const uint8_t *ab = a;
+    switch (rows) {
+    case 6: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 6); break;
+    case 5: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 5); break;
+    case 4: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 4); break;
+    case 3: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 3); break;
+    case 2: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 2); break;
+    default: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 1); break;
+    }
+}
+
+static int vnni512_available(void)
+{
+    __builtin_cpu_init();
+    return vnni_available() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+
 #else
 
 static int avx2_available(void) { return 0; }
 static int vnni_available(void) { return 0; }
+static int vnni512_available(void) { return 0; }
 #define avx2_tile scalar_tile
 #define vnni_tile scalar_tile
+#define vnni512_tile scalar_tile
 
 #endif
 
@@ -159,6 +222,7 @@ static const iv_int8_kernel_desc kernels[IV_INT8_KERNEL_COUNT] = {
     [IV_INT8_KERNEL_SCALAR] = {"scalar", IV_INT8_PANEL, 0, scalar_available, scalar_tile},
     [IV_INT8_KERNEL_AVX2] = {"avx2-vpmaddwd", IV_INT8_PANEL, 1, avx2_available, avx2_tile},
     [IV_INT8_KERNEL_VNNI] = {"avx512vnni-vpdpbusd", 2 * IV_INT8_PANEL, 0, vnni_available, vnni_tile},
+    [IV_INT8_KERNEL_VNNI512] = {"avx512vnni-zmm", 4 * IV_INT8_PANEL, 0, vnni512_available, vnni512_tile},
 };
 
 const iv_int8_kernel_desc *iv_int8_kernel_desc_of(iv_int8_kernel k)

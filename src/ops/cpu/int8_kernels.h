@@ -12,7 +12,7 @@
 #define IV_INT8_MR 6    /* activation rows per micro-tile */
 
 static inline int64_t iv_int8_padded_in(int64_t in) { return (in + 3) & ~(int64_t)3; }
-static inline int64_t iv_int8_padded_out(int64_t out) { return (out + 15) & ~(int64_t)15; }
+static inline int64_t iv_int8_padded_out(int64_t out) { return (out + 31) & ~(int64_t)31; }
 
 /* One micro-tile: c[r * ldc + j] = sum_{k < kp} a_r[k] * w_j[k] for r < rows
  * (1..IV_INT8_MR) and j < the kernel's cols. a_r starts a_stride bytes after
@@ -24,7 +24,7 @@ typedef void (*iv_int8_tile_fn)(const void *a, size_t a_stride, int rows, const 
 
 typedef struct iv_int8_kernel_desc {
     const char *name;
-    int cols; /* output columns per tile: a multiple of IV_INT8_PANEL dividing 16 */
+    int cols; /* output columns per tile: a multiple of IV_INT8_PANEL dividing 32 */
     int wide; /* activations as uint16 (1) or uint8 (0) */
     int (*available)(void);
     iv_int8_tile_fn tile;

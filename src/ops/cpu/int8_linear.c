@@ -3,8 +3,8 @@
  *
  * The product is cut into tiles of up to TILE_M rows x tile_n columns, each
  * handed whole to one thread: the thread runs the micro-kernel over the tile
- * (int32 results in its scratch), then dequantizes row by row and applies the
- * FP32 linear's epilogue (iv_cpu_act_row: bias, activation, residual). The
+ * (int32 results in its scratch), then dequantizes and applies bias,
+ * activation and residual in one pass (iv_cpu_dequant_act_rows). The
  * residual may be y itself: each element is read before it is written. */
 #include <assert.h>
 #include <math.h>
@@ -157,8 +157,8 @@ typedef struct int8_call {
 } int8_call;
 
 /* Runs tile t: integer products into acc [TILE_M, tile_n], then the
- * epilogue through deq [tile_n]. */
-static void run_tile(const int8_call *c, int64_t t, int32_t *acc, float *deq)
+ * epilogue. */
+static void run_tile(const int8_call *c, int64_t t, int32_t *acc)
 {
     const int64_t r0 = (t / c->tiles_n) * TILE_M, c0 = (t % c->tiles_n) * c->tile_n;
     const int64_t r1 = r0 + TILE_M < c->rows ? r0 + TILE_M : c->rows;
@@ -175,25 +175,16 @@ static void run_tile(const int8_call *c, int64_t t, int32_t *acc, float *deq)
     }
     const int64_t cend = c1 < c->out ? c1 : c->out, n = cend - c0;
     if (n <= 0) return;
-    for (int64_t r = r0; r < r1; r++) {
-        const int32_t *ar = acc + (r - r0) * c->tile_n, z = c->a_zero[r];
-        const float s = c->a_scale[r];
-        const int32_t *sums = c->w_sums + c0;
-        const float *ws = c->w_scale + c0;
-        /* Exact in int32 (in < IV_INT8_MAX_IN); one rounding to float, then
-         * the two scales. */
-        for (int64_t j = 0; j < n; j++) deq[j] = (float)(ar[j] - z * sums[j]) * (s * ws[j]);
-        float *yr = c->y.data + r * c->y.ld + c0;
-        iv_cpu_act_row(yr, deq, c->bias ? c->bias + c0 : NULL, c->act,
-                       c->residual ? c->residual + r * c->y.ld + c0 : NULL, n);
-    }
+    iv_cpu_dequant_act_rows(c->y.data + r0 * c->y.ld + c0, c->y.ld, acc, c->tile_n, c->a_zero + r0, c->a_scale + r0,
+                            c->w_sums + c0, c->w_scale + c0, c->bias ? c->bias + c0 : NULL, c->act,
+                            c->residual ? c->residual + r0 * c->y.ld + c0 : NULL, c->y.ld, r1 - r0, n);
 }
 
 /* Column tiling: at most TILE_N_MAX wide, and narrow enough that a few row
  * tiles (a short request) still give every thread work. */
 static void plan_columns(int8_call *c, int threads)
 {
-    const int64_t np = iv_int8_padded_out(c->out), unit = 16;
+    const int64_t np = iv_int8_padded_out(c->out), unit = 32;
     const int64_t units = np / unit, tiles_m = (c->rows + TILE_M - 1) / TILE_M;
     int64_t want = (np + TILE_N_MAX - 1) / TILE_N_MAX;
     if (tiles_m * want < 2 * (int64_t)threads) {
@@ -243,13 +234,11 @@ void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor
 #pragma omp parallel if (par)
     {
         int32_t *acc = iv_cpu_scratch((size_t)(TILE_M * c.tile_n) * sizeof(int32_t));
-        float *deq = iv_cpu_scratch((size_t)c.tile_n * sizeof(float));
         /* Dynamic: on a shared machine a descheduled thread must not hold
          * back the others; a tile is tens of microseconds of work. */
 #pragma omp for schedule(dynamic)
-        for (int64_t t = 0; t < tiles; t++) run_tile(&c, t, acc, deq);
+        for (int64_t t = 0; t < tiles; t++) run_tile(&c, t, acc);
         free(acc);
-        free(deq);
     }
     free(aq);
     free(a_scale);

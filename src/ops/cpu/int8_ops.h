@@ -20,8 +20,9 @@
  *     (2 * 255 * 127 > 32767); the ways to keep it exact cost accuracy: 7-bit
  *     activations (MiniLM worst cosine 0.972), 7-bit weights (0.990) or the
  *     vpsignb trick, which needs symmetric activations (0.986).
- *   - VNNI (vpdpbusd on 256-bit vectors, AVX512-VNNI + VL): u8 x s8 products
- *     summed in fours straight into int32, 32 per instruction, no saturation.
+ *   - VNNI (vpdpbusd, AVX512-VNNI): u8 x s8 products summed in fours
+ *     straight into int32, 32 per instruction on 256-bit vectors (64 on
+ *     512-bit ones where the CPU has AVX-512F/BW too), no saturation.
  * Both give the same integers, so results do not depend on the kernel.
  * The float epilogue (scales, bias, activation, residual) is the FP32
  * linear's row epilogue, iv_cpu_act_row.
@@ -47,7 +48,7 @@ const iv_ops *iv_cpu_int8_ops(void);
 
 /* Packed weight blob: panels of 8 output rows; within a panel, groups of 4
  * input columns, each group 32 bytes (row r's 4 values at r * 4). Output rows
- * are padded to a multiple of 16 and inputs to a multiple of 4 with zeros.
+ * are padded to a multiple of 32 and inputs to a multiple of 4 with zeros.
  * The int32 row sums of the quantized values follow at offset
  * iv_int8_sums_offset. */
 size_t iv_int8_packed_bytes(int64_t out, int64_t in);
@@ -80,7 +81,8 @@ void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor
 typedef enum iv_int8_kernel {
     IV_INT8_KERNEL_SCALAR = 0, /* portable C, the fallback without AVX2 */
     IV_INT8_KERNEL_AVX2,
-    IV_INT8_KERNEL_VNNI,
+    IV_INT8_KERNEL_VNNI,    /* vpdpbusd on 256-bit vectors */
+    IV_INT8_KERNEL_VNNI512, /* vpdpbusd on 512-bit vectors, four panels per tile */
     IV_INT8_KERNEL_COUNT
 } iv_int8_kernel;
 int iv_int8_kernel_available(iv_int8_kernel k);
