@@ -5,8 +5,8 @@
  *   - rows are cut into blocks of mc rows whose slice of x (mc x K floats)
  *     fits in half the L2 cache; each (row block, group of panels) is one
  *     unit of thread work;
- *   - within a unit, for each panel, k runs in steps of KC so that the
- *     KC x 32 piece of the panel (32 KiB) stays in L1 while every row tile
+ *   - within a unit, for each panel, k runs in equal pieces of at most KC
+ *     so that the piece of the panel (<= 32 KiB) stays in L1 while every row tile
  *     of the block passes over it;
  *   - a row tile is MR rows x 32 columns of accumulators in registers
  *     (AVX-512: 12 x 2 zmm; AVX2: 6 x 2 ymm per 16-column half), fed by one
@@ -383,6 +383,9 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
         if (n_pg > n_panels) n_pg = n_panels;
     }
     const int64_t units = n_mb * n_pg;
+    /* Pieces of at most KC, all about the same size (384 = 192 + 192, not
+     * 256 + 128), so each one fills L1 the same. */
+    const int64_t n_kc = (K + KC - 1) / KC, kc = n_kc > 1 ? ((K + n_kc - 1) / n_kc + 7) / 8 * 8 : KC;
 
 #pragma omp parallel for schedule(dynamic, 1) if (units > 1 && M * N * K >= PANEL_PAR_MIN)
     for (int64_t u = 0; u < units; u++) {
@@ -398,8 +401,8 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
                                  (int)(N - n0 < NR ? N - n0 : NR)};
             int done = 0;
             if (K == 0) memset(strip, 0, sizeof strip);
-            for (int64_t k0 = 0; k0 < K; k0 += KC) {
-                const int64_t kn = K - k0 < KC ? K - k0 : KC;
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                const int64_t kn = K - k0 < kc ? K - k0 : kc;
                 done = tiles(a + k0, x.ld, bp + k0 * NR, kn, strip, k0 == 0, rows, k0 + kn == K ? &e : NULL);
             }
             if (!done) iv_cpu_act_rows(e.y, e.ldy, strip, NR, e.bias, act, e.res, e.ldy, rows, e.ncols);
