@@ -11,9 +11,11 @@
  *   - a row tile is MR rows x 32 columns of accumulators in registers
  *     (AVX-512: 12 x 2 zmm; AVX2: 6 x 2 ymm per 16-column half), fed by one
  *     broadcast of x per row and the panel's row k;
- *   - the finished 32-column strip of the block (in a per-unit buffer, so a
- *     residual that is y itself is still intact) goes through the shared
- *     epilogue iv_cpu_act_row: bias, activation, residual, store.
+ *   - on the last piece the epilogue (bias, activation, residual, store)
+ *     runs on the accumulators in registers (AVX-512 builds), or on the
+ *     finished 32-column strip of the block, kept in a per-unit buffer
+ *     (iv_cpu_act_rows); either way a residual that is y itself is read
+ *     before each element is written.
  * x is read in place (row stride x.ld): no copy of the activations either. */
 #include "ops/cpu/gemm_panel.h"
 
