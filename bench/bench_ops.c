@@ -147,6 +147,13 @@ static void bench_attention(const iv_ops *ops, int64_t total, int64_t len, int h
 int main(void)
 {
     const iv_ops *ops = iv_cpu_ops();
+    /* IV_PANEL_KERNEL=avx2 (or portable): time that kernel on a CPU that has
+     * a better one; with OPENBLAS_CORETYPE=Haswell both sides are AVX2. */
+    const char *kernel = getenv("IV_PANEL_KERNEL");
+    if (kernel && iv_cpu_panel_use(kernel)) {
+        fprintf(stderr, "bench_ops: this CPU cannot run the %s kernel\n", kernel);
+        return 2;
+    }
     printf("infinity_v3 op bench: %d OpenMP threads, %s, packed kernel %s\n", omp_get_max_threads(), OPENBLAS_VERSION,
            iv_cpu_panel_kernel_name());
     printf("linear at T=4096 (BERT-base); 'causal' attention counts full L^2 FLOPs\n");

@@ -233,10 +233,41 @@ T512 static int tiles_avx512(const float *a, int64_t lda, const float *bp, int64
     return done;
 }
 
-/* One 16-column half of the strip: bp and ct already point at the half. */
-T256 TILE_INLINE void tile256(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                              const int R)
+/* The AVX2 epilogue from registers, when this file's vector math is 8 lanes
+ * of AVX2 (AVX2 builds; on AVX-512 builds the AVX2 kernel is only a test
+ * subject and takes the strip path). */
+#if IV_VL == 8 && defined(__AVX2__)
+#define TILE256_EPILOGUE 1
+/* Columns [col, col + 8) of row r; only the first e->ncols - col exist. */
+T256 TILE_INLINE void epilogue256(const panel_epi *e, __m256 c, int r, int col)
 {
+    const int n = e->ncols - col < 8 ? e->ncols - col : 8;
+    if (n <= 0) return;
+    float *y = e->y + r * e->ldy + col;
+    const float *res = e->res ? e->res + r * e->ldy + col : NULL;
+    vf v = (vf)c;
+    if (n == 8) {
+        if (e->bias) v = v + v_load(e->bias + col);
+        v = v_act(v, e->act);
+        if (res) v = v + v_load(res);
+        v_store(y, v);
+    } else {
+        if (e->bias) v = v + v_load_part(e->bias + col, n);
+        v = v_act(v, e->act);
+        if (res) v = v + v_load_part(res, n);
+        v_store_part(y, v, n);
+    }
+}
+#else
+#define TILE256_EPILOGUE 0
+#endif
+
+/* One 16-column half of the strip: bp and ct already point at the half,
+ * col0 (0 or 16) says which. Prefetching as tile512. */
+T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
+                             const panel_epi *e, int col0, const float *pf, int64_t pf_lines, const int R)
+{
+    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0;
     __m256 c0[MR256], c1[MR256];
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
@@ -245,6 +276,11 @@ T256 TILE_INLINE void tile256(const float *a, int64_t lda, const float *bp, int6
     }
     for (int64_t k = 0; k < kn; k++) {
         const __m256 b0 = _mm256_load_ps(bp + k * NR), b1 = _mm256_load_ps(bp + k * NR + 8);
+        if (lps) {
+            const int64_t l = k * lps;
+            if (l < pf_lines) _mm_prefetch((const char *)(pf + l * 16), _MM_HINT_T1);
+            if (lps > 1 && l + 1 < pf_lines) _mm_prefetch((const char *)(pf + (l + 1) * 16), _MM_HINT_T1);
+        }
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
@@ -252,33 +288,54 @@ T256 TILE_INLINE void tile256(const float *a, int64_t lda, const float *bp, int6
             c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
         }
     }
+#if TILE256_EPILOGUE
+    if (e) {
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            epilogue256(e, c0[r], r, col0);
+            epilogue256(e, c1[r], r, col0 + 8);
+        }
+        return 1;
+    }
+#endif
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
         _mm256_storeu_ps(ct + r * NR, c0[r]);
         _mm256_storeu_ps(ct + r * NR + 8, c1[r]);
     }
+    return 0;
 }
 
 T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
                            int rows, const panel_epi *e)
 {
+    /* The first half's tiles bring in the next piece (both halves read it). */
+    const int n_tiles = (rows + MR256 - 1) / MR256;
+    const int64_t next_lines = kn * NR / 16, share = (next_lines + n_tiles - 1) / n_tiles;
+    int done = 0;
     for (int h = 0; h < 2; h++) {
         const float *bh = bp + h * 16;
         float *ch = ct + h * 16;
-        int r0 = 0;
-        for (; r0 + MR256 <= rows; r0 += MR256) tile256(a + r0 * lda, lda, bh, kn, ch + r0 * NR, first, MR256);
-        const float *ar = a + r0 * lda;
-        float *cr = ch + r0 * NR;
-        switch (rows - r0) {
-        case 5: tile256(ar, lda, bh, kn, cr, first, 5); break;
-        case 4: tile256(ar, lda, bh, kn, cr, first, 4); break;
-        case 3: tile256(ar, lda, bh, kn, cr, first, 3); break;
-        case 2: tile256(ar, lda, bh, kn, cr, first, 2); break;
-        case 1: tile256(ar, lda, bh, kn, cr, first, 1); break;
-        default: break;
+        for (int t = 0; t < n_tiles; t++) {
+            const int r0 = t * MR256, n = rows - r0 < MR256 ? rows - r0 : MR256;
+            const float *ar = a + r0 * lda;
+            float *cr = ch + r0 * NR;
+            panel_epi es;
+            const panel_epi *er = e ? (es = epi_from(e, r0), &es) : NULL;
+            const float *pf = bp + kn * NR + t * share * 16;
+            const int64_t pf_lines = h ? 0 : next_lines - t * share < share ? next_lines - t * share : share;
+            switch (n) {
+            case 6: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 6); break;
+            case 5: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 5); break;
+            case 4: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 4); break;
+            case 3: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 3); break;
+            case 2: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 2); break;
+            case 1: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 1); break;
+            default: break;
+            }
         }
     }
-    return 0;
+    return done;
 }
 
 #endif

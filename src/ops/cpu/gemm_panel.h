@@ -20,9 +20,9 @@
 #include "ops/cpu/cpu_ops.h"
 
 #define IV_PANEL_COLS 32
-/* Row-major weights up to this many floats (1 MiB) are packed per call by
+/* Row-major weights up to this many floats (256 KiB) are packed per call by
  * the linear op rather than sent to sgemm. */
-#define IV_CPU_PACK_PER_CALL_MAX (1 << 18)
+#define IV_CPU_PACK_PER_CALL_MAX (1 << 16)
 
 /* Floats of the packed form of an [out, in] weight. */
 size_t iv_cpu_panel_floats(int64_t out, int64_t in);
