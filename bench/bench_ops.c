@@ -176,6 +176,7 @@ int main(void)
                                   shapes[s][1] < shapes[s][0], label);
         }
     }
+    bench_attention(ops, 4096, 128, 12, 32, 0); /* MiniLM-L6 */
     bench_attention(ops, 4096, 128, 12, 64, 0);
     bench_attention(ops, 4096, 512, 12, 64, 0);
     bench_attention(ops, 4096, 512, 12, 64, 1);

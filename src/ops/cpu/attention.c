@@ -262,6 +262,29 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
     for (int g = 0; g < ng; g++) v_store(w->inv + g * IV_VL, v_sel(empty[g], v_zero(), 1.0f / sum[g]));
 }
 
+/* Q^T of nq queries (rows ld apart, d dims each) into panels of 16 queries,
+ * qp[p][c][16], zeros past nq. AVX-512 gathers a column of 16 queries per
+ * instruction; elsewhere a scalar transpose. */
+static void pack_queries(float *qp, const float *q, int64_t ld, int64_t nq, int d)
+{
+    const int64_t nq16 = round16(nq);
+    for (int64_t p = 0; p < nq16 / 16; p++) {
+        float *panel = qp + p * d * 16;
+        const int64_t n = nq - p * 16 < 16 ? nq - p * 16 : 16;
+#if defined(__AVX512F__)
+        if (n == 16 && ld <= INT32_MAX / 16) {
+            const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                   _mm512_set1_epi32((int)ld));
+            const float *col = q + p * 16 * ld;
+            for (int c = 0; c < d; c++) _mm512_storeu_ps(panel + c * 16, _mm512_i32gather_ps(idx, col + c, 4));
+            continue;
+        }
+#endif
+        for (int64_t r = 0; r < 16; r++)
+            for (int c = 0; c < d; c++) panel[c * 16 + r] = r < n ? q[(p * 16 + r) * ld + c] : 0.0f;
+    }
+}
+
 /* One task: queries [i0, i1) of sequence s, head h. */
 static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_t i1, att_scratch *w)
 {
@@ -274,15 +297,7 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
     const float *vbase = a->v.data + (base + jlo) * a->v.ld + (int64_t)kvh * d;
 
     /* 1. Pack Q^T in panels of 16 queries (zeros past nq), then scores. */
-    for (int64_t r = 0; r < nq16; r++) {
-        float *dst = w->qp + (r / 16) * d * 16 + r % 16;
-        if (r < nq) {
-            const float *q = a->q.data + (base + i0 + r) * a->q.ld + (int64_t)h * d;
-            for (int c = 0; c < d; c++) dst[c * 16] = q[c];
-        } else {
-            for (int c = 0; c < d; c++) dst[c * 16] = 0.0f;
-        }
-    }
+    pack_queries(w->qp, a->q.data + (base + i0) * a->q.ld + (int64_t)h * d, a->q.ld, nq, d);
     for (int64_t p = 0; p < nq16 / 16; p += ATT_PANELS) {
         const int P = nq16 / 16 - p < ATT_PANELS ? (int)(nq16 / 16 - p) : ATT_PANELS;
         for (int64_t jj = 0; jj < nk; jj += ATT_KR) {
@@ -321,8 +336,10 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
     for (int64_t r = 0; r < nq; r++) {
         float *dst = a->out.data + (base + i0 + r) * a->out.ld + (int64_t)h * d;
         const float *src = w->o + r * dpad;
-        float inv = w->inv[r];
-        for (int c = 0; c < d; c++) dst[c] = src[c] * inv;
+        const vf inv = v_set1(w->inv[r]);
+        int c = 0;
+        for (; c + IV_VL <= d; c += IV_VL) v_store(dst + c, v_load(src + c) * inv);
+        if (c < d) v_store_part(dst + c, v_load_part(src + c, d - c) * inv, d - c);
     }
 }
 

@@ -1,5 +1,5 @@
-/* Linear layer for a few rows (short requests: one 8-token sentence is an
- * 8-row product per weight matrix). sgemm is built for large M: OpenBLAS
+/* Linear layer for a few rows of a large row-major weight (short requests:
+ * one 8-token sentence is an 8-row product). sgemm is built for large M: OpenBLAS
  * packs W into panels (a full extra copy of the 2-9 MB matrix per call),
  * forks its own threads and then computes an M of 8 with kernels shaped for
  * more. At this size the product is bound by reading W from memory once, so
@@ -13,10 +13,11 @@
  * The kernel needs AVX2 and FMA, checked at run time (the binary may be
  * built for a baseline target); without them the caller falls back to sgemm.
  * Summation order differs from sgemm's, so results differ from it by FP32
- * rounding. Because the switch depends on the batch's row count, a sequence's
- * embedding then depends (in the last bits) on what it was batched with;
- * tests/integration/test_server_openai.c and tools/test_openai_client.py
- * compare two requests bit for bit and fail under that. */
+ * rounding, and a row's result depends on the batch's row count. That is
+ * why model weights do not come here: they are packed at load for
+ * gemm_panel.c, whose order never depends on the batch. What is left here is
+ * large row-major weights that were not packed (MLM decoders of SPLADE
+ * heads, models loaded without the engine). */
 #include "ops/cpu/linear_small.h"
 
 #include <stdint.h>

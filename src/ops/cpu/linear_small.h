@@ -13,11 +13,9 @@
  * with sgemm above 12 rows vs this kernel: MiniLM-L6 16 tokens 5.66 -> 3.91,
  * 24: 7.46 -> 5.37, 32: 8.13 -> 6.74, 48: 10.82 -> 9.55; BERT-base 16:
  * 36.6 -> 27.5, 24: 50.4 -> 35.8, 32: 51.8 -> 45.4, 48: 69.4 -> 63.3. At 64
- * rows the two tie on MiniLM and sgemm is ahead on BERT-base.
- * The switch stays at 16 for now: a sequence run alone through this kernel
- * and packed into a batch that goes to sgemm differs by FP32 rounding, and at
- * 17 rows (jina_bert_v2 fixture) that reaches 1.14e-5, past the 1e-5
- * absolute bound of the golden isolation check. */
+ * rows the two tie on MiniLM and sgemm is ahead on BERT-base. (Those
+ * figures predate the packed-panel kernel, which now takes every model
+ * weight; this path only serves large row-major weights left unpacked.) */
 #define IV_LINEAR_SMALL_MAX_ROWS 16
 /* Multiply-adds below which the kernel stays on one thread. */
 #define IV_LINEAR_SMALL_PAR_MIN (1 << 18)
