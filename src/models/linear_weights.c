@@ -36,18 +36,20 @@ static const iv_tensor *map_find(const swap_map *sm, const iv_tensor *w)
     return NULL;
 }
 
-/* Frees a loader-made tensor (header and data, kept as a pair in m->owned);
- * returns 0 when t is not one. */
-static int release_owned(iv_model *m, const iv_tensor *t)
+/* Gives back the memory of w's values once nothing will read them: the data
+ * of a loader-made tensor (kept as a header/data pair in m->owned; the
+ * header stays, freed with the model, so that no new allocation can reuse
+ * its address while the walk still compares tensors by address), or the
+ * file pages of a mapped one. */
+static void release_data(iv_model *m, const iv_tensor *w)
 {
     for (int i = 0; i + 1 < m->n_owned; i++)
-        if (m->owned[i] == t && m->owned[i + 1] == t->data) {
+        if (m->owned[i] == w && m->owned[i + 1] == w->data) {
             free(m->owned[i + 1]);
-            free(m->owned[i]);
-            m->owned[i] = m->owned[i + 1] = NULL;
-            return 1;
+            m->owned[i + 1] = NULL;
+            return;
         }
-    return 0;
+    iv_weights_release(m->weights, w);
 }
 
 typedef struct walk {
@@ -68,6 +70,9 @@ static int swap(walk *wk, const iv_tensor **slot, int layer, const char *what, i
         else snprintf(name, sizeof name, "%s", what);
         if (!(r = wk->fn(wk->m, w, name, wk->ctx, err))) return -1;
         if (map_add(&wk->map, w, r)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        /* Right away, so the model is never resident twice while the walk
+         * runs; later slots holding w find r in the map by address alone. */
+        if (r != w) release_data(wk->m, w);
     }
     *slot = r;
     return 0;
@@ -91,10 +96,6 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
     if ((kinds & IV_LW_AUX) && !rc)
         rc = swap(&wk, &m->embed.proj, -1, "embedding projection", err) ||
              swap(&wk, &m->conv.w, -1, "token convolution", err);
-    /* Only now, with every layer switched over, drop the originals. */
-    for (int i = 0; i < wk.map.n && !rc; i++)
-        if (wk.map.from[i] != wk.map.to[i] && !release_owned(m, wk.map.from[i]))
-            iv_weights_release(m->weights, wk.map.from[i]);
     free(wk.map.from);
     free(wk.map.to);
     return rc ? -1 : 0;

@@ -20,10 +20,11 @@ enum {
     IV_LW_AUX = 2,           /* MoE routers, the embedding projection, the token convolution */
 };
 
-/* Replaces every linear weight of the kinds asked for by fn's answer. Once all layers point
- * at the replacements, the originals are released: copies the loader made
+/* Replaces every linear weight of the kinds asked for by fn's answer. Each
+ * original is released as soon as it is replaced: copies the loader made
  * (fused QKV, fused gate/up) are freed, and the file pages of mapped ones go
- * back to the kernel, so the model is resident once, in its new layout. */
+ * back to the kernel, so the model is resident once, in its new layout,
+ * even at the peak of loading. */
 int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weight_fn fn, void *ctx, iv_err *err);
 
 #endif
