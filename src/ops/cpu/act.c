@@ -7,6 +7,10 @@
 #define IV_VMATH_WIDE
 #include "ops/cpu/vmath.h"
 
+/* Every iv_act, for switches that instantiate a loop per activation. */
+#define EACH_ACT(X) \
+    X(IV_ACT_NONE) X(IV_ACT_GELU) X(IV_ACT_GELU_TANH) X(IV_ACT_SILU) X(IV_ACT_RELU) X(IV_ACT_TANH) X(IV_ACT_SIGMOID)
+
 /* One instance per activation (act is a constant after inlining), so the
  * loop holds no jump table: callers with many short rows (the linear
  * kernels' 32-column strips) pass them all in one call. */
@@ -36,18 +40,10 @@ IV_VINLINE void act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, con
 void iv_cpu_act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const float *b, iv_act act,
                      const float *r, int64_t ldr, int64_t rows, int64_t n)
 {
-    switch (act) {
 #define ACT_CASE(A) \
     case A: act_rows(y, ldy, x, ldx, b, A, r, ldr, rows, n); break;
-        ACT_CASE(IV_ACT_NONE)
-        ACT_CASE(IV_ACT_GELU)
-        ACT_CASE(IV_ACT_GELU_TANH)
-        ACT_CASE(IV_ACT_SILU)
-        ACT_CASE(IV_ACT_RELU)
-        ACT_CASE(IV_ACT_TANH)
-        ACT_CASE(IV_ACT_SIGMOID)
+    switch (act) { EACH_ACT(ACT_CASE) }
 #undef ACT_CASE
-    }
 }
 
 /* The int8 linear's epilogue: dequantization folded into the same pass. */
@@ -80,18 +76,10 @@ void iv_cpu_dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t 
                              const float *scale, const int32_t *sums, const float *wscale, const float *b,
                              iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n)
 {
-    switch (act) {
 #define ACT_CASE(A) \
     case A: dequant_act_rows(y, ldy, acc, ldacc, zero, scale, sums, wscale, b, A, r, ldr, rows, n); break;
-        ACT_CASE(IV_ACT_NONE)
-        ACT_CASE(IV_ACT_GELU)
-        ACT_CASE(IV_ACT_GELU_TANH)
-        ACT_CASE(IV_ACT_SILU)
-        ACT_CASE(IV_ACT_RELU)
-        ACT_CASE(IV_ACT_TANH)
-        ACT_CASE(IV_ACT_SIGMOID)
+    switch (act) { EACH_ACT(ACT_CASE) }
 #undef ACT_CASE
-    }
 }
 
 void iv_cpu_act_row(float *y, const float *x, const float *b, iv_act act, const float *r, int64_t n)

@@ -148,6 +148,24 @@ T512 TILE_INLINE void epilogue512(const panel_epi *e, __m512 c0, __m512 c1, int 
  * kernel well below the memory bandwidth (BERT-base, 8 tokens, 2 threads:
  * 20.3 ms without, 14.1 ms with; prefetching only 4 KiB ahead: 16.6 ms).
  * tile512 asks for pf_lines 64-byte lines from pf, spread over its k steps. */
+TILE_INLINE void prefetch_step(const float *pf, int64_t pf_lines, int64_t lps, int64_t k)
+{
+    if (!lps) return; /* 1 or 2: the next piece has 2 lines per k step, shared by >= 1 tiles */
+    const int64_t l = k * lps;
+    if (l < pf_lines) _mm_prefetch((const char *)(pf + l * 16), _MM_HINT_T1);
+    if (lps > 1 && l + 1 < pf_lines) _mm_prefetch((const char *)(pf + (l + 1) * 16), _MM_HINT_T1);
+}
+
+/* Tile t of n_tiles' share of the next piece (kn steps after bp). */
+static inline void next_piece_share(const float *bp, int64_t kn, int n_tiles, int t, const float **pf,
+                                    int64_t *pf_lines)
+{
+    const int64_t lines = kn * NR / 16, share = (lines + n_tiles - 1) / n_tiles;
+    *pf = bp + kn * NR + t * share * 16;
+    *pf_lines = lines - t * share < share ? lines - t * share : share;
+    if (*pf_lines < 0) *pf_lines = 0;
+}
+
 T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
                              const panel_epi *e, const float *pf, int64_t pf_lines, const int R)
 {
@@ -160,11 +178,7 @@ T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64
     }
     for (int64_t k = 0; k < kn; k++) {
         const __m512 b0 = _mm512_load_ps(bp + k * NR), b1 = _mm512_load_ps(bp + k * NR + 16);
-        if (lps) { /* 1 or 2: the next piece has 2 lines per k step, shared by >= 1 tiles */
-            const int64_t l = k * lps;
-            if (l < pf_lines) _mm_prefetch((const char *)(pf + l * 16), _MM_HINT_T1);
-            if (lps > 1 && l + 1 < pf_lines) _mm_prefetch((const char *)(pf + (l + 1) * 16), _MM_HINT_T1);
-        }
+        prefetch_step(pf, pf_lines, lps, k);
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++) {
             const __m512 av = _mm512_set1_ps(a[r * lda + k]);
@@ -204,31 +218,23 @@ T512 static int tiles_avx512(const float *a, int64_t lda, const float *bp, int64
                              int rows, const panel_epi *e)
 {
     const int n_tiles = (rows + MR512 - 1) / MR512;
-    const int64_t next_lines = kn * NR / 16, share = (next_lines + n_tiles - 1) / n_tiles;
     int done = 0;
     for (int t = 0; t < n_tiles; t++) {
         const int r0 = t * MR512, n = rows - r0 < MR512 ? rows - r0 : MR512;
-        const float *ar = a + r0 * lda;
+        const float *ar = a + r0 * lda, *pf;
         float *cr = ct + r0 * NR;
         panel_epi es;
         const panel_epi *er = e ? (es = epi_from(e, r0), &es) : NULL;
-        const float *pf = bp + kn * NR + t * share * 16;
-        const int64_t pf_lines = next_lines - t * share < share ? next_lines - t * share : share;
+        int64_t pf_lines;
+        next_piece_share(bp, kn, n_tiles, t, &pf, &pf_lines);
+#define TILE512_CASE(R) \
+    case R: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, R); break;
         switch (n) {
-        case 12: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 12); break;
-        case 11: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 11); break;
-        case 10: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 10); break;
-        case 9: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 9); break;
-        case 8: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 8); break;
-        case 7: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 7); break;
-        case 6: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 6); break;
-        case 5: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 5); break;
-        case 4: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 4); break;
-        case 3: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 3); break;
-        case 2: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 2); break;
-        case 1: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, 1); break;
+            TILE512_CASE(12) TILE512_CASE(11) TILE512_CASE(10) TILE512_CASE(9) TILE512_CASE(8) TILE512_CASE(7)
+            TILE512_CASE(6) TILE512_CASE(5) TILE512_CASE(4) TILE512_CASE(3) TILE512_CASE(2) TILE512_CASE(1)
         default: break;
         }
+#undef TILE512_CASE
     }
     return done;
 }
@@ -276,11 +282,7 @@ T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64
     }
     for (int64_t k = 0; k < kn; k++) {
         const __m256 b0 = _mm256_load_ps(bp + k * NR), b1 = _mm256_load_ps(bp + k * NR + 8);
-        if (lps) {
-            const int64_t l = k * lps;
-            if (l < pf_lines) _mm_prefetch((const char *)(pf + l * 16), _MM_HINT_T1);
-            if (lps > 1 && l + 1 < pf_lines) _mm_prefetch((const char *)(pf + (l + 1) * 16), _MM_HINT_T1);
-        }
+        prefetch_step(pf, pf_lines, lps, k);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
@@ -311,28 +313,26 @@ T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t
 {
     /* The first half's tiles bring in the next piece (both halves read it). */
     const int n_tiles = (rows + MR256 - 1) / MR256;
-    const int64_t next_lines = kn * NR / 16, share = (next_lines + n_tiles - 1) / n_tiles;
     int done = 0;
     for (int h = 0; h < 2; h++) {
         const float *bh = bp + h * 16;
         float *ch = ct + h * 16;
         for (int t = 0; t < n_tiles; t++) {
             const int r0 = t * MR256, n = rows - r0 < MR256 ? rows - r0 : MR256;
-            const float *ar = a + r0 * lda;
+            const float *ar = a + r0 * lda, *pf;
             float *cr = ch + r0 * NR;
             panel_epi es;
             const panel_epi *er = e ? (es = epi_from(e, r0), &es) : NULL;
-            const float *pf = bp + kn * NR + t * share * 16;
-            const int64_t pf_lines = h ? 0 : next_lines - t * share < share ? next_lines - t * share : share;
+            int64_t pf_lines;
+            next_piece_share(bp, kn, n_tiles, t, &pf, &pf_lines);
+            if (h) pf_lines = 0;
+#define TILE256_CASE(R) \
+    case R: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, R); break;
             switch (n) {
-            case 6: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 6); break;
-            case 5: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 5); break;
-            case 4: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 4); break;
-            case 3: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 3); break;
-            case 2: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 2); break;
-            case 1: done = tile256(ar, lda, bh, kn, cr, first, er, h * 16, pf, pf_lines, 1); break;
+                TILE256_CASE(6) TILE256_CASE(5) TILE256_CASE(4) TILE256_CASE(3) TILE256_CASE(2) TILE256_CASE(1)
             default: break;
             }
+#undef TILE256_CASE
         }
     }
     return done;

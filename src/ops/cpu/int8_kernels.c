@@ -34,6 +34,17 @@ static int scalar_available(void) { return 1; }
 
 #ifdef IV_INT8_X86
 
+/* Calls tile(args..., R) with R = rows (1..IV_INT8_MR) as a constant. */
+#define ROWS_SWITCH(tile, rows, ...)           \
+    switch (rows) {                            \
+    case 6: tile(__VA_ARGS__, 6); break;       \
+    case 5: tile(__VA_ARGS__, 5); break;       \
+    case 4: tile(__VA_ARGS__, 4); break;       \
+    case 3: tile(__VA_ARGS__, 3); break;       \
+    case 2: tile(__VA_ARGS__, 2); break;       \
+    default: tile(__VA_ARGS__, 1); break;      \
+    }
+
 /* ---- AVX2: 16-bit multiply-add ----
  * A 16-byte half of a panel group (4 rows x 4 values) is sign-extended to
  * 16 bits; the row's 4 activations (uint16) are broadcast to every 64-bit
@@ -75,14 +86,7 @@ AVX2_TARGET static void avx2_tile(const void *a, size_t a_stride, int rows, cons
                                   int64_t ldc)
 {
     const uint8_t *ab = a;
-    switch (rows) {
-    case 6: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 6); break;
-    case 5: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 5); break;
-    case 4: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 4); break;
-    case 3: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 3); break;
-    case 2: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 2); break;
-    default: avx2_tile_rows(ab, a_stride, w, kp, c, ldc, 1); break;
-    }
+    ROWS_SWITCH(avx2_tile_rows, rows, ab, a_stride, w, kp, c, ldc);
 }
 
 static int avx2_available(void)
@@ -129,14 +133,7 @@ VNNI_TARGET static void vnni_tile(const void *a, size_t a_stride, int rows, cons
                                   int64_t ldc)
 {
     const uint8_t *ab = a;
-    switch (rows) {
-    case 6: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 6); break;
-    case 5: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 5); break;
-    case 4: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 4); break;
-    case 3: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 3); break;
-    case 2: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 2); break;
-    default: vnni_tile_rows(ab, a_stride, w, kp, c, ldc, 1); break;
-    }
+    ROWS_SWITCH(vnni_tile_rows, rows, ab, a_stride, w, kp, c, ldc);
 }
 
 static int vnni_available(void)
@@ -191,14 +188,7 @@ VNNI512_TARGET static void vnni512_tile(const void *a, size_t a_stride, int rows
                                         int32_t *c, int64_t ldc)
 {
     const uint8_t *ab = a;
-    switch (rows) {
-    case 6: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 6); break;
-    case 5: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 5); break;
-    case 4: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 4); break;
-    case 3: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 3); break;
-    case 2: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 2); break;
-    default: vnni512_tile_rows(ab, a_stride, w, kp, c, ldc, 1); break;
-    }
+    ROWS_SWITCH(vnni512_tile_rows, rows, ab, a_stride, w, kp, c, ldc);
 }
 
 static int vnni512_available(void)
