@@ -93,7 +93,6 @@ typedef struct panel_epi {
 typedef int (*tiles_fn)(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
                         int rows, const panel_epi *e);
 
-/* Dispatch on the remaining rows to the tile instantiated for that many. */
 /* Portable: the same chains with fmaf, for CPUs without AVX2/FMA. */
 static int tiles_portable(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
                           int rows, const panel_epi *e)
