@@ -157,8 +157,9 @@ def table(result):
                 ", OMP_WAIT_POLICY=PASSIVE for torch only")]
     sg = result.get("sgemm", {})
     peaks = ", ".join(f"{t} thread{'s' if t != '1' else ''}: {_f(v.get('median_gflops'), '.1f')} GFLOP/s"
-                      for t, v in sorted(sg.items()))
-    lines.append(f"sgemm peak (OpenBLAS, {meta['profile']['sgemm']['n']}^3, median, better of start/end): {peaks}")
+                      + (f" ({v['core']})" if v.get("core") else "") for t, v in sorted(sg.items()))
+    lines.append(f"sgemm peak (OpenBLAS, {meta['profile']['sgemm']['n']}^3, median, best kernel set, "
+                 f"better of start/end): {peaks}")
     head = f"{'workload':<22}{'engine':<13}{'tok/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'speedup':>9}" \
            f"{'GFLOP/s':>9}{'%peak':>7}{'max|d|':>9}"
     for m in result.get("models", []):

@@ -4,8 +4,10 @@
  *   OMP_NUM_THREADS=2 sgemm_peak [N] [RUNS]
  *
  * Times RUNS square N x N x N sgemm calls (after one warm-up) and prints
- * {"n", "threads", "runs_gflops": [...], "median_gflops", "max_gflops"}.
- * The model FLOP/s of the engine is reported as a fraction of the median. */
+ * {"n", "threads", "core", "runs_gflops": [...], "median_gflops", "max_gflops"},
+ * "core" being the kernel set OpenBLAS picked (OPENBLAS_CORETYPE, or its
+ * own detection). The model FLOP/s of the engine is reported as a fraction
+ * of the median. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +52,8 @@ int main(int argc, char **argv)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         gf[r] = 2.0 * n * (double)n * n / (now_s() - t0) / 1e9;
     }
-    printf("{\"n\":%d,\"threads\":%d,\"check\":%g,\"runs_gflops\":[", n, openblas_get_num_threads(), (double)c[nn / 2]);
+    printf("{\"n\":%d,\"threads\":%d,\"core\":\"%s\",\"check\":%g,\"runs_gflops\":[", n, openblas_get_num_threads(),
+           openblas_get_corename(), (double)c[nn / 2]);
     for (int r = 0; r < runs; r++) printf("%s%.2f", r ? "," : "", gf[r]);
     qsort(gf, (size_t)runs, sizeof *gf, cmp_double);
     printf("],\"median_gflops\":%.2f,\"max_gflops\":%.2f}\n", gf[runs / 2], gf[runs - 1]);
