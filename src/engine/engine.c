@@ -114,7 +114,6 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     iv_arena_init(&e->arena);
     if (iv_model_load(&e->model, model_dir, ops, err)) goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
-    if (iv_model_pack_cpu_weights(e->model, NULL, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
     e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
     const int H = e->model->block.hidden;
@@ -129,6 +128,12 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     }
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
+    /* Last, once nothing reads weights as rows any more (the causal-LM score
+     * head, ColBERT's projection check): every linear weight into the CPU
+     * kernel's panels. */
+    if (iv_model_pack_cpu_weights(e->model, NULL, err) || iv_st_dense_pack_cpu(&e->dense, err) ||
+        iv_st_dense_pack_cpu(&e->colbert.dense, err))
+        goto fail;
     e->max_len = iv_model_max_length(e->model);
     if (e->colbert.layout != IV_COLBERT_NONE) {
         if (opts && opts->pooling_override) {

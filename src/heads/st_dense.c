@@ -1,6 +1,9 @@
 #include "heads/st_dense.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "ops/cpu/gemm_panel.h"
 
 static int load_level(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, int token_level, iv_err *err)
 {
@@ -41,10 +44,27 @@ int iv_st_dense_load_token_level(iv_st_dense_stack *d, const iv_st_meta *meta, i
     return load_level(d, meta, in_dim, 1, err);
 }
 
+int iv_st_dense_pack_cpu(iv_st_dense_stack *d, iv_err *err)
+{
+    for (int i = 0; i < d->n; i++) {
+        const iv_tensor *w = d->w[i];
+        if (w->layout != IV_LAYOUT_ROWS) continue;
+        const int64_t out = w->shape[0], in = w->shape[1];
+        if (!(d->packed_mem[i] = iv_cpu_pack_panels_new(iv_f32(w), out, in)))
+            return iv_errf(err, IV_E_NOMEM, "out of memory packing Dense module %d", i);
+        d->packed[i] = iv_cpu_panel_tensor(d->packed_mem[i], out, in);
+        d->w[i] = &d->packed[i];
+        iv_weights_release(d->weights[i], w);
+    }
+    return 0;
+}
+
 void iv_st_dense_free(iv_st_dense_stack *d)
 {
-    for (int i = 0; i < d->n; i++)
+    for (int i = 0; i < d->n; i++) {
         if (d->weights[i]) iv_weights_close(d->weights[i]);
+        free(d->packed_mem[i]);
+    }
     memset(d, 0, sizeof *d);
 }
 

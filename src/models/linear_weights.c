@@ -96,6 +96,15 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
     if ((kinds & IV_LW_AUX) && !rc)
         rc = swap(&wk, &m->embed.proj, -1, "embedding projection", err) ||
              swap(&wk, &m->conv.w, -1, "token convolution", err);
+    if ((kinds & IV_LW_HEADS) && !rc) {
+        iv_head *heads[] = {&m->seq_head, &m->token_head, &m->mlm_head, &m->token_proj};
+        static const char *names[] = {"sequence head", "token head", "MLM head", "token projection"};
+        for (int h = 0; h < 4 && !rc; h++)
+            for (int i = 0; i < heads[h]->n_steps && !rc; i++) rc = swap(&wk, &heads[h]->steps[i].w, -1, names[h], err);
+        /* A tied decoder was the table itself; its data is gone from the old tensor. */
+        const iv_tensor *tied = map_find(&wk.map, m->embed.word);
+        if (tied) m->embed.word = tied;
+    }
     free(wk.map.from);
     free(wk.map.to);
     return rc ? -1 : 0;

@@ -1,7 +1,7 @@
 /* Load-time replacement of a model's layer linear weights by copies in the
  * layout a device's linear op wants: FP32 panels for the CPU kernel
  * (pack_weights.c), int8 for `--dtype int8` (quantize.c). The walk covers
- * the kinds below; embeddings, norms, biases and heads keep their tensors.
+ * the kinds below; embeddings, norms and biases keep their tensors.
  * Weights shared by several layers are converted once and stay shared. */
 #ifndef IV_MODELS_LINEAR_WEIGHTS_H
 #define IV_MODELS_LINEAR_WEIGHTS_H
@@ -18,6 +18,11 @@ typedef const iv_tensor *(*iv_linear_weight_fn)(iv_model *m, const iv_tensor *w,
 enum {
     IV_LW_LAYER_MATMULS = 1, /* QKV, attention output, MLP up/down, each expert's up/down */
     IV_LW_AUX = 2,           /* MoE routers, the embedding projection, the token convolution */
+    /* Every step of the model's heads (sequence, token, MLM, token projection).
+     * A head weight that is the word embedding table (a tied MLM decoder)
+     * replaces the table too, so it is stored once, in the new layout: the
+     * device's embedding op must read that layout. */
+    IV_LW_HEADS = 4,
 };
 
 /* Replaces every linear weight of the kinds asked for by fn's answer. Each

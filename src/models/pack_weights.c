@@ -26,7 +26,7 @@ static const iv_tensor *pack_one(iv_model *m, const iv_tensor *w, const char *wh
 int iv_model_pack_cpu_weights(iv_model *m, size_t *packed_bytes, iv_err *err)
 {
     size_t bytes = 0;
-    const int rc = iv_model_replace_linear_weights(m, IV_LW_LAYER_MATMULS | IV_LW_AUX, pack_one, &bytes, err);
+    const int rc = iv_model_replace_linear_weights(m, IV_LW_LAYER_MATMULS | IV_LW_AUX | IV_LW_HEADS, pack_one, &bytes, err);
     if (packed_bytes) *packed_bytes = bytes;
     return rc;
 }

@@ -1,8 +1,12 @@
-/* Load-time packing of a CPU model's FP32 backbone linear weights (layers,
- * MoE routers, embedding projection, token convolution) into the panels of
- * the CPU linear kernel (ops/cpu/gemm_panel.h), so no call repacks them.
- * Runs after int8 quantization (which leaves some weights FP32) and before
- * the first forward; values are unchanged, only their order. */
+/* Load-time packing of a CPU model's FP32 linear weights (layers, MoE
+ * routers, embedding projection, token convolution, and every head step,
+ * a tied MLM decoder with its embedding table) into the panels of the CPU
+ * linear kernel (ops/cpu/gemm_panel.h), so no call repacks them and no
+ * output depends on what a sequence is batched with. Runs after int8
+ * quantization (which leaves some weights FP32) and after anything that
+ * reads weights as rows at load (a causal LM's score head, ColBERT's
+ * projection check), before the first forward; values are unchanged, only
+ * their order. */
 #ifndef IV_MODELS_PACK_WEIGHTS_H
 #define IV_MODELS_PACK_WEIGHTS_H
 
@@ -10,7 +14,7 @@
 
 #include "models/model.h"
 
-/* Packs m's FP32 layer linear weights; *packed_bytes (may be NULL) receives
+/* Packs m's FP32 linear weights; *packed_bytes (may be NULL) receives
  * the size of the packed copies. */
 int iv_model_pack_cpu_weights(iv_model *m, size_t *packed_bytes, iv_err *err);
 

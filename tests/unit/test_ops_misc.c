@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "ops/cpu/gemm_panel.h"
 #include "ops/ops.h"
 #include "ops_test_util.h"
 #include "test.h"
@@ -53,10 +54,10 @@ TEST(ops_embed)
 {
     const iv_ops *ops = iv_cpu_ops();
     ops_rng r = {31};
-    const int64_t vocab = 50, hidden = 19, rows = 9;
+    const int64_t vocab = 70, hidden = 19, rows = 9;
     float *table = ops_rand(&r, vocab * hidden, -1.0f, 1.0f);
     iv_tensor tt = iv_tensor_2d(table, vocab, hidden);
-    int32_t ids[9] = {0, 49, 3, 3, 17, 0, 48, 25, 1};
+    int32_t ids[9] = {0, 69, 31, 32, 17, 64, 63, 33, 1};
     float *yb;
     iv_view y = ops_wide_view(&yb, &r, rows, hidden, 4, hidden + 6, -1.0f, 1.0f);
     double *want = malloc((size_t)(rows * hidden) * sizeof(double));
@@ -68,6 +69,20 @@ TEST(ops_embed)
     ops->embed(ops, y, &tt, ids, 1);
     ops_check_close("embed accumulate", y, want, 0, 0);
     CHECK_EQ_INT(ops_gap_writes(yb, y), 0);
+    /* The same table packed in the linear kernel's panels (a tied MLM
+     * decoder packed at load): the same rows, ids on both sides of panel
+     * boundaries (32, 64) and in the last, partial panel. */
+    float *packed = iv_cpu_pack_panels_new(table, vocab, hidden);
+    REQUIRE(packed != NULL);
+    iv_tensor tp = iv_cpu_panel_tensor(packed, vocab, hidden);
+    for (int64_t i = 0; i < rows * hidden; i++) want[i] /= 2;
+    ops->embed(ops, y, &tp, ids, 0);
+    ops_check_close("embed from panels", y, want, 0, 0);
+    for (int64_t i = 0; i < rows * hidden; i++) want[i] *= 2;
+    ops->embed(ops, y, &tp, ids, 1);
+    ops_check_close("embed from panels, accumulate", y, want, 0, 0);
+    CHECK_EQ_INT(ops_gap_writes(yb, y), 0);
+    free(packed);
     free(table);
     free(yb);
     free(want);

@@ -25,6 +25,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,6 +61,14 @@ void iv_cpu_pack_panels(float *dst, const float *w, int64_t out, int64_t in)
                 for (int64_t k = 0; k < in; k++) panel[k * NR + j] = 0.0f;
         }
     }
+}
+
+float *iv_cpu_pack_panels_new(const float *w, int64_t out, int64_t in)
+{
+    const size_t bytes = (iv_cpu_panel_floats(out, in) * sizeof(float) + 63) / 64 * 64;
+    float *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) iv_cpu_pack_panels(p, w, out, in);
+    return p;
 }
 
 iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in)

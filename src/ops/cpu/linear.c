@@ -1,7 +1,8 @@
 /* Linear layer: y = act(x W^T + b) (+ residual). Weights packed at load
- * (the model's backbone weights, IV_LAYOUT_CPU_PANELS) and small row-major
- * ones go to gemm_panel.c. For large row-major weights (MLM decoders,
- * models run without the engine's load-time packing), a few rows go to the
+ * (every linear weight of a model the engine loads, heads and Dense
+ * layers included: IV_LAYOUT_CPU_PANELS) and small row-major ones go to
+ * gemm_panel.c. For large row-major weights (models run without the
+ * engine's load-time packing), a few rows go to the
  * streaming kernel of linear_small.c; otherwise OpenBLAS sgemm does the
  * product (row-major, W transposed in place, strides from the views), then
  * one parallel pass over y applies bias, activation and residual.
@@ -31,10 +32,10 @@ void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, 
         iv_cpu_linear_panels(y, x, iv_f32(w), bias, act, residual);
         return;
     }
-    /* Small row-major weights (heads, per-batch windows of DeBERTa's
-     * position projections) are packed for the call: a copy that costs less
-     * than the product, and keeps every output in the panel kernel's one
-     * summation order, whatever the batch. */
+    /* Small row-major weights (per-batch windows of DeBERTa's position
+     * projections, models run without the engine) are packed for the call:
+     * a copy that costs less than the product, and keeps every output in the
+     * panel kernel's one summation order, whatever the batch. */
     if (out * in <= IV_CPU_PACK_PER_CALL_MAX) {
         float *packed = iv_cpu_scratch(iv_cpu_panel_floats(out, in) * sizeof(float));
         iv_cpu_pack_panels(packed, iv_f32(w), out, in);

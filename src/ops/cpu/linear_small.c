@@ -15,9 +15,9 @@
  * Summation order differs from sgemm's, so results differ from it by FP32
  * rounding, and a row's result depends on the batch's row count. That is
  * why model weights do not come here: they are packed at load for
- * gemm_panel.c, whose order never depends on the batch. What is left here is
- * large row-major weights that were not packed (MLM decoders of SPLADE
- * heads, models loaded without the engine). */
+ * gemm_panel.c, whose order never depends on the batch; so are the heads'
+ * and the sentence-transformers Dense layers'. What is left here is large
+ * row-major weights of models run without the engine's load-time packing. */
 #include "ops/cpu/linear_small.h"
 
 #include <stdint.h>
