@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/pack_weights.h"
 #include "ops/cpu/gemm_panel.h"
 
 static int load_level(iv_st_dense_stack *d, const iv_st_meta *meta, int in_dim, int token_level, iv_err *err)
@@ -50,11 +51,12 @@ int iv_st_dense_pack_cpu(iv_st_dense_stack *d, iv_err *err)
         const iv_tensor *w = d->w[i];
         if (w->layout != IV_LAYOUT_ROWS) continue;
         const int64_t out = w->shape[0], in = w->shape[1];
-        if (!(d->packed_mem[i] = iv_cpu_pack_panels_new(iv_f32(w), out, in)))
+        /* A whole number of 128-byte panel rows: a valid aligned_alloc size. */
+        if (!(d->packed_mem[i] = aligned_alloc(64, iv_cpu_panel_floats(out, in) * sizeof(float))))
             return iv_errf(err, IV_E_NOMEM, "out of memory packing Dense module %d", i);
+        iv_pack_panels_releasing(d->packed_mem[i], w, d->weights[i]);
         d->packed[i] = iv_cpu_panel_tensor(d->packed_mem[i], out, in);
         d->w[i] = &d->packed[i];
-        iv_weights_release(d->weights[i], w);
     }
     return 0;
 }

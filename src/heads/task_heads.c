@@ -24,27 +24,33 @@ int iv_head_token_classify(const iv_model *m, const iv_batch *b, const float *hi
 /* Tokens per MLM chunk: bounds the [chunk, vocab] logits buffer. */
 #define IV_SPLADE_CHUNK 256
 
+/* max over a sequence's tokens of log1p(relu(x)) is log1p(relu(max x)),
+ * log1p being increasing: the chunks keep a running max of the raw logits
+ * (0 stands for the relu) and log1p runs once per sequence and vocabulary
+ * entry, not once per token and entry. The chunks cut across sequences, so
+ * the decoder weight is streamed once per 256 tokens however short the
+ * sequences are; every row of the head is computed alone (packed weights,
+ * row-wise norms), so a sequence's vector does not depend on its neighbours. */
 int iv_head_splade(const iv_model *m, const iv_batch *b, const float *hidden, float *out, iv_arena *arena)
 {
-    const int64_t V = m->mlm_head.out_dim, H = m->block.hidden;
+    const int64_t V = m->mlm_head.out_dim, H = m->block.hidden, T = b->n_tokens;
     float *logits = iv_arena_alloc(arena, (size_t)IV_SPLADE_CHUNK * V * sizeof(float));
     if (!logits) return -1;
-    for (int s = 0; s < b->n_seqs; s++) {
-        float *o = out + (int64_t)s * V;
-        /* log1p(relu(x)) >= 0, so 0 is the identity for the max. */
-        memset(o, 0, (size_t)V * sizeof(float));
-        for (int t0 = b->cu_seqlens[s]; t0 < b->cu_seqlens[s + 1]; t0 += IV_SPLADE_CHUNK) {
-            int n = b->cu_seqlens[s + 1] - t0;
-            if (n > IV_SPLADE_CHUNK) n = IV_SPLADE_CHUNK;
-            if (iv_head_apply(m->ops, &m->mlm_head, hidden + (int64_t)t0 * H, n, H, logits, arena)) return -1;
-            for (int t = 0; t < n; t++) {
-                const float *row = logits + (int64_t)t * V;
-                for (int64_t v = 0; v < V; v++) {
-                    const float val = row[v] > 0 ? log1pf(row[v]) : 0.0f;
-                    if (val > o[v]) o[v] = val;
-                }
-            }
+    memset(out, 0, (size_t)b->n_seqs * V * sizeof(float));
+    int s = 0;
+    for (int64_t t0 = 0; t0 < T; t0 += IV_SPLADE_CHUNK) {
+        const int64_t n = T - t0 < IV_SPLADE_CHUNK ? T - t0 : IV_SPLADE_CHUNK;
+        if (iv_head_apply(m->ops, &m->mlm_head, hidden + t0 * H, n, H, logits, arena)) return -1;
+        for (int64_t t = 0; t < n; t++) {
+            while (t0 + t >= b->cu_seqlens[s + 1]) s++;
+            float *o = out + (int64_t)s * V;
+            const float *row = logits + t * V;
+#pragma omp simd
+            for (int64_t v = 0; v < V; v++) o[v] = row[v] > o[v] ? row[v] : o[v];
         }
     }
+    const int64_t total = (int64_t)b->n_seqs * V;
+#pragma omp parallel for schedule(static) if (total >= (1 << 16))
+    for (int64_t i = 0; i < total; i++) out[i] = log1pf(out[i]);
     return 0;
 }

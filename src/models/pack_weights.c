@@ -8,6 +8,22 @@
 #include "models/loader.h"
 #include "ops/cpu/gemm_panel.h"
 
+/* Panels packed per slice: 64 panels of 32 source rows (2048 rows, 6 MiB
+ * of a 768-wide weight). */
+#define PACK_SLICE_PANELS 64
+
+void iv_pack_panels_releasing(float *dst, const iv_tensor *w, iv_weights *weights)
+{
+    const int64_t out = w->shape[0], in = w->shape[1];
+    for (int64_t r0 = 0; r0 < out; r0 += PACK_SLICE_PANELS * IV_PANEL_COLS) {
+        const int64_t rows = out - r0 < PACK_SLICE_PANELS * IV_PANEL_COLS ? out - r0 : PACK_SLICE_PANELS * IV_PANEL_COLS;
+        const float *src = iv_f32(w) + r0 * in;
+        iv_cpu_pack_panels(dst + r0 * in, src, rows, in); /* panel r0 / 32 starts r0 * in floats in */
+        const iv_tensor done = iv_tensor_2d((float *)src, rows, in);
+        iv_weights_release(weights, &done);
+    }
+}
+
 static const iv_tensor *pack_one(iv_model *m, const iv_tensor *w, const char *what, void *ctx, iv_err *err)
 {
     size_t *bytes = ctx;
@@ -17,7 +33,7 @@ static const iv_tensor *pack_one(iv_model *m, const iv_tensor *w, const char *wh
     char *raw = iv_model_alloc(m, n + 63);
     if (!t || !raw) return iv_errf(err, IV_E_NOMEM, "out of memory packing %s", what), NULL;
     float *packed = (float *)(raw + ((64 - (uintptr_t)raw % 64) % 64));
-    iv_cpu_pack_panels(packed, iv_f32(w), out, in);
+    iv_pack_panels_releasing(packed, w, m->weights);
     *t = iv_cpu_panel_tensor(packed, out, in);
     *bytes += n;
     return t;

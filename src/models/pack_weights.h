@@ -14,6 +14,12 @@
 
 #include "models/model.h"
 
+/* Packs row-major FP32 w [out, in] into dst (iv_cpu_panel_floats floats) a
+ * slice of panels at a time, handing each slice's source pages back to the
+ * kernel when they are mapped from `weights`: a large tensor (a tied 94 MB
+ * decoder) is never resident twice while it is packed. */
+void iv_pack_panels_releasing(float *dst, const iv_tensor *w, iv_weights *weights);
+
 /* Packs m's FP32 linear weights; *packed_bytes (may be NULL) receives
  * the size of the packed copies. */
 int iv_model_pack_cpu_weights(iv_model *m, size_t *packed_bytes, iv_err *err);

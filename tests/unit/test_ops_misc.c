@@ -72,8 +72,9 @@ TEST(ops_embed)
     /* The same table packed in the linear kernel's panels (a tied MLM
      * decoder packed at load): the same rows, ids on both sides of panel
      * boundaries (32, 64) and in the last, partial panel. */
-    float *packed = iv_cpu_pack_panels_new(table, vocab, hidden);
+    float *packed = aligned_alloc(64, iv_cpu_panel_floats(vocab, hidden) * sizeof(float));
     REQUIRE(packed != NULL);
+    iv_cpu_pack_panels(packed, table, vocab, hidden);
     iv_tensor tp = iv_cpu_panel_tensor(packed, vocab, hidden);
     for (int64_t i = 0; i < rows * hidden; i++) want[i] /= 2;
     ops->embed(ops, y, &tp, ids, 0);

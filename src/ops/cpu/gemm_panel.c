@@ -63,14 +63,6 @@ void iv_cpu_pack_panels(float *dst, const float *w, int64_t out, int64_t in)
     }
 }
 
-float *iv_cpu_pack_panels_new(const float *w, int64_t out, int64_t in)
-{
-    const size_t bytes = (iv_cpu_panel_floats(out, in) * sizeof(float) + 63) / 64 * 64;
-    float *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (p) iv_cpu_pack_panels(p, w, out, in);
-    return p;
-}
-
 iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in)
 {
     iv_tensor t = {.dtype = IV_F32, .device = IV_CPU, .ndim = 2, .shape = {out, in}, .data = packed,

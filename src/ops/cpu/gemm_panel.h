@@ -28,9 +28,6 @@
 size_t iv_cpu_panel_floats(int64_t out, int64_t in);
 /* Packs row-major w [out, in] into dst (iv_cpu_panel_floats floats, 64-byte aligned). */
 void iv_cpu_pack_panels(float *dst, const float *w, int64_t out, int64_t in);
-/* A packed copy of row-major w [out, in] in new 64-byte aligned memory
- * (free() it), or NULL when out of memory. */
-float *iv_cpu_pack_panels_new(const float *w, int64_t out, int64_t in);
 /* The tensor the linear op takes for a packed [out, in] weight. */
 iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in);
 /* Element (n, k) of a packed weight, for tests. */
