@@ -14,9 +14,9 @@
 
 void iv_pack_panels_releasing(float *dst, const iv_tensor *w, iv_weights *weights)
 {
-    const int64_t out = w->shape[0], in = w->shape[1];
-    for (int64_t r0 = 0; r0 < out; r0 += PACK_SLICE_PANELS * IV_PANEL_COLS) {
-        const int64_t rows = out - r0 < PACK_SLICE_PANELS * IV_PANEL_COLS ? out - r0 : PACK_SLICE_PANELS * IV_PANEL_COLS;
+    const int64_t out = w->shape[0], in = w->shape[1], slice = PACK_SLICE_PANELS * IV_PANEL_COLS;
+    for (int64_t r0 = 0; r0 < out; r0 += slice) {
+        const int64_t rows = out - r0 < slice ? out - r0 : slice;
         const float *src = iv_f32(w) + r0 * in;
         iv_cpu_pack_panels(dst + r0 * in, src, rows, in); /* panel r0 / 32 starts r0 * in floats in */
         const iv_tensor done = iv_tensor_2d((float *)src, rows, in);
@@ -42,7 +42,8 @@ static const iv_tensor *pack_one(iv_model *m, const iv_tensor *w, const char *wh
 int iv_model_pack_cpu_weights(iv_model *m, size_t *packed_bytes, iv_err *err)
 {
     size_t bytes = 0;
-    const int rc = iv_model_replace_linear_weights(m, IV_LW_LAYER_MATMULS | IV_LW_AUX | IV_LW_HEADS, pack_one, &bytes, err);
+    const unsigned kinds = IV_LW_LAYER_MATMULS | IV_LW_AUX | IV_LW_HEADS;
+    const int rc = iv_model_replace_linear_weights(m, kinds, pack_one, &bytes, err);
     if (packed_bytes) *packed_bytes = bytes;
     return rc;
 }

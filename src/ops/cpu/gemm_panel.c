@@ -25,7 +25,6 @@
 
 #include <math.h>
 #include <omp.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
