@@ -20,7 +20,11 @@
  *      place (no K copy);
  *   2. softmax sweeps the rows of st with vector lanes holding queries:
  *      scale, softcap, bias, ALiBi, window and key masks, max, then
- *      exp(s - max) and the sums (zero weight outside each query's window);
+ *      exp(s - max) and the sums (zero weight outside each query's window).
+ *      In a plain block (every query sees the same keys, nothing added:
+ *      encoders without masks) the score tiles store the scaled scores and
+ *      keep the maxima, so only the exp sweep is left, same bits (32 x
+ *      L=128, d=32, 2 threads: 7% less time in attention);
  *   3. P V accumulates 6 queries x 16 dims (x 2 panels on AVX-512) per step
  *      over V packed in tiles of KT keys x 16 dims, then each row is scaled
  *      by 1 / sum.
@@ -57,6 +61,7 @@ typedef struct {
     float *vp;  /* [round16(head_dim)/16][KT][16] packed value tile */
     float *o;   /* [BQ][round16(head_dim)] output accumulators */
     float *inv; /* [BQ] 1 / softmax denominators (0: no visible key) */
+    float *mx;  /* [BQ] score maxima the score tiles keep (plain blocks) */
 } att_scratch;
 
 /* The keys of a sequence of length len that query i may see: [lo, hi]. */
@@ -96,6 +101,12 @@ static inline __attribute__((always_inline)) v16f v16_set1(float s)
 {
     return (v16f){s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s};
 }
+typedef int32_t v16i __attribute__((vector_size(64)));
+static inline __attribute__((always_inline)) v16f v16_max(v16f a, v16f b)
+{
+    const v16i m = a > b;
+    return (v16f)((m & (v16i)a) | (~m & (v16i)b));
+}
 static inline __attribute__((always_inline)) v16f v16_fma(v16f a, v16f b, v16f c)
 {
 #if defined(__AVX512F__)
@@ -115,9 +126,13 @@ static inline __attribute__((always_inline)) v16f v16_fma(v16f a, v16f b, v16f c
 
 /* st[kr][p*16 .. p*16+15] = k_kr . (queries of panel p) for R key rows k[kr]
  * and P panels of packed Q (qp[p][c][16], panels d*16 apart). R and P are
- * constants after inlining, so the accumulators stay in registers. */
+ * constants after inlining, so the accumulators stay in registers. With mx
+ * (plain blocks, see attend_block) the tile stores the scores times scale,
+ * final as the softmax wants them, and folds them into the running
+ * per-query maxima mx[p*16 ..]: the same products and the same maxima as
+ * the softmax's own first sweep would make, one sweep over st fewer. */
 static inline __attribute__((always_inline)) void score_tile(int R, int P, const float *const *k, int d,
-                                                             const float *qp, float *st)
+                                                             const float *qp, float *st, float scale, float *mx)
 {
     v16f acc[ATT_KR][ATT_PANELS];
     for (int r = 0; r < R; r++)
@@ -129,6 +144,19 @@ static inline __attribute__((always_inline)) void score_tile(int R, int P, const
             const v16f kb = v16_set1(k[r][c]);
             for (int p = 0; p < P; p++) acc[r][p] = v16_fma(kb, q[p], acc[r][p]);
         }
+    }
+    if (mx) {
+        const v16f sc = v16_set1(scale);
+        for (int p = 0; p < P; p++) {
+            v16f m = v16_load(mx + p * 16);
+            for (int r = 0; r < R; r++) {
+                const v16f v = acc[r][p] * sc;
+                v16_store(st + r * ATT_BQ + p * 16, v);
+                m = v16_max(m, v);
+            }
+            v16_store(mx + p * 16, m);
+        }
+        return;
     }
     for (int r = 0; r < R; r++)
         for (int p = 0; p < P; p++) v16_store(st + r * ATT_BQ + p * 16, acc[r][p]);
@@ -144,12 +172,13 @@ static inline __attribute__((always_inline)) void score_tile(int R, int P, const
     default: fn(1, P, __VA_ARGS__); break;   \
     }
 
-static void score_rows(int R, int P, const float *const *k, int d, const float *qp, float *st)
+static void score_rows(int R, int P, const float *const *k, int d, const float *qp, float *st, float scale,
+                       float *mx)
 {
     if (P == 2 && ATT_PANELS == 2) {
-        ATT_SWITCH_R(score_tile, R, 2, k, d, qp, st)
+        ATT_SWITCH_R(score_tile, R, 2, k, d, qp, st, scale, mx)
     } else {
-        ATT_SWITCH_R(score_tile, R, 1, k, d, qp, st)
+        ATT_SWITCH_R(score_tile, R, 1, k, d, qp, st, scale, mx)
     }
 }
 
@@ -186,11 +215,28 @@ static void pv_rows(int R, int P, const float *pr, int64_t kn, const float *vp, 
  * exp(s - max), zero where a query may not look, and fills w->inv with
  * 1 / sum (0 when a query sees no key). Rows of st are swept in order with
  * the 8 lanes of group g holding queries g*8 .. g*8+7 (lanes past nq are
- * padding with an empty window). */
+ * padding with an empty window). In a plain block the scores are already
+ * scaled and their maxima are in w->mx, so only the exp sweep is left. */
 static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int64_t i0, int64_t jlo, int64_t nk,
-                          int64_t len, int64_t base, int h, const float *bias_seq)
+                          int64_t len, int64_t base, int h, const float *bias_seq, int plain)
 {
     const int ng = (int)(round16(nq) / IV_VL);
+    if (plain) {
+        vf mx[ATT_BQ / IV_VL], sum[ATT_BQ / IV_VL];
+        for (int g = 0; g < ng; g++) {
+            mx[g] = v_load(w->mx + g * IV_VL);
+            sum[g] = v_zero();
+        }
+        for (int64_t jj = 0; jj < nk; jj++)
+            for (int g = 0; g < ng; g++) {
+                float *x = w->st + jj * ATT_BQ + g * IV_VL;
+                const vf e = v_exp(v_load(x) - mx[g]);
+                v_store(x, e);
+                sum[g] = sum[g] + e;
+            }
+        for (int g = 0; g < ng; g++) v_store(w->inv + g * IV_VL, 1.0f / sum[g]);
+        return;
+    }
     vi lo[ATT_BQ / IV_VL], hi[ATT_BQ / IV_VL], qi[ATT_BQ / IV_VL];
     vf mx[ATT_BQ / IV_VL], sum[ATT_BQ / IV_VL];
     for (int g = 0; g < ng; g++) {
@@ -296,6 +342,13 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
     const float *kbase = a->k.data + (base + jlo) * a->k.ld + (int64_t)kvh * d;
     const float *vbase = a->v.data + (base + jlo) * a->v.ld + (int64_t)kvh * d;
 
+    /* Plain block: every query sees every key in jlo..jhi and nothing is
+     * added to or done with the scaled scores (the encoders' usual case). */
+    const int plain = !a->key_mask && !a->alibi_slopes && !a->bias && a->softcap == 0.0f &&
+                      key_lo(a, i1 - 1) == jlo && key_hi(a, i0, len) == jhi;
+    if (plain)
+        for (int64_t r = 0; r < nq16; r++) w->mx[r] = -INFINITY;
+
     /* 1. Pack Q^T in panels of 16 queries (zeros past nq), then scores. */
     pack_queries(w->qp, a->q.data + (base + i0) * a->q.ld + (int64_t)h * d, a->q.ld, nq, d);
     for (int64_t p = 0; p < nq16 / 16; p += ATT_PANELS) {
@@ -304,13 +357,14 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
             int R = nk - jj < ATT_KR ? (int)(nk - jj) : ATT_KR;
             const float *k[ATT_KR];
             for (int r = 0; r < R; r++) k[r] = kbase + (jj + r) * a->k.ld;
-            score_rows(R, P, k, d, w->qp + p * d * 16, w->st + jj * ATT_BQ + p * 16);
+            score_rows(R, P, k, d, w->qp + p * d * 16, w->st + jj * ATT_BQ + p * 16, a->scale,
+                       plain ? w->mx + p * 16 : NULL);
         }
     }
 
     /* 2. Softmax down the key columns, 8 queries at a time. */
     const float *bias_seq = a->bias ? a->bias + a->bias_offsets[s] : NULL;
-    softmax_block(a, w, nq, i0, jlo, nk, len, base, h, bias_seq);
+    softmax_block(a, w, nq, i0, jlo, nk, len, base, h, bias_seq, plain);
 
     /* 3. P V over packed value tiles. */
     for (int64_t kt0 = 0; kt0 < nk; kt0 += ATT_KT) {
@@ -372,6 +426,7 @@ void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a)
         w.vp = iv_cpu_scratch((size_t)(ATT_KT * dpad) * sizeof(float));
         w.o = iv_cpu_scratch((size_t)(ATT_BQ * dpad) * sizeof(float));
         w.inv = iv_cpu_scratch(ATT_BQ * sizeof(float));
+        w.mx = iv_cpu_scratch(ATT_BQ * sizeof(float));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntasks; t++) {
             int lo = 0, hi = a->n_seqs - 1; /* last s with first[s] <= t: skips empty sequences */
@@ -392,6 +447,7 @@ void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a)
         free(w.vp);
         free(w.o);
         free(w.inv);
+        free(w.mx);
     }
     free(first);
 }
