@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-asan deps models fixtures run clean bench fuzz fuzz-bins bench-ops bench-int8
+.PHONY: all test test-unit test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -98,6 +98,13 @@ $(BUILD)/bench_int8: $(BUILD)/bench/bench_int8.o $(BUILD)/libiv.a
 # CPU benchmark against the peers (bench/README.md); BENCH_ARGS=--quick for the short run.
 bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak
 	python3 bench/run_cpu.py --build $(BUILD) $(BENCH_ARGS)
+
+# The same against peers held to AVX2/FMA, as on the Zen 2 machines issue 5
+# targets: an AVX2 build (its own folder) run with IV_CPU_ISA=avx2.
+bench-avx2:
+	$(MAKE) BUILD=build/avx2 ARCH="-march=haswell" build/avx2/infinity_v3 build/avx2/bench_engine build/avx2/sgemm_peak
+	python3 bench/run_cpu.py --build build/avx2 --isa avx2 --out bench/results/cpu_avx2.json \
+		--plot bench/results/cpu_avx2_ratios.png $(BENCH_ARGS)
 
 $(BUILD)/bench_engine $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

@@ -155,6 +155,10 @@ def table(result):
              f"load average before {meta.get('loadavg_before')}, after {meta.get('loadavg_after')}"
              + (", OMP_WAIT_POLICY=PASSIVE for every engine" if meta.get("passive_all") else
                 ", OMP_WAIT_POLICY=PASSIVE for torch only")]
+    if meta.get("isa"):
+        capped = ", ".join(sorted(meta.get("isa_env") or {}))
+        lines.append(f"instruction sets capped at {meta['isa']} for {capped} (onnxruntime has no switch: it runs "
+                     f"the CPU's best)")
     sg = result.get("sgemm", {})
     peaks = ", ".join(f"{t} thread{'s' if t != '1' else ''}: {_f(v.get('median_gflops'), '.1f')} GFLOP/s"
                       + (f" ({v['core']})" if v.get("core") else "") for t, v in sorted(sg.items()))
@@ -259,7 +263,8 @@ def plot(result, path):
     ax.set_ylabel("infinity_v3 speedup (peer time / our time)")
     meta = result["meta"]
     wait = "every engine passive-waiting" if meta.get("passive_all") else "torch passive-waiting"
-    ax.set_title(f"infinity_v3 vs peers on CPU, {meta['threads']} threads, {wait} ({meta['mode']} run, "
+    isa = f", {meta['isa']} only (onnxruntime uncapped)" if meta.get("isa") else ""
+    ax.set_title(f"infinity_v3 vs peers on CPU, {meta['threads']} threads, {wait}{isa} ({meta['mode']} run, "
                  f"{meta['date']})", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

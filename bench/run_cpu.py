@@ -51,6 +51,17 @@ PROFILES = {
 # no spinning in onnxruntime's pool), not only torch's. On a machine shared
 # with other work spinning threads lose whole scheduler slices at each barrier.
 PASSIVE_ALL = False
+# --isa avx2: every engine that has a switch for it runs only AVX2/FMA code,
+# as on the Zen 2 machines issue 5 targets (see bench/README.md). onnxruntime
+# has no such switch and keeps the CPU's best (AVX-512 here): the table says so.
+ISA = None
+ISA_ENV = {
+    "avx2": {
+        "infinity_v3": {"IV_CPU_ISA": "avx2", "OPENBLAS_CORETYPE": "Haswell"},
+        "torch": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+        "ctranslate2": {"CT2_FORCE_CPU_ISA": "AVX2"},
+    },
+}
 CLI_SENTENCES = 1000
 CLI_BATCH = 32  # sentence-transformers' default encode batch size
 
@@ -69,6 +80,8 @@ def engine_env(engine, threads):
         # Idle OpenMP workers sleep instead of spinning between ops, as
         # PyTorch recommends when it shares the cores.
         env["OMP_WAIT_POLICY"] = "PASSIVE"
+    if ISA:
+        env.update(ISA_ENV[ISA].get(engine, {}))
     return env
 
 
@@ -151,10 +164,10 @@ def openblas_cores():
     if os.environ.get("OPENBLAS_CORETYPE"):
         return [None]
     f = cpu_flags()
-    cores = [None]
+    cores = [None] if not ISA else []
     if {"avx2", "fma"} <= f:
         cores += ["Haswell", "Zen"]
-    if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= f:
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= f and ISA != "avx2":
         cores += ["SkylakeX"]
         if "avx512_bf16" in f:
             cores += ["Cooperlake"]
@@ -174,7 +187,7 @@ def measure_sgemm(build, sgemm, threads_list, into=None):
             rec["error"] = f"{exe} not built (make {exe})"
             continue
         for core in openblas_cores():
-            env = engine_env("infinity_v3", t)
+            env = engine_env("sgemm", t)
             if core:
                 env["OPENBLAS_CORETYPE"] = core
             p = subprocess.run([exe, str(sgemm["n"]), str(sgemm["runs"])], env=env, capture_output=True, text=True,
@@ -386,6 +399,10 @@ def main():
     ap.add_argument("--passive", action="store_true",
                     help="OMP_WAIT_POLICY=PASSIVE (no spin-waiting) for every engine, not only torch")
     ap.add_argument("--no-cli", action="store_true", help="skip the 1,000-sentence CLI workload")
+    ap.add_argument("--isa", choices=sorted(ISA_ENV),
+                    help="run only this instruction set where an engine can be told (infinity_v3: a build "
+                         "made with ARCH=-march=haswell, see `make bench-avx2`); the sgemm peak uses the "
+                         "OpenBLAS kernels of that set")
     ap.add_argument("--build", default=os.path.join("build", "release"),
                     help="folder holding infinity_v3, bench_engine and sgemm_peak")
     ap.add_argument("--out", default=os.path.join("bench", "results", "cpu.json"))
@@ -400,12 +417,14 @@ def main():
         print(cpu_report.table(result))
         cpu_report.plot(result, args.plot)
         return
-    global PASSIVE_ALL
+    global PASSIVE_ALL, ISA
     PASSIVE_ALL = args.passive
+    ISA = args.isa
     mode = "quick" if args.quick else "full"
     profile = PROFILES[mode]
     t_start = time.time()
-    result = {"meta": {"mode": mode, "threads": args.threads, "passive_all": args.passive, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    result = {"meta": {"mode": mode, "threads": args.threads, "passive_all": args.passive, "isa": args.isa,
+                       "isa_env": ISA_ENV.get(args.isa), "date": datetime.datetime.now().isoformat(timespec="seconds"),
                        "cpu": cpu_model(), "nproc": os.cpu_count(), "loadavg_before": loadavg(),
                        "versions": versions(), "profile": profile}}
     log(f"sgemm peak ({profile['sgemm']['n']}^3, OpenBLAS, 1 and {args.threads} threads)")

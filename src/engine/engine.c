@@ -19,6 +19,8 @@
 #include "models/model.h"
 #include "models/pack_weights.h"
 #include "models/quantize.h"
+#include "ops/cpu/cpu_isa.h"
+#include "ops/cpu/gemm_panel.h"
 #include "ops/cpu/int8_ops.h"
 
 struct iv_engine {
@@ -134,6 +136,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (iv_model_pack_cpu_weights(e->model, NULL, err) || iv_st_dense_pack_cpu(&e->dense, err) ||
         iv_st_dense_pack_cpu(&e->colbert.dense, err))
         goto fail;
+    IV_INFO("CPU linear kernel %s (instruction sets up to %s)", iv_cpu_panel_kernel_name(), iv_cpu_isa_cap_name());
     e->max_len = iv_model_max_length(e->model);
     if (e->colbert.layout != IV_COLBERT_NONE) {
         if (opts && opts->pooling_override) {

@@ -19,6 +19,8 @@
  * x is read in place (row stride x.ld): no copy of the activations either. */
 #include "ops/cpu/gemm_panel.h"
 
+#include "ops/cpu/cpu_isa.h"
+
 /* 16-lane vector math for the AVX-512 epilogue (vmath.h). */
 #define IV_VMATH_WIDE
 #include "ops/cpu/vmath.h"
@@ -348,9 +350,10 @@ static panel_kernel pick_kernel(void)
 {
 #ifdef PANEL_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+    if (iv_cpu_isa_allows(IV_ISA_AVX512) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
         return (panel_kernel){tiles_avx512, "avx512"};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return (panel_kernel){tiles_avx2, "avx2"};
+    if (iv_cpu_isa_allows(IV_ISA_AVX2) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return (panel_kernel){tiles_avx2, "avx2"};
 #endif
     return (panel_kernel){tiles_portable, "portable"};
 }
@@ -380,8 +383,9 @@ int iv_cpu_panel_use(const char *name)
 #ifdef PANEL_X86
     __builtin_cpu_init();
     const int fma = __builtin_cpu_supports("fma");
-    if (!strcmp(name, "avx2") && fma && __builtin_cpu_supports("avx2")) k = (panel_kernel){tiles_avx2, "avx2"};
-    if (!strcmp(name, "avx512") && fma && __builtin_cpu_supports("avx512f"))
+    if (!strcmp(name, "avx2") && fma && iv_cpu_isa_allows(IV_ISA_AVX2) && __builtin_cpu_supports("avx2"))
+        k = (panel_kernel){tiles_avx2, "avx2"};
+    if (!strcmp(name, "avx512") && fma && iv_cpu_isa_allows(IV_ISA_AVX512) && __builtin_cpu_supports("avx512f"))
         k = (panel_kernel){tiles_avx512, "avx512"};
 #endif
     if (!strcmp(name, "auto")) k = pick_kernel();

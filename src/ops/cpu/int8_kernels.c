@@ -8,6 +8,8 @@
  * each of its 8 output rows. */
 #include "ops/cpu/int8_kernels.h"
 
+#include "ops/cpu/cpu_isa.h"
+
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -92,7 +94,7 @@ AVX2_TARGET static void avx2_tile(const void *a, size_t a_stride, int rows, cons
 static int avx2_available(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+    return iv_cpu_isa_allows(IV_ISA_AVX2) && __builtin_cpu_supports("avx2");
 }
 
 /* ---- VNNI: vpdpbusd on 256-bit vectors ----
@@ -139,8 +141,8 @@ VNNI_TARGET static void vnni_tile(const void *a, size_t a_stride, int rows, cons
 static int vnni_available(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
+    return iv_cpu_isa_allows(IV_ISA_AVX512) && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
 /* ---- VNNI on 512-bit vectors: four panels (32 columns) per tile ----

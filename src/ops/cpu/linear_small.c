@@ -20,6 +20,8 @@
  * row-major weights of models run without the engine's load-time packing. */
 #include "ops/cpu/linear_small.h"
 
+#include "ops/cpu/cpu_isa.h"
+
 #include <stdint.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -152,7 +154,7 @@ SMALL_TARGET static void linear_small_avx2(iv_view y, iv_view x, const float *w,
 static int avx2_fma_available(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return iv_cpu_isa_allows(IV_ISA_AVX2) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 #endif

@@ -1,0 +1,86 @@
+/* IV_CPU_ISA caps the kernels a run may pick (ops/cpu/cpu_isa.h), so one
+ * machine runs what an AVX2-only or a baseline x86-64 CPU runs. The panel
+ * kernel sums every output in one order whatever its vector width, and the
+ * int8 kernels produce the same integers, so the real all-MiniLM-L6-v2 must
+ * give byte-identical output under every cap, for float32 and int8 alike.
+ * Runs the CLI (IV_BIN) as a child process: the cap is read once per process. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/file.h"
+#include "test.h"
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+/* `embed --all` of the input file under cap (NULL: unset); the output text, or NULL. */
+static char *embed_all(const char *model, const char *in, const char *cap, const char *dtype, const char *out)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s%s '%s' embed --all --dtype %s --model-id '%s' < '%s' > '%s' 2>/dev/null",
+             cap ? "IV_CPU_ISA=" : "env -u IV_CPU_ISA", cap ? cap : "", iv_test_binary(), dtype, model, in, out);
+    int st = system(cmd);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        iv_test_fail(__FILE__, __LINE__, "embed under IV_CPU_ISA=%s --dtype %s failed", cap ? cap : "(unset)", dtype);
+        return NULL;
+    }
+    return slurp(out);
+}
+
+TEST(cpu_isa_cap_same_bits)
+{
+    if (access(iv_test_binary(), X_OK) != 0) {
+        iv_test_skip("infinity_v3 binary not built");
+        return;
+    }
+    char model[4096];
+    iv_path_join(model, sizeof model, iv_test_models_dir(), "all-MiniLM-L6-v2");
+    if (!iv_dir_exists(model)) {
+        iv_test_fail(__FILE__, __LINE__, "%s missing: run scripts/fetch-models.sh", model);
+        return;
+    }
+    char dir[] = "/tmp/iv_isa_XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char in[600], out[600];
+    snprintf(in, sizeof in, "%s/in.txt", dir);
+    snprintf(out, sizeof out, "%s/out.jsonl", dir);
+    FILE *f = fopen(in, "w");
+    REQUIRE(f);
+    /* Lengths on both sides of the 12- and 6-row tile heights. */
+    fputs("A man is playing a guitar on the stage tonight.\nHello\n"
+          "The quick brown fox jumps over the lazy dog while the farmer sleeps in the barn.\n",
+          f);
+    fclose(f);
+    static const char *caps[] = {NULL, "avx512", "avx2", "baseline"};
+    static const char *dtypes[] = {"float32", "int8"};
+    for (int d = 0; d < 2; d++) {
+        char *want = embed_all(model, in, NULL, dtypes[d], out);
+        if (!want) break;
+        CHECK_MSG(strlen(want) > 1000, "--dtype %s: output too short", dtypes[d]);
+        for (int c = 1; c < 4; c++) {
+            char *got = embed_all(model, in, caps[c], dtypes[d], out);
+            if (!got) continue;
+            CHECK_MSG(!strcmp(got, want), "--dtype %s: IV_CPU_ISA=%s output differs from the default's",
+                      dtypes[d], caps[c]);
+            free(got);
+        }
+        free(want);
+    }
+    unlink(in);
+    unlink(out);
+    rmdir(dir);
+}
