@@ -59,7 +59,8 @@ ISA_ENV = {
     "avx2": {
         "infinity_v3": {"IV_CPU_ISA": "avx2", "OPENBLAS_CORETYPE": "Haswell"},
         "torch": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
-        "ctranslate2": {"CT2_FORCE_CPU_ISA": "AVX2"},
+        # Its own kernels, and the MKL and oneDNN it does its matrix products with.
+        "ctranslate2": {"CT2_FORCE_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
     },
 }
 CLI_SENTENCES = 1000
