@@ -1,6 +1,7 @@
 /* Benchmark of the CPU int8 path against FP32 (`make bench-int8`):
- *   1. the linear op at MiniLM-L6 and BERT-base shapes, FP32 (OpenBLAS
- *      sgemm + epilogue) vs int8 with each integer kernel this CPU has;
+ *   1. the linear op at MiniLM-L6 and BERT-base shapes, FP32 (weights packed
+ *      in panels, as the engine packs them at load) vs int8 with each
+ *      integer kernel this CPU has;
  *   2. all-MiniLM-L6-v2 end to end through the engine, `--dtype float32` vs
  *      `--dtype int8`: single 8-token requests (p50/p90 latency) and a batch
  *      of 32 sequences of 128 tokens.
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "ops/cpu/gemm_panel.h"
 #include "ops/cpu/int8_ops.h"
 #include "ops/ops.h"
 
@@ -62,7 +64,10 @@ static void bench_linear(const lin_shape *s, int rounds)
     float *x = rand_buf(s->t * s->in, -2.0f, 2.0f, 1), *w = rand_buf(s->out * s->in, -0.1f, 0.1f, 2);
     float *b = rand_buf(s->out, -0.1f, 0.1f, 3), *y = rand_buf(s->t * s->out, -1.0f, 1.0f, 4);
     float *r = s->residual ? rand_buf(s->t * s->out, -1.0f, 1.0f, 5) : NULL;
-    iv_tensor wt = iv_tensor_2d(w, s->out, s->in), bt = iv_tensor_1d(b, s->out);
+    /* FP32 as the engine runs it: weights packed at load for the panel kernel. */
+    float *wp = aligned_alloc(64, iv_cpu_panel_floats(s->out, s->in) * sizeof(float));
+    iv_cpu_pack_panels(wp, w, s->out, s->in);
+    iv_tensor wt = iv_cpu_panel_tensor(wp, s->out, s->in), bt = iv_tensor_1d(b, s->out);
     void *blob = aligned_alloc(64, (iv_int8_packed_bytes(s->out, s->in) + 63) & ~(size_t)63);
     float *scales = malloc((size_t)s->out * sizeof(float));
     iv_int8_pack_weights(blob, scales, w, s->out, s->in);
@@ -98,6 +103,7 @@ static void bench_linear(const lin_shape *s, int rounds)
     for (int c = 0; c <= nk; c++) free(times[c]);
     free(x);
     free(w);
+    free(wp);
     free(b);
     free(y);
     free(r);
