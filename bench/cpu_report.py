@@ -57,7 +57,7 @@ def summarise_model(model_dir, arith, workloads, results):
             continue
         e = {"load_s": res.get("load_s"), "peak_rss_kb": res.get("peak_rss_kb"),
              "rss_after_load_kb": res.get("rss_after_load_kb"), "process_wall_s": res.get("process_wall_s"),
-             "workloads": {}}
+             "sgemm_adjacent_gflops": res.get("sgemm_adjacent_gflops"), "workloads": {}}
         for w in workloads:
             rec = res["workloads"].get(w["name"], {})
             ref_first = ref.get("workloads", {}).get(w["name"], {}).get("first_embedding") if "error" not in ref \
@@ -137,9 +137,12 @@ def add_peak_fractions(result, threads):
         return
     for m in result.get("models", []):
         for e in m["engines"].values():
+            adj = e.get("sgemm_adjacent_gflops")
             for st in e.get("workloads", {}).values():
                 if st.get("gflops"):
                     st["peak_fraction"] = st["gflops"] / peak
+                    if adj:
+                        st["adjacent_fraction"] = st["gflops"] / (sum(adj) / len(adj))
     for e in result.get("cli", {}).get("engines", {}).values():
         if e.get("gflops"):
             e["peak_fraction"] = e["gflops"] / peak
@@ -165,7 +168,7 @@ def table(result):
     lines.append(f"sgemm peak (OpenBLAS, {meta['profile']['sgemm']['n']}^3, median, best kernel set, "
                  f"better of start/end): {peaks}")
     head = f"{'workload':<22}{'engine':<13}{'tok/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'speedup':>9}" \
-           f"{'GFLOP/s':>9}{'%peak':>7}{'max|d|':>9}"
+           f"{'GFLOP/s':>9}{'%peak':>7}{'%adj':>7}{'max|d|':>9}"
     for m in result.get("models", []):
         a = m["arith"]
         lines += ["", f"{m['model']}: {a['model_type']}, {a['layers']} layers, hidden {a['hidden']}, "
@@ -182,6 +185,7 @@ def table(result):
                 lines.append(f"{label:<22}{engine:<13}{_f(st['tokens_per_s'], '9.0f')}{_f(st['p50_ms'], '9.2f')}"
                              f"{_f(st['p99_ms'], '9.2f')}{sp:>9}{_f(st['gflops'], '9.1f')}"
                              f"{_f(100 * st['peak_fraction'] if st.get('peak_fraction') else None, '6.1f')}%"
+                             f"{_f(100 * st['adjacent_fraction'] if st.get('adjacent_fraction') else None, '6.1f')}%"
                              f"{_f(st.get('max_abs_diff_vs_torch'), '9.1e')}")
         rss = []
         for engine, e in m["engines"].items():

@@ -203,6 +203,27 @@ def measure_sgemm(build, sgemm, threads_list, into=None):
     return res
 
 
+# What sgemm_adjacent needs: set in main once the start-of-run peak has
+# picked OpenBLAS's best kernel set.
+ADJACENT = {}
+
+
+def sgemm_adjacent():
+    """The sgemm rate right now: a short measurement (3 runs, best kernel set)
+    taken just before and just after every engine process. The machines are
+    shared KVM guests whose speed drifts by 30% over minutes; "% adj" divides
+    an engine's FLOP/s by the mean of its own neighbouring measurements, so a
+    slow phase of the machine lowers both sides of the fraction alike."""
+    if not ADJACENT:
+        return None
+    env = engine_env("sgemm", ADJACENT["threads"])
+    if ADJACENT.get("core"):
+        env["OPENBLAS_CORETYPE"] = ADJACENT["core"]
+    p = subprocess.run([os.path.join(ADJACENT["build"], "sgemm_peak"), str(ADJACENT["n"]), "3"], env=env,
+                       capture_output=True, text=True, cwd=ROOT)
+    return json.loads(p.stdout)["median_gflops"] if p.returncode == 0 else None
+
+
 def convert(model_dir, engines, threads):
     """Exports for onnxruntime / ctranslate2 (cached); returns (dir, {engine: error})."""
     key = os.path.basename(os.path.normpath(model_dir))
@@ -275,6 +296,7 @@ def merge_rounds(parts):
         if vals:
             res[key] = pick(vals)
     res["rounds"] = len(ok)
+    res["sgemm_adjacent_gflops"] = [g for p in ok for g in p.get("sgemm_adjacent_gflops", [])]
     return res
 
 
@@ -295,7 +317,9 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
             if parts[engine] and "error" in parts[engine][-1]:
                 continue
             t0 = time.time()
+            before = sgemm_adjacent()
             res = run_engine(engine, model_dir, converted, wl_path, threads, build, timeout=900)
+            res["sgemm_adjacent_gflops"] = [g for g in (before, sgemm_adjacent()) if g]
             parts[engine].append(res)
             log(f"  round {r + 1}/{rounds} {engine}: {time.time() - t0:.0f}s" +
                 (f"  ERROR {res['error'][:200]}" if "error" in res else ""))
@@ -430,6 +454,8 @@ def main():
                        "versions": versions(), "profile": profile}}
     log(f"sgemm peak ({profile['sgemm']['n']}^3, OpenBLAS, 1 and {args.threads} threads)")
     result["sgemm"] = measure_sgemm(args.build, profile["sgemm"], sorted({1, args.threads}))
+    ADJACENT.update(build=args.build, threads=args.threads, n=profile["sgemm"]["n"],
+                    core=result["sgemm"].get(str(args.threads), {}).get("core"))
     tmp = tempfile.mkdtemp(prefix="iv-bench-")
     try:
         result["models"] = []

@@ -165,3 +165,52 @@ TEST(golden_tiny_model_fixtures)
         free(names[i]);
     }
 }
+
+/* SPLADE runs the MLM head over chunks of 256 tokens cut across sequence
+ * boundaries (heads/task_heads.c): with the fixture's inputs repeated into
+ * a batch of three chunks, sequences straddle chunk edges, and each one's
+ * vector must still be its expected one and the same bits as run alone. */
+TEST(golden_splade_chunks_straddle_sequences)
+{
+    char dir[4096];
+    iv_path_join(dir, sizeof dir, iv_test_fixtures_dir(), "models/bert_splade");
+    golden_case g;
+    if (golden_load(&g, dir)) return;
+    iv_engine *e;
+    iv_err err = {0};
+    if (iv_engine_load(&e, dir, NULL, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "load failed: %s", err.msg);
+        golden_free(&g);
+        return;
+    }
+    enum { COPIES = 9 };
+    const int n = g.n * COPIES;
+    iv_seq_input *seqs = calloc((size_t)n, sizeof *seqs);
+    int tokens = 0;
+    for (int i = 0; i < n; i++) {
+        const int k = i % g.n;
+        seqs[i] = (iv_seq_input){.ids = g.ids[k], .type_ids = g.types[k], .len = g.lens[k]};
+        tokens += g.lens[k];
+    }
+    CHECK_MSG(tokens > 2 * 256, "only %d tokens: fewer than three chunks", tokens);
+    iv_outputs all;
+    if (iv_engine_run(e, IV_TASK_SPARSE, seqs, n, &all, &err) == 0) {
+        for (int i = 0; i < n; i++) {
+            const int k = i % g.n;
+            const iv_tensor *want = golden_expected(&g, "sparse", k);
+            REQUIRE(want != NULL);
+            char what[64];
+            snprintf(what, sizeof what, "bert_splade sparse.%d as input %d of %d", k, i, n);
+            golden_compare(what, all.data + all.offsets[i], want->data, 1, all.cols, MIN_COS, MAX_ABS);
+            if (i < g.n) continue;
+            double d = iv_test_max_abs_diff(all.data + all.offsets[i], all.data + all.offsets[k], all.cols);
+            CHECK_MSG(d == 0, "input %d differs from input %d (the same sequence) by %.2e", i, k, d);
+        }
+        iv_outputs_free(&all);
+    } else {
+        iv_test_fail(__FILE__, __LINE__, "run failed: %s", err.msg);
+    }
+    free(seqs);
+    iv_engine_free(e);
+    golden_free(&g);
+}
