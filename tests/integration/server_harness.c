@@ -429,27 +429,16 @@ int raw_connect(const srv *s)
     return fd;
 }
 
-int raw_send_all(int fd, const char *data, size_t len)
-{
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = send(fd, data + off, len - off, MSG_NOSIGNAL);
-        if (w <= 0) return -1;
-        off += (size_t)w;
-    }
-    return 0;
-}
-
 char *raw_exchange(const srv *s, const char *req, size_t len, int timeout_ms)
 {
     int fd = raw_connect(s);
     if (fd < 0) return NULL;
-    raw_send_all(fd, req, len);
-    return raw_read_close(fd, timeout_ms);
-}
-
-char *raw_read_close(int fd, int timeout_ms)
-{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
     iv_strbuf b;
     iv_sb_init(&b);
     const double deadline = now_s() + timeout_ms / 1000.0;

@@ -69,10 +69,6 @@ unsigned char *b64_decode(const char *s, size_t *n);
 
 /* Raw socket: connects to the server (TCP or Unix), -1 on failure. */
 int raw_connect(const srv *s);
-/* Sends all of data; 0, or -1 when the peer is gone. */
-int raw_send_all(int fd, const char *data, size_t len);
-/* Reads until the peer closes or timeout_ms pass, closes fd; what was read. */
-char *raw_read_close(int fd, int timeout_ms);
 /* Sends all bytes; reads the reply until the peer closes or timeout_ms passes (malloc'd, NUL-terminated). */
 char *raw_exchange(const srv *s, const char *req, size_t len, int timeout_ms);
 

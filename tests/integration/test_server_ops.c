@@ -343,33 +343,18 @@ TEST(srv_sigterm_finishes_accepted_requests)
     REQUIRE(http_client_get(keep, "/health", &r) == 0);
     CHECK_EQ_INT(r.status, 200);
     http_resp_free(&r);
-    enum { N = 4, INPUTS = 8 };
+    enum { N = 4 };
     call calls[N];
     pthread_t th[N];
     for (int i = 0; i < N; i++) {
-        calls[i] = (call){&s, i % 2 ? "/v1/embeddings" : "/embed",
-                          heavy_request(i % 2 ? "input" : "inputs", INPUTS, 60), 0};
+        calls[i] = (call){&s, i % 2 ? "/v1/embeddings" : "/embed", heavy_request(i % 2 ? "input" : "inputs", 8, 60), 0};
         pthread_create(&th[i], NULL, do_call, &calls[i]);
     }
-    /* One more request, half of its body sent: the server counts a request
-     * from its first byte, so it keeps draining, and /health keeps answering,
-     * until this one is answered too, however fast the others finish (with
-     * only the N calls, a loaded machine could let the server drain and exit
-     * between two /health polls). */
-    const char *body = "{\"inputs\": \"the last request of the drain\"}";
-    char head[256];
-    snprintf(head, sizeof head,
-             "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-             strlen(body));
-    const size_t half = strlen(body) / 2;
-    int slow = raw_connect(&s);
-    REQUIRE(slow >= 0);
-    REQUIRE(raw_send_all(slow, head, strlen(head)) == 0 && raw_send_all(slow, body, half) == 0);
     /* Every request is accepted (its inputs counted) before the signal. */
-    while (metric(&s, "te_embed_count") < N * INPUTS) sleep_ms(5);
+    while (metric(&s, "te_embed_count") < N * 8) sleep_ms(5);
     kill(s.pid, SIGTERM);
     /* While draining, /health says so on an open connection (once the signal landed). */
-    for (int i = 0; i < 400; i++) {
+    for (int i = 0; i < 100; i++) {
         REQUIRE(http_client_get(keep, "/health", &r) == 0);
         if (r.status != 200) break;
         http_resp_free(&r);
@@ -379,13 +364,6 @@ TEST(srv_sigterm_finishes_accepted_requests)
     CHECK_STR(r.body, "{\"error\":\"unhealthy\",\"error_type\":\"Unhealthy\"}");
     http_resp_free(&r);
     http_client_free(keep);
-    /* The rest of the body: the request is served in full after the signal. */
-    REQUIRE(raw_send_all(slow, body + half, strlen(body) - half) == 0);
-    char *reply = raw_read_close(slow, 30000);
-    REQUIRE(reply);
-    CHECK_MSG(!strncmp(reply, "HTTP/1.1 200", 12) && strstr(reply, "[[") != NULL,
-              "the request completed after SIGTERM got: %.80s", reply);
-    free(reply);
     for (int i = 0; i < N; i++) {
         pthread_join(th[i], NULL);
         CHECK_EQ_INT(calls[i].status, 200);
