@@ -13,20 +13,6 @@
 #include "base/file.h"
 #include "test.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 /* `embed --all` of the input file under cap (NULL: unset); the output text, or NULL. */
 static char *embed_all(const char *model, const char *in, const char *cap, const char *dtype, const char *out)
 {
@@ -38,7 +24,11 @@ static char *embed_all(const char *model, const char *in, const char *cap, const
         iv_test_fail(__FILE__, __LINE__, "embed under IV_CPU_ISA=%s --dtype %s failed", cap ? cap : "(unset)", dtype);
         return NULL;
     }
-    return slurp(out);
+    char *text = NULL;
+    size_t len = 0;
+    iv_err err = {0};
+    if (iv_file_read_all(out, 64u << 20, &text, &len, &err)) iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    return text;
 }
 
 TEST(cpu_isa_cap_same_bits)
