@@ -86,34 +86,33 @@ static int64_t key_hi(const iv_attn_args *a, int64_t i, int64_t len)
  * a struct of two register vectors, not a 64-byte GCC vector: on AVX2 the
  * compiler kept those on the stack, and attention ran 10x slower than on
  * AVX-512 instead of about 2x (32 x L=128, d=32, 2 threads: 57.6 ms). */
-#define V16 static inline __attribute__((always_inline))
 #if defined(__AVX512F__)
 #define ATT_PANELS 2
 typedef __m512 v16f;
-V16 v16f v16_load(const float *p) { return _mm512_loadu_ps(p); }
-V16 void v16_store(float *p, v16f v) { _mm512_storeu_ps(p, v); }
-V16 v16f v16_set1(float s) { return _mm512_set1_ps(s); }
-V16 v16f v16_zero(void) { return _mm512_setzero_ps(); }
-V16 v16f v16_mul(v16f a, v16f b) { return _mm512_mul_ps(a, b); }
-V16 v16f v16_fma(v16f a, v16f b, v16f c) { return _mm512_fmadd_ps(a, b, c); }
+IV_VINLINE v16f v16_load(const float *p) { return _mm512_loadu_ps(p); }
+IV_VINLINE void v16_store(float *p, v16f v) { _mm512_storeu_ps(p, v); }
+IV_VINLINE v16f v16_set1(float s) { return _mm512_set1_ps(s); }
+IV_VINLINE v16f v16_zero(void) { return _mm512_setzero_ps(); }
+IV_VINLINE v16f v16_mul(v16f a, v16f b) { return _mm512_mul_ps(a, b); }
+IV_VINLINE v16f v16_fma(v16f a, v16f b, v16f c) { return _mm512_fmadd_ps(a, b, c); }
 /* b where a <= b or either is NaN, as v_max: same bits as the softmax sweep. */
-V16 v16f v16_max(v16f a, v16f b) { return _mm512_max_ps(a, b); }
+IV_VINLINE v16f v16_max(v16f a, v16f b) { return _mm512_max_ps(a, b); }
 #else
 #define ATT_PANELS 1
 typedef struct {
     vf lo, hi;
 } v16f;
-V16 v16f v16_load(const float *p) { return (v16f){v_load(p), v_load(p + 8)}; }
-V16 void v16_store(float *p, v16f v)
+IV_VINLINE v16f v16_load(const float *p) { return (v16f){v_load(p), v_load(p + 8)}; }
+IV_VINLINE void v16_store(float *p, v16f v)
 {
     v_store(p, v.lo);
     v_store(p + 8, v.hi);
 }
-V16 v16f v16_set1(float s) { return (v16f){v_set1(s), v_set1(s)}; }
-V16 v16f v16_zero(void) { return (v16f){v_zero(), v_zero()}; }
-V16 v16f v16_mul(v16f a, v16f b) { return (v16f){a.lo * b.lo, a.hi * b.hi}; }
-V16 v16f v16_fma(v16f a, v16f b, v16f c) { return (v16f){v_fma(a.lo, b.lo, c.lo), v_fma(a.hi, b.hi, c.hi)}; }
-V16 v16f v16_max(v16f a, v16f b) { return (v16f){v_max(a.lo, b.lo), v_max(a.hi, b.hi)}; }
+IV_VINLINE v16f v16_set1(float s) { return (v16f){v_set1(s), v_set1(s)}; }
+IV_VINLINE v16f v16_zero(void) { return (v16f){v_zero(), v_zero()}; }
+IV_VINLINE v16f v16_mul(v16f a, v16f b) { return (v16f){a.lo * b.lo, a.hi * b.hi}; }
+IV_VINLINE v16f v16_fma(v16f a, v16f b, v16f c) { return (v16f){v_fma(a.lo, b.lo, c.lo), v_fma(a.hi, b.hi, c.hi)}; }
+IV_VINLINE v16f v16_max(v16f a, v16f b) { return (v16f){v_max(a.lo, b.lo), v_max(a.hi, b.hi)}; }
 #endif
 
 /* st[kr][p*16 .. p*16+15] = k_kr . (queries of panel p) for R key rows k[kr]
