@@ -148,16 +148,9 @@ T512 TILE_INLINE void epilogue512(const panel_epi *e, __m512 c0, __m512 c1, int 
  * from memory once per call, and the hardware prefetcher alone leaves the
  * kernel well below the memory bandwidth (BERT-base, 8 tokens, 2 threads:
  * 20.3 ms without, 14.1 ms with; prefetching only 4 KiB ahead: 16.6 ms).
- * tile512 asks for pf_lines 64-byte lines from pf, spread over its k steps. */
-TILE_INLINE void prefetch_step(const float *pf, int64_t pf_lines, int64_t lps, int64_t k)
-{
-    if (!lps) return; /* 1 or 2: the next piece has 2 lines per k step, shared by >= 1 tiles */
-    const int64_t l = k * lps;
-    if (l < pf_lines) _mm_prefetch((const char *)(pf + l * 16), _MM_HINT_T1);
-    if (lps > 1 && l + 1 < pf_lines) _mm_prefetch((const char *)(pf + (l + 1) * 16), _MM_HINT_T1);
-}
-
-/* Tile t of n_tiles' share of the next piece (kn steps after bp). */
+ * A tile asks for pf_lines 64-byte lines from pf, spread over its first k
+ * steps. This gives tile t of n_tiles its share of the next piece (kn steps
+ * after bp). */
 static inline void next_piece_share(const float *bp, int64_t kn, int n_tiles, int t, const float **pf,
                                     int64_t *pf_lines)
 {
@@ -167,25 +160,47 @@ static inline void next_piece_share(const float *bp, int64_t kn, int n_tiles, in
     if (*pf_lines < 0) *pf_lines = 0;
 }
 
+/* One k step of a 12-row tile: rows 3i + j are read at base[i] + j * lda,
+ * so that four pointers and one stride address all twelve rows (twelve
+ * pointers do not fit the general registers, and the compiler reloaded
+ * them from the stack on every step). */
+T512 TILE_INLINE void step512(const float *const base[4], int64_t lda, const float *bk, __m512 *c0, __m512 *c1,
+                              const int R)
+{
+    const __m512 b0 = _mm512_load_ps(bk), b1 = _mm512_load_ps(bk + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+        const __m512 av = _mm512_set1_ps(base[r / 3][(r % 3) * lda]);
+        c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+        c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+}
+
 T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
                              const panel_epi *e, const float *pf, int64_t pf_lines, const int R)
 {
-    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0; /* lines per k step */
     __m512 c0[MR512], c1[MR512];
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++) {
         c0[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + r * NR);
         c1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + r * NR + 16);
     }
-    for (int64_t k = 0; k < kn; k++) {
-        const __m512 b0 = _mm512_load_ps(bp + k * NR), b1 = _mm512_load_ps(bp + k * NR + 16);
-        prefetch_step(pf, pf_lines, lps, k);
-#pragma GCC unroll 12
-        for (int r = 0; r < R; r++) {
-            const __m512 av = _mm512_set1_ps(a[r * lda + k]);
-            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
-        }
+    const float *base[4] = {a, R > 3 ? a + 3 * lda : a, R > 6 ? a + 6 * lda : a, R > 9 ? a + 9 * lda : a};
+    /* The first steps each prefetch their lines of the share (1 or 2 per
+     * step: a share is at most the 2 lines per step of the whole next
+     * piece); the rest of the steps run without. */
+    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0;
+    const int64_t k_pf = lps ? (pf_lines + lps - 1) / lps : 0, second = lps > 1 ? 16 : 0;
+    int64_t k = 0;
+    for (const float *p = pf; k < k_pf; k++, p += lps * 16) {
+        _mm_prefetch((const char *)p, _MM_HINT_T1);
+        _mm_prefetch((const char *)(p + second), _MM_HINT_T1);
+        step512(base, lda, bp + k * NR, c0, c1, R);
+        for (int i = 0; i < 4; i++) base[i]++;
+    }
+    for (; k < kn; k++) {
+        step512(base, lda, bp + k * NR, c0, c1, R);
+        for (int i = 0; i < 4; i++) base[i]++;
     }
 #if TILE512_EPILOGUE
     if (e) {
@@ -271,25 +286,41 @@ T256 TILE_INLINE void epilogue256(const panel_epi *e, __m256 c, int r, int col)
 
 /* One 16-column half of the strip: bp and ct already point at the half,
  * col0 (0 or 16) says which. Prefetching as tile512. */
+/* One k step of a 6-row tile, rows addressed as in step512. */
+T256 TILE_INLINE void step256(const float *const base[2], int64_t lda, const float *bk, __m256 *c0, __m256 *c1,
+                              const int R)
+{
+    const __m256 b0 = _mm256_load_ps(bk), b1 = _mm256_load_ps(bk + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        const __m256 av = _mm256_broadcast_ss(base[r / 3] + (r % 3) * lda);
+        c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+        c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+    }
+}
+
 T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
                              const panel_epi *e, int col0, const float *pf, int64_t pf_lines, const int R)
 {
-    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0;
     __m256 c0[MR256], c1[MR256];
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
         c0[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(ct + r * NR);
         c1[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(ct + r * NR + 8);
     }
-    for (int64_t k = 0; k < kn; k++) {
-        const __m256 b0 = _mm256_load_ps(bp + k * NR), b1 = _mm256_load_ps(bp + k * NR + 8);
-        prefetch_step(pf, pf_lines, lps, k);
-#pragma GCC unroll 6
-        for (int r = 0; r < R; r++) {
-            const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
-            c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
-            c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
-        }
+    const float *base[2] = {a, R > 3 ? a + 3 * lda : a};
+    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0;
+    const int64_t k_pf = lps ? (pf_lines + lps - 1) / lps : 0, second = lps > 1 ? 16 : 0;
+    int64_t k = 0;
+    for (const float *p = pf; k < k_pf; k++, p += lps * 16) {
+        _mm_prefetch((const char *)p, _MM_HINT_T1);
+        _mm_prefetch((const char *)(p + second), _MM_HINT_T1);
+        step256(base, lda, bp + k * NR, c0, c1, R);
+        base[0]++, base[1]++;
+    }
+    for (; k < kn; k++) {
+        step256(base, lda, bp + k * NR, c0, c1, R);
+        base[0]++, base[1]++;
     }
 #if TILE256_EPILOGUE
     if (e) {
