@@ -9,7 +9,16 @@
  * max_runs or, after min_runs, until max_seconds have passed. Prints one JSON
  * object with every run's wall time, so the harness computes the same
  * statistics for every engine; load time and peak RSS (VmHWM) come with it.
- * Thread count: OMP_NUM_THREADS (OpenBLAS is the OpenMP build). */
+ * Thread count: OMP_NUM_THREADS (OpenBLAS is the OpenMP build).
+ *
+ *   bench_engine --model-id DIR --workloads FILE.json --serve
+ *
+ * keeps the model loaded and takes orders on stdin, so that the harness can
+ * interleave engines run by run (bench/run_cpu.py): after loading it prints
+ * {"ready", "load_s", "rss_after_load_kb", ...}; then each line naming a
+ * workload runs it (its warmup only the first time) and prints that
+ * workload's record as one line; "quit" or end of input prints
+ * {"peak_rss_kb", "peak_activation_bytes"} and exits. */
 #include <cJSON.h>
 #include <omp.h>
 #include <stdio.h>
@@ -92,15 +101,15 @@ static int parse_workload(const cJSON *j, workload *w, iv_err *err)
     return 0;
 }
 
-/* Runs one workload; appends its record to `out`. */
-static int run_workload(iv_engine *e, const workload *w, cJSON *out, iv_err *err)
+/* Runs one workload (its warmup runs first when `warmup`) into the record
+ * `rec`. */
+static int run_workload(iv_engine *e, const workload *w, int warmup, cJSON *rec, iv_err *err)
 {
     iv_outputs o;
-    for (int i = 0; i < w->warmup; i++) {
+    for (int i = 0; warmup && i < w->warmup; i++) {
         if (iv_engine_run(e, IV_TASK_EMBED, w->seqs, w->n, &o, err)) return -1;
         iv_outputs_free(&o);
     }
-    cJSON *rec = cJSON_AddObjectToObject(out, w->name);
     cJSON *times = cJSON_AddArrayToObject(rec, "times_s");
     cJSON_AddNumberToObject(rec, "tokens", (double)w->tokens);
     cJSON_AddNumberToObject(rec, "sequences", w->n);
@@ -123,19 +132,72 @@ static int run_workload(iv_engine *e, const workload *w, cJSON *out, iv_err *err
     return 0;
 }
 
+/* Prints j as one line on stdout, flushed (the --serve protocol). */
+static int print_line(const cJSON *j)
+{
+    char *text = cJSON_PrintUnformatted(j);
+    if (!text) return -1;
+    puts(text);
+    free(text);
+    return fflush(stdout);
+}
+
+static void add_final_stats(cJSON *out, const iv_engine *e)
+{
+    cJSON_AddNumberToObject(out, "peak_rss_kb", (double)peak_rss_kb());
+    cJSON_AddNumberToObject(out, "peak_activation_bytes", (double)iv_engine_peak_activation_bytes(e));
+}
+
+/* --serve: one workload per input line, as the header says. */
+static int serve(iv_engine *e, workload *wls, int n_wl, cJSON *ready, iv_err *err)
+{
+    cJSON_AddBoolToObject(ready, "ready", 1);
+    if (print_line(ready)) return -1;
+    char *warmed = calloc((size_t)(n_wl ? n_wl : 1), 1);
+    if (!warmed) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    char line[512];
+    int rc = 0;
+    while (!rc && fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (!strcmp(line, "quit")) break;
+        int i = 0;
+        while (i < n_wl && strcmp(wls[i].name, line)) i++;
+        cJSON *rec = cJSON_CreateObject();
+        if (!rec) rc = iv_errf(err, IV_E_NOMEM, "out of memory");
+        else if (i == n_wl) rc = iv_errf(err, IV_E_INVALID, "no workload named \"%s\"", line);
+        else if (!cJSON_AddStringToObject(rec, "name", line) || run_workload(e, &wls[i], !warmed[i], rec, err) ||
+                 print_line(rec))
+            rc = -1;
+        else
+            warmed[i] = 1;
+        cJSON_Delete(rec);
+    }
+    free(warmed);
+    if (rc) return rc;
+    cJSON *fin = cJSON_CreateObject();
+    if (!fin) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    add_final_stats(fin, e);
+    rc = print_line(fin);
+    cJSON_Delete(fin);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     /* The wait policy the CLI and server run with, unless the harness set one. */
     iv_omp_prefer_short_spin();
     const char *model = NULL, *wl_path = NULL;
     iv_engine_opts opts = {0};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model-id")) model = argv[i + 1];
-        else if (!strcmp(argv[i], "--workloads")) wl_path = argv[i + 1];
-        else if (!strcmp(argv[i], "--dtype")) opts.dtype = argv[i + 1];
+    int serving = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--serve")) serving = 1;
+        else if (i + 1 == argc) break;
+        else if (!strcmp(argv[i], "--model-id")) model = argv[++i];
+        else if (!strcmp(argv[i], "--workloads")) wl_path = argv[++i];
+        else if (!strcmp(argv[i], "--dtype")) opts.dtype = argv[++i];
     }
     if (!model || !wl_path) {
-        fprintf(stderr, "usage: bench_engine --model-id DIR --workloads FILE.json [--dtype float32|int8]\n");
+        fprintf(stderr, "usage: bench_engine --model-id DIR --workloads FILE.json [--dtype float32|int8] [--serve]\n");
         return 2;
     }
     iv_err err = {0};
@@ -172,21 +234,24 @@ int main(int argc, char **argv)
     cJSON_AddNumberToObject(out, "threads", omp_get_max_threads());
     cJSON_AddNumberToObject(out, "load_s", now_s() - t0);
     cJSON_AddNumberToObject(out, "rss_after_load_kb", (double)peak_rss_kb());
+    if (serving) {
+        if (serve(e, wls, n_wl, out, &err)) {
+            fprintf(stderr, "bench_engine: %s\n", err.msg[0] ? err.msg : "cannot write to stdout");
+            goto done;
+        }
+        rc = 0;
+        goto done;
+    }
     cJSON *res = cJSON_AddObjectToObject(out, "workloads");
     for (int i = 0; i < n_wl; i++) {
-        if (run_workload(e, &wls[i], res, &err)) {
-            fprintf(stderr, "bench_engine: workload %s: %s\n", wls[i].name, err.msg);
+        cJSON *rec = cJSON_AddObjectToObject(res, wls[i].name);
+        if (!rec || run_workload(e, &wls[i], 1, rec, &err)) {
+            fprintf(stderr, "bench_engine: workload %s: %s\n", wls[i].name, rec ? err.msg : "out of memory");
             goto done;
         }
     }
-    cJSON_AddNumberToObject(out, "peak_rss_kb", (double)peak_rss_kb());
-    cJSON_AddNumberToObject(out, "peak_activation_bytes", (double)iv_engine_peak_activation_bytes(e));
-    char *text = cJSON_PrintUnformatted(out);
-    if (text) {
-        puts(text);
-        free(text);
-        rc = 0;
-    }
+    add_final_stats(out, e);
+    rc = print_line(out) ? 1 : 0;
 done:
     iv_engine_free(e);
     for (int i = 0; wls && i < n_wl; i++) {

@@ -12,6 +12,14 @@ would send it) or "texts" (one run is the whole list through the engine's
 usual user path: tokenization, length-sorted batches of "batch_size", padded
 to the longest in each batch).
 
+    python3 bench/cpu_worker.py --engine ... --workloads FILE --serve
+
+keeps the engine loaded for the harness to interleave engines run by run,
+with the protocol of bench_engine.c --serve: a {"ready", "load_s", ...} line
+after loading, then one record line per workload name read from stdin (its
+warmup only the first time), and {"peak_rss_kb"} after "quit" or end of
+input. Anything the libraries print goes to stderr, not into the protocol.
+
 Each engine computes mean-pooled sentence embeddings:
   torch        sentence-transformers (its own Transformer + Pooling modules)
   onnxruntime  the checkpoint exported with pooling to ONNX (cpu_convert.py),
@@ -170,12 +178,12 @@ class Ct2Engine:
 ENGINES = {"torch": TorchEngine, "onnxruntime": OrtEngine, "ctranslate2": Ct2Engine}
 
 
-def run_workload(engine, w):
+def run_workload(engine, w, warmup=True):
     if "texts" in w:
         call = lambda: engine.embed_texts(w["texts"], w.get("batch_size", 32))  # noqa: E731
     else:
         call = lambda: engine.embed_ids(w["seqs"])  # noqa: E731
-    for _ in range(w.get("warmup", 1)):
+    for _ in range(w.get("warmup", 1) if warmup else 0):
         call()
     times, first = [], None
     start = time.perf_counter()
@@ -194,6 +202,25 @@ def run_workload(engine, w):
     return rec
 
 
+def serve(engine, workloads, ready, proto):
+    def send(obj):
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+    send(dict(ready, ready=True))
+    warmed = set()
+    for line in sys.stdin:
+        name = line.strip()
+        if name == "quit":
+            break
+        if name not in workloads:
+            print(f"cpu_worker: no workload named {name!r}", file=sys.stderr)
+            return 1
+        send(dict(run_workload(engine, workloads[name], name not in warmed), name=name))
+        warmed.add(name)
+    send({"peak_rss_kb": peak_rss_kb()})
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", required=True, choices=sorted(ENGINES))
@@ -201,14 +228,23 @@ def main():
     ap.add_argument("--converted", default="")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--workloads", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where the JSON goes (without --serve)")
+    ap.add_argument("--serve", action="store_true", help="take workload names on stdin (see above)")
     args = ap.parse_args()
+    if not args.serve and not args.out:
+        ap.error("--out is needed without --serve")
+    proto = None
+    if args.serve:
+        proto = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
     with open(args.workloads) as f:
         spec = json.load(f)
     t0 = time.perf_counter()
     engine = ENGINES[args.engine](args.model, args.converted, args.threads)
     result = {"engine": args.engine, "threads": args.threads, "load_s": time.perf_counter() - t0,
               "rss_after_load_kb": peak_rss_kb(), "workloads": {}}
+    if proto:
+        return serve(engine, {w["name"]: w for w in spec["workloads"]}, result, proto)
     for w in spec["workloads"]:
         result["workloads"][w["name"]] = run_workload(engine, w)
     result["peak_rss_kb"] = peak_rss_kb()

@@ -15,11 +15,14 @@ import datetime
 import json
 import os
 import platform
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -35,18 +38,23 @@ CONVERTED = os.path.join(".cache", "bench-converted")
 REAL_MODEL = os.path.join(".cache", "models", "all-MiniLM-L6-v2")
 
 # Run counts. A batch run repeats until max_runs or, past min_runs, until
-# max_seconds; latency the same with many more, shorter runs. Runs are shared
-# out over `rounds` processes per engine, engine order rotated each round.
+# max_seconds; latency the same with many more, shorter runs. Each engine
+# stays loaded in its own process and the runs are shared out over `slices`:
+# slice after slice of one workload, the engines take turns (order rotated),
+# so engines compared in one slice ran seconds apart (see bench_model).
 PROFILES = {
     "full": dict(models=["minilm-l6", "bert-base"],
-                 batch=dict(warmup=1, min_runs=2, max_runs=10, max_seconds=6.0),
-                 latency=dict(warmup=5, min_runs=50, max_runs=400, max_seconds=4.0),
-                 rounds=2, cli_runs=2, sgemm=dict(n=2048, runs=7)),
+                 batch=dict(warmup=1, min_runs=6, max_runs=12, max_seconds=8.0),
+                 latency=dict(warmup=5, min_runs=60, max_runs=480, max_seconds=4.0),
+                 slices=6, cli_runs=2, sgemm=dict(n=2048, runs=7)),
     "quick": dict(models=["minilm-l6"],
-                  batch=dict(warmup=1, min_runs=2, max_runs=6, max_seconds=2.0),
-                  latency=dict(warmup=3, min_runs=30, max_runs=200, max_seconds=1.5),
-                  rounds=2, cli_runs=1, sgemm=dict(n=2048, runs=5)),
+                  batch=dict(warmup=1, min_runs=4, max_runs=8, max_seconds=2.0),
+                  latency=dict(warmup=3, min_runs=40, max_runs=200, max_seconds=1.5),
+                  slices=4, cli_runs=1, sgemm=dict(n=2048, runs=5)),
 }
+# Pause between two engines' turns, for the last one's idle threads to stop
+# spinning (OpenMP's default spin, Intel OpenMP's 200 ms KMP_BLOCKTIME).
+TURN_PAUSE_S = 0.3
 # --passive: every engine's idle threads sleep (OMP_WAIT_POLICY=PASSIVE, and
 # no spinning in onnxruntime's pool), not only torch's. On a machine shared
 # with other work spinning threads lose whole scheduler slices at each barrier.
@@ -210,10 +218,10 @@ ADJACENT = {}
 
 def sgemm_adjacent():
     """The sgemm rate right now: a short measurement (3 runs, best kernel set)
-    taken just before and just after every engine process. The machines are
-    shared KVM guests whose speed drifts by 30% over minutes; "% adj" divides
-    an engine's FLOP/s by the mean of its own neighbouring measurements, so a
-    slow phase of the machine lowers both sides of the fraction alike."""
+    taken at the start of every slice (bench_model). The machines are shared KVM guests whose speed drifts by 30%
+    over minutes; "% adj" divides an engine's FLOP/s by the mean of the
+    measurements taken while it was being measured, so a slow phase of the
+    machine lowers both sides of the fraction alike."""
     if not ADJACENT:
         return None
     env = engine_env("sgemm", ADJACENT["threads"])
@@ -242,25 +250,54 @@ def convert(model_dir, engines, threads):
     return out, errors
 
 
-def run_engine(engine, model_dir, converted, wl_path, threads, build, timeout):
-    out_path = wl_path + f".{engine}.json"
-    if engine == "infinity_v3":
-        exe = os.path.join(build, "bench_engine")
-        if not os.access(exe, os.X_OK):
-            return {"error": f"{exe} not built (make {exe})"}
-        cmd = [exe, "--model-id", model_dir, "--workloads", wl_path]
-        rc, wall, rss, tail = run_measured(cmd, engine_env(engine, threads), stdout_path=out_path, timeout=timeout)
-    else:
-        cmd = [sys.executable, os.path.join(HERE, "cpu_worker.py"), "--engine", engine, "--model", model_dir,
-               "--converted", converted, "--threads", str(threads), "--workloads", wl_path, "--out", out_path]
-        rc, wall, rss, tail = run_measured(cmd, engine_env(engine, threads), timeout=timeout)
-    if rc != 0:
-        return {"error": f"exit {rc}: {tail.strip()[-600:]}"}
-    with open(out_path) as f:
-        res = json.load(f)
-    res["process_wall_s"] = wall
-    res["process_max_rss_kb"] = rss
-    return res
+class Worker:
+    """One engine kept loaded in its own process (bench_engine --serve or
+    cpu_worker.py --serve; the protocol is in bench_engine.c)."""
+
+    def __init__(self, engine, model_dir, converted, wl_path, threads, build):
+        if engine == "infinity_v3":
+            exe = os.path.join(build, "bench_engine")
+            if not os.access(exe, os.X_OK):
+                raise WorkerError(f"{exe} not built (make {exe})")
+            cmd = [exe, "--model-id", model_dir, "--workloads", wl_path, "--serve"]
+        else:
+            cmd = [sys.executable, os.path.join(HERE, "cpu_worker.py"), "--engine", engine, "--model", model_dir,
+                   "--converted", converted, "--threads", str(threads), "--workloads", wl_path, "--serve"]
+        self.err = tempfile.TemporaryFile()
+        self.p = subprocess.Popen(cmd, env=engine_env(engine, threads), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=self.err, cwd=ROOT, text=True)
+        self.info = self._reply(timeout=600)
+
+    def _reply(self, timeout):
+        ready, _, _ = select.select([self.p.stdout], [], [], timeout)
+        line = self.p.stdout.readline() if ready else ""
+        if not line:
+            self.p.kill()
+            self.p.wait()
+            self.err.seek(0)
+            tail = self.err.read().decode(errors="replace")[-600:]
+            raise WorkerError(("timed out" if not ready else f"exit {self.p.returncode}") + f": {tail.strip()}")
+        return json.loads(line)
+
+    def run(self, name, timeout=900):
+        self.p.stdin.write(name + "\n")
+        self.p.stdin.flush()
+        return self._reply(timeout)
+
+    def close(self):
+        """Ends the process; returns its final statistics with the kernel's
+        count of its peak RSS."""
+        self.p.stdin.write("quit\n")
+        self.p.stdin.flush()
+        final = self._reply(timeout=60)
+        _, status, ru = os.wait4(self.p.pid, 0)
+        self.p.returncode = os.waitstatus_to_exitcode(status)
+        final["process_max_rss_kb"] = ru.ru_maxrss
+        return final
+
+
+class WorkerError(Exception):
+    pass
 
 
 def rotated(engines, k):
@@ -268,62 +305,78 @@ def rotated(engines, k):
     return engines[k:] + engines[:k]
 
 
-def split_runs(workloads, rounds):
-    """The same workloads with their run counts and time caps shared out over rounds."""
+def per_slice(workloads, slices):
+    """The same workloads with their run counts and time caps shared out over slices."""
     out = []
     for w in workloads:
         w = dict(w)
         for key in ("min_runs", "max_runs"):
-            w[key] = -(-w[key] // rounds)
-        w["max_seconds"] = w["max_seconds"] / rounds
+            w[key] = -(-w[key] // slices)
+        w["max_seconds"] = w["max_seconds"] / slices
         out.append(w)
     return out
 
 
-def merge_rounds(parts):
-    """One engine's records from several rounds: run times pooled, the first
-    round's embedding check, the highest RSS and the fastest load."""
-    ok = [p for p in parts if "error" not in p]
-    if len(ok) < len(parts):
-        return next(p for p in parts if "error" in p)
-    res = dict(ok[0])
-    res["workloads"] = {}
-    for name, rec in ok[0]["workloads"].items():
-        res["workloads"][name] = dict(rec, times_s=[t for p in ok for t in p["workloads"][name]["times_s"]])
-    for key, pick in (("peak_rss_kb", max), ("rss_after_load_kb", max), ("load_s", min),
-                      ("process_wall_s", max)):
-        vals = [p[key] for p in ok if p.get(key) is not None]
-        if vals:
-            res[key] = pick(vals)
-    res["rounds"] = len(ok)
-    res["sgemm_adjacent_gflops"] = [g for p in ok for g in p.get("sgemm_adjacent_gflops", [])]
-    return res
-
-
 def bench_model(model_dir, engines, threads, profile, build, tmp):
-    """Workloads (a)-(c). Every engine runs in its own process, in
-    profile["rounds"] rounds with the engine order rotated, so a burst of
-    load from elsewhere on a shared machine lands on all engines alike."""
+    """Workloads (a)-(c), interleaved. Every engine is loaded once, in its own
+    process; then for each workload, in each of profile["slices"] slices,
+    the engines take turns (order rotated per slice) at that slice's share
+    of the runs, with the sgemm rate measured at the start of each slice.
+    The machines are shared KVM guests whose speed drifts by 30% over
+    minutes: engines compared within one slice ran seconds apart, so the
+    report's speedups are medians of per-slice ratios, and "% adj" divides
+    by the sgemm rates of the same slices."""
     arith = cpu_workloads.model_arith(model_dir)
     workloads = cpu_workloads.id_workloads(model_dir, profile)
-    rounds = profile["rounds"]
+    slices = profile["slices"]
     wl_path = os.path.join(tmp, os.path.basename(os.path.normpath(model_dir)) + ".workloads.json")
     with open(wl_path, "w") as f:
-        json.dump({"workloads": split_runs(workloads, rounds)}, f)
+        json.dump({"workloads": per_slice(workloads, slices)}, f)
     converted, conv_errors = convert(model_dir, engines, threads)
-    parts = {e: [{"error": conv_errors[e]}] if e in conv_errors else [] for e in engines}
-    for r in range(rounds):
-        for engine in rotated(engines, r):
-            if parts[engine] and "error" in parts[engine][-1]:
-                continue
+    results = {e: {"error": conv_errors[e]} for e in conv_errors}
+    workers = {}
+    for engine in engines:
+        if engine in results:
+            continue
+        t0 = time.time()
+        try:
+            workers[engine] = Worker(engine, model_dir, converted, wl_path, threads, build)
+            results[engine] = dict(workers[engine].info, workloads={})
+            log(f"  loaded {engine}: {time.time() - t0:.0f}s")
+        except WorkerError as e:
+            results[engine] = {"error": str(e)}
+            log(f"  {engine}: ERROR {str(e)[:200]}")
+    sgemm_rates = []
+    try:
+        for w in workloads:
             t0 = time.time()
-            before = sgemm_adjacent()
-            res = run_engine(engine, model_dir, converted, wl_path, threads, build, timeout=900)
-            res["sgemm_adjacent_gflops"] = [g for g in (before, sgemm_adjacent()) if g]
-            parts[engine].append(res)
-            log(f"  round {r + 1}/{rounds} {engine}: {time.time() - t0:.0f}s" +
-                (f"  ERROR {res['error'][:200]}" if "error" in res else ""))
-    results = {e: merge_rounds(parts[e]) for e in engines}
+            for k in range(slices):
+                rate = sgemm_adjacent()
+                if rate:
+                    sgemm_rates.append(rate)
+                for engine in rotated(list(workers), k):
+                    time.sleep(TURN_PAUSE_S)
+                    try:
+                        rec = workers[engine].run(w["name"])
+                    except WorkerError as e:
+                        results[engine] = {"error": f"workload {w['name']}: {e}"}
+                        del workers[engine]
+                        log(f"  {engine}: ERROR {str(e)[:200]}")
+                        continue
+                    into = results[engine]["workloads"].setdefault(
+                        w["name"], {"times_s": [], "slice_medians_s": [], "first_embedding": rec.get("first_embedding")})
+                    into["times_s"] += rec["times_s"]
+                    into["slice_medians_s"].append(float(np.median(rec["times_s"])))
+            log(f"  {w['name']}: {slices} slices x {len(workers)} engines, {time.time() - t0:.0f}s")
+    finally:
+        for engine, wk in workers.items():
+            try:
+                results[engine].update(wk.close())
+            except WorkerError as e:
+                results[engine] = {"error": f"at exit: {e}"}
+    for res in results.values():
+        if "error" not in res:
+            res["sgemm_adjacent_gflops"] = sgemm_rates
     meta = [{k: w[k] for k in ("name", "label", "kind")} | {"lengths": [len(s) for s in w["seqs"]]}
             for w in workloads]
     return cpu_report.summarise_model(model_dir, arith, meta, results)
