@@ -64,6 +64,11 @@ def summarise_model(model_dir, arith, workloads, results):
         e = {"load_s": res.get("load_s"), "peak_rss_kb": res.get("peak_rss_kb"),
              "rss_after_load_kb": res.get("rss_after_load_kb"), "process_wall_s": res.get("process_wall_s"),
              "sgemm_adjacent_gflops": res.get("sgemm_adjacent_gflops"), "workloads": {}}
+        if res.get("peak_activation_bytes") and arith.get("weight_bytes") and res.get("peak_rss_kb"):
+            # Issue 5's memory target: weights + 20% + the largest batch's activations.
+            budget = 1.2 * arith["weight_bytes"] + res["peak_activation_bytes"]
+            e.update(peak_activation_bytes=res["peak_activation_bytes"], rss_budget_kb=budget / 1024,
+                     within_rss_budget=res["peak_rss_kb"] <= budget / 1024)
         for w in workloads:
             rec = res["workloads"].get(w["name"], {})
             ref_first = ref.get("workloads", {}).get(w["name"], {}).get("first_embedding") if "error" not in ref \
@@ -204,6 +209,12 @@ def table(result):
             if "error" not in e:
                 rss.append(f"{engine} {e['peak_rss_kb'] / 1024:.0f} MB (load {e['load_s']:.2f}s)")
         lines.append("peak RSS: " + ", ".join(rss))
+        mine = m["engines"].get(MAIN, {})
+        if mine.get("rss_budget_kb"):
+            lines.append(f"{MAIN} memory budget (weights {a['weight_bytes'] / 2**20:.0f} MB x 1.2 + largest batch's "
+                         f"activations {mine['peak_activation_bytes'] / 2**20:.0f} MB): "
+                         f"{mine['rss_budget_kb'] / 1024:.0f} MB; peak RSS {mine['peak_rss_kb'] / 1024:.0f} MB, "
+                         + ("within" if mine["within_rss_budget"] else "OVER"))
     cli = result.get("cli")
     if cli:
         lines.append("")

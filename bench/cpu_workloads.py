@@ -106,8 +106,9 @@ def count_tokens(model_dir, texts, max_len):
     return sum(len(e.ids) for e in tok.encode_batch(texts))
 
 
-def _safetensors_shapes(model_dir):
-    shapes = {}
+def _safetensors_tensors(model_dir):
+    """{name: (shape, bytes)} from the safetensors headers."""
+    tensors = {}
     files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
     for name in files:
         with open(os.path.join(model_dir, name), "rb") as f:
@@ -115,16 +116,18 @@ def _safetensors_shapes(model_dir):
             header = json.loads(f.read(n))
         for k, v in header.items():
             if k != "__metadata__":
-                shapes[k] = v["shape"]
-    return shapes
+                tensors[k] = (v["shape"], v["data_offsets"][1] - v["data_offsets"][0])
+    return tensors
 
 
 def model_arith(model_dir):
     """What the FLOP count needs: parameters of the matrix multiplies a token
     goes through (2-D weights, less embedding tables and the BERT pooler, which
-    sentence embeddings do not use), layers and attention width."""
+    sentence embeddings do not use), layers and attention width; and the
+    bytes of all the weights, for the memory budget."""
     cfg = _config(model_dir)
-    shapes = _safetensors_shapes(model_dir)
+    tensors = _safetensors_tensors(model_dir)
+    shapes = {k: shape for k, (shape, _) in tensors.items()}
     linear = 0
     for k, s in shapes.items():
         if len(s) == 2 and "embed" not in k and "pooler" not in k and "lm_head" not in k:
@@ -134,6 +137,7 @@ def model_arith(model_dir):
     return dict(layers=int(cfg["num_hidden_layers"]), hidden=int(cfg["hidden_size"]), heads=heads,
                 intermediate=int(cfg.get("intermediate_size", 0)), attn_width=heads * head_dim,
                 linear_params=linear, vocab=int(cfg["vocab_size"]),
+                weight_bytes=sum(b for _, b in tensors.values()),
                 model_type=cfg.get("model_type", "?"))
 
 
