@@ -385,7 +385,14 @@ void iv_http_quiesce(iv_server *s)
     if (!h || h->quiesced) return;
     MHD_quiesce_daemon(h->daemon);
     h->quiesced = 1;
-    /* New clients of a Unix socket fail at once instead of waiting in the backlog. */
+    /* New clients fail at once instead of waiting in the kernel's backlog,
+     * where nobody would accept them until the drain ends (up to the 120 s
+     * connection timeout while a client is slow to send an accepted
+     * request). On Linux, shutdown takes a listening socket out of the
+     * listening state and resets the connections queued on it; closing it
+     * instead is not allowed before MHD_stop_daemon, since MHD's threads
+     * may still hold the descriptor. A Unix socket's path goes too. */
+    shutdown(h->listen_fd, SHUT_RDWR);
     if (s->o.uds_path) unlink(s->o.uds_path);
 }
 

@@ -2,6 +2,7 @@
  * clients that hang up, graceful SIGTERM, and equality with the offline CLI. */
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -378,6 +379,76 @@ TEST(srv_sigterm_finishes_accepted_requests)
         CHECK_EQ_INT(calls[i].status, 200);
         free(calls[i].body);
     }
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+/* Reads from fd until `want` appears in what arrived, the peer closes or
+ * timeout_ms pass; returns 1 when it appeared. */
+static int read_until(int fd, const char *want, int timeout_ms)
+{
+    char buf[4096];
+    size_t got = 0;
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) <= 0) continue;
+        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+        if (n <= 0) return 0;
+        got += (size_t)n;
+        buf[got] = 0;
+        if (strstr(buf, want)) return 1;
+        if (got == sizeof buf - 1) return 0;
+    }
+    return 0;
+}
+
+static int send_str(int fd, const char *s) { return write(fd, s, strlen(s)) == (ssize_t)strlen(s) ? 0 : -1; }
+
+/* Once draining, the server refuses new connections at once: they used to
+ * wait in the listening socket's backlog, unanswered, until the drain ended,
+ * which a slow client's accepted request can hold up to the 120 s
+ * connection timeout. A request whose body is still arriving keeps the
+ * drain going here, deterministically: "100 Continue" says it was accepted
+ * before the signal, and its 200 at the end says the server was still
+ * draining when the new connection was refused. */
+TEST(srv_drain_refuses_new_connections)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    const char *body = "{\"inputs\": \"a slow client\"}";
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+             "Expect: 100-continue\r\n\r\n",
+             strlen(body));
+    int slow = raw_connect(&s);
+    REQUIRE(slow >= 0);
+    REQUIRE(send_str(slow, head) == 0);
+    REQUIRE(read_until(slow, "100 Continue", 10000));
+    REQUIRE(send_str(slow, "{\"inputs\"") == 0);
+    http_client *keep = http_client_new(&s);
+    http_resp r;
+    REQUIRE(http_client_get(keep, "/health", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    kill(s.pid, SIGTERM);
+    int status = 200;
+    for (int i = 0; i < 2000 && status == 200; i++) {
+        REQUIRE(http_client_get(keep, "/health", &r) == 0);
+        status = r.status;
+        http_resp_free(&r);
+        if (status == 200) sleep_ms(5);
+    }
+    CHECK_EQ_INT(status, 503);
+    http_client_free(keep);
+    int late = raw_connect(&s);
+    CHECK(late < 0);
+    if (late >= 0) close(late);
+    REQUIRE(send_str(slow, body + strlen("{\"inputs\"")) == 0);
+    CHECK(read_until(slow, "HTTP/1.1 200", 10000));
+    close(slow);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
 
