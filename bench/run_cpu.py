@@ -456,14 +456,16 @@ def cli_once(engine, model, converted, wl_path, text_path, one_path, threads, bu
 
 
 def resolve_models(args, profile):
-    if args.models:
-        return args.models
-    dirs = [os.path.join(BENCH_MODELS, m) for m in profile["models"]]
-    missing = [d for d in dirs if not os.path.isfile(os.path.join(d, "model.safetensors"))]
+    """Checkpoint directories: --models entries that are directories as they
+    are; the other entries, or the profile's list, name shapes of
+    tools/gen_bench_models.py, generated into .cache/bench-models when missing."""
+    names = args.models or profile["models"]
+    dirs = [m if os.path.isdir(m) else os.path.join(BENCH_MODELS, m) for m in names]
+    missing = [m for m in names if not os.path.isdir(m)
+               and not os.path.isfile(os.path.join(BENCH_MODELS, m, "model.safetensors"))]
     if missing:
-        names = [os.path.basename(d) for d in missing]
-        log(f"generating random-weight checkpoints {names} (tools/gen_bench_models.py)")
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gen_bench_models.py")] + names, check=True,
+        log(f"generating random-weight checkpoints {missing} (tools/gen_bench_models.py)")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gen_bench_models.py")] + missing, check=True,
                        cwd=ROOT, env=engine_env("gen", args.threads))
     return dirs
 
@@ -472,7 +474,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="MiniLM-L6 shape only, fewer runs (< 3 minutes)")
     ap.add_argument("--threads", type=int, default=2, help="threads for every engine (default %(default)s)")
-    ap.add_argument("--models", nargs="*", help="checkpoint directories (default: the profile's bench models)")
+    ap.add_argument("--models", nargs="*",
+                    help="checkpoint directories, or shape names of tools/gen_bench_models.py (generated when "
+                         "missing: bert-base, minilm-l6, modernbert-base, qwen3-0.6b); default: the profile's")
     ap.add_argument("--engines", nargs="*", default=ENGINES, choices=ENGINES)
     ap.add_argument("--passive", action="store_true",
                     help="OMP_WAIT_POLICY=PASSIVE (no spin-waiting) for every engine, not only torch")

@@ -51,6 +51,31 @@ SHAPES = {
                     intermediate_size=1536, vocab_size=30522, max_position_embeddings=512,
                     type_vocab_size=2, hidden_act="gelu"),
         tokenizer="bert-base-uncased", max_seq_length=256, seed=2),
+    # ModernBERT-base: gated GELU MLP, RoPE, sliding-window attention (128)
+    # in two of every three layers, no biases; as gte-/nomic-modernbert
+    # embedders are served, mean-pooled.
+    "modernbert-base": dict(
+        cls="ModernBertModel",
+        config=dict(model_type="modernbert", num_hidden_layers=22, hidden_size=768, num_attention_heads=12,
+                    intermediate_size=1152, vocab_size=50368, max_position_embeddings=8192,
+                    global_attn_every_n_layers=3, local_attention=128, global_rope_theta=160000.0,
+                    local_rope_theta=10000.0, hidden_activation="gelu", pad_token_id=50283, bos_token_id=50281,
+                    eos_token_id=50282, cls_token_id=50281, sep_token_id=50282),
+        tokenizer="modernbert-base", max_seq_length=8192, seed=3),
+    # Qwen3-0.6B (the decoder of Qwen3-Embedding-0.6B): grouped-query
+    # attention (16 query, 8 key/value heads of 128), q/k RMSNorm, SwiGLU,
+    # tied embeddings; causal. Mean-pooled like the others so every engine
+    # pools alike (Qwen3-Embedding pools the last token; the cost is the
+    # same). No Qwen tokenizer is committed: Llama 3's byte-level BPE stands
+    # in (its 128,256 ids fit the 151,936-row table), which only changes the
+    # CLI workload's token counts.
+    "qwen3-0.6b": dict(
+        cls="Qwen3Model",
+        config=dict(model_type="qwen3", num_hidden_layers=28, hidden_size=1024, num_attention_heads=16,
+                    num_key_value_heads=8, head_dim=128, intermediate_size=3072, vocab_size=151936,
+                    max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                    tie_word_embeddings=True, hidden_act="silu"),
+        tokenizer="llama-3", max_seq_length=8192, seed=4),
 }
 
 
@@ -76,7 +101,8 @@ def find_tokenizer(name):
 def make_tokenizer(tokenizer_json):
     from transformers import PreTrainedTokenizerFast
     with open(tokenizer_json) as f:
-        vocab = json.load(f)["model"].get("vocab", {})
+        tj = json.load(f)
+    vocab = set(tj["model"].get("vocab", {})) | {t["content"] for t in tj.get("added_tokens", [])}
     specials = {k: v for k, v in dict(unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]",
                                       cls_token="[CLS]", mask_token="[MASK]").items() if v in vocab}
     return PreTrainedTokenizerFast(tokenizer_file=tokenizer_json, **specials)

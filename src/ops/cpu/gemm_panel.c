@@ -149,8 +149,30 @@ T512 TILE_INLINE void epilogue512(const panel_epi *e, __m512 c0, __m512 c1, int 
  * kernel well below the memory bandwidth (BERT-base, 8 tokens, 2 threads:
  * 20.3 ms without, 14.1 ms with; prefetching only 4 KiB ahead: 16.6 ms).
  * A tile asks for pf_lines 64-byte lines from pf, spread over its first k
- * steps. This gives tile t of n_tiles its share of the next piece (kn steps
- * after bp). */
+ * steps. */
+
+/* How a tile spreads its share over its k steps: the first `steps` steps
+ * each ask for 1 or 2 lines (a share is at most the 2 lines per step of the
+ * whole next piece), `stride` floats apart, the second `second` floats
+ * after the first (0: the same line again, harmless); the rest of the steps
+ * run without. */
+typedef struct pf_plan {
+    int64_t steps, stride, second;
+} pf_plan;
+
+static inline pf_plan plan_prefetch(int64_t kn, int64_t pf_lines)
+{
+    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0;
+    return (pf_plan){lps ? (pf_lines + lps - 1) / lps : 0, lps * 16, lps > 1 ? 16 : 0};
+}
+
+TILE_INLINE void prefetch_step(const float *p, int64_t second)
+{
+    _mm_prefetch((const char *)p, _MM_HINT_T1);
+    _mm_prefetch((const char *)(p + second), _MM_HINT_T1);
+}
+
+/* Tile t of n_tiles' share of the next piece (kn steps after bp). */
 static inline void next_piece_share(const float *bp, int64_t kn, int n_tiles, int t, const float **pf,
                                     int64_t *pf_lines)
 {
@@ -186,15 +208,10 @@ T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64
         c1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + r * NR + 16);
     }
     const float *base[4] = {a, R > 3 ? a + 3 * lda : a, R > 6 ? a + 6 * lda : a, R > 9 ? a + 9 * lda : a};
-    /* The first steps each prefetch their lines of the share (1 or 2 per
-     * step: a share is at most the 2 lines per step of the whole next
-     * piece); the rest of the steps run without. */
-    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0;
-    const int64_t k_pf = lps ? (pf_lines + lps - 1) / lps : 0, second = lps > 1 ? 16 : 0;
+    const pf_plan pl = plan_prefetch(kn, pf_lines);
     int64_t k = 0;
-    for (const float *p = pf; k < k_pf; k++, p += lps * 16) {
-        _mm_prefetch((const char *)p, _MM_HINT_T1);
-        _mm_prefetch((const char *)(p + second), _MM_HINT_T1);
+    for (const float *p = pf; k < pl.steps; k++, p += pl.stride) {
+        prefetch_step(p, pl.second);
         step512(base, lda, bp + k * NR, c0, c1, R);
         for (int i = 0; i < 4; i++) base[i]++;
     }
@@ -309,12 +326,10 @@ T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64
         c1[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(ct + r * NR + 8);
     }
     const float *base[2] = {a, R > 3 ? a + 3 * lda : a};
-    const int64_t lps = kn > 0 ? (pf_lines + kn - 1) / kn : 0;
-    const int64_t k_pf = lps ? (pf_lines + lps - 1) / lps : 0, second = lps > 1 ? 16 : 0;
+    const pf_plan pl = plan_prefetch(kn, pf_lines);
     int64_t k = 0;
-    for (const float *p = pf; k < k_pf; k++, p += lps * 16) {
-        _mm_prefetch((const char *)p, _MM_HINT_T1);
-        _mm_prefetch((const char *)(p + second), _MM_HINT_T1);
+    for (const float *p = pf; k < pl.steps; k++, p += pl.stride) {
+        prefetch_step(p, pl.second);
         step256(base, lda, bp + k * NR, c0, c1, R);
         base[0]++, base[1]++;
     }
