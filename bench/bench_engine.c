@@ -235,11 +235,8 @@ int main(int argc, char **argv)
     cJSON_AddNumberToObject(out, "load_s", now_s() - t0);
     cJSON_AddNumberToObject(out, "rss_after_load_kb", (double)peak_rss_kb());
     if (serving) {
-        if (serve(e, wls, n_wl, out, &err)) {
-            fprintf(stderr, "bench_engine: %s\n", err.msg[0] ? err.msg : "cannot write to stdout");
-            goto done;
-        }
-        rc = 0;
+        rc = serve(e, wls, n_wl, out, &err) ? 1 : 0;
+        if (rc) fprintf(stderr, "bench_engine: %s\n", err.msg[0] ? err.msg : "cannot write to stdout");
         goto done;
     }
     cJSON *res = cJSON_AddObjectToObject(out, "workloads");

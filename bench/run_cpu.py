@@ -218,10 +218,11 @@ ADJACENT = {}
 
 def sgemm_adjacent():
     """The sgemm rate right now: a short measurement (3 runs, best kernel set)
-    taken at the start of every slice (bench_model). The machines are shared KVM guests whose speed drifts by 30%
-    over minutes; "% adj" divides an engine's FLOP/s by the mean of the
-    measurements taken while it was being measured, so a slow phase of the
-    machine lowers both sides of the fraction alike."""
+    taken at the start of every slice (bench_model). The machines are
+    shared KVM guests whose speed drifts by 30% over minutes; "% adj"
+    divides an engine's FLOP/s by the mean of the measurements taken while
+    it was being measured, so a slow phase of the machine lowers both sides
+    of the fraction alike."""
     if not ADJACENT:
         return None
     env = engine_env("sgemm", ADJACENT["threads"])

@@ -137,6 +137,7 @@ int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const i
         size_t n = (size_t)(parts[i]->shape[0] * in);
         memcpy(dst, parts[i]->data, n * sizeof(float));
         dst += n;
+        iv_weights_release(m->weights, parts[i]); /* only the fused copy is read from now on */
     }
     *qkv_w = w;
     *qkv_b = NULL;
@@ -149,6 +150,7 @@ int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const i
             size_t n = (size_t)parts[i]->shape[0];
             if (bp[i]) memcpy(bd, bp[i]->data, n * sizeof(float));
             else memset(bd, 0, n * sizeof(float));
+            if (bp[i]) iv_weights_release(m->weights, bp[i]);
             bd += n;
         }
         *qkv_b = b;
@@ -173,6 +175,7 @@ int iv_concat_rows(iv_model *m, const iv_tensor *const *parts, int n, const iv_t
         size_t k = (size_t)(parts[i]->shape[0] * cols);
         memcpy(dst, parts[i]->data, k * sizeof(float));
         dst += k;
+        iv_weights_release(m->weights, parts[i]); /* only the concatenation is read from now on */
     }
     *out = t;
     return 0;

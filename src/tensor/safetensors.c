@@ -387,10 +387,10 @@ static int load_file_shard(iv_weights *w, const char *path, int *shard_out, iv_e
 
 /* ---------- public: opening ---------- */
 
-void iv_weights_release(iv_weights *w, const iv_tensor *t)
+/* The whole pages of [p, p + n) inside a file mapping go back to the kernel
+ * (read-only private mappings: touching them again re-reads the file). */
+static void release_mapped(const iv_weights *w, const char *p, size_t n)
 {
-    const char *p = t->data;
-    const size_t n = iv_tensor_nbytes(t);
     for (int i = 0; i < w->n_shards; i++) {
         const char *base = (const char *)w->shards[i].map.data;
         if (!base || p < base || p + n > base + w->shards[i].map.size) continue;
@@ -399,6 +399,21 @@ void iv_weights_release(iv_weights *w, const iv_tensor *t)
         if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
         return;
     }
+}
+
+void iv_weights_release(iv_weights *w, const iv_tensor *t)
+{
+    for (int i = 0; i < w->n_entries; i++) {
+        st_entry *e = &w->entries[i];
+        if (e->owned && t == &e->f32) {
+            /* A converted copy: freed, and converted again if asked for. */
+            free(e->owned);
+            e->owned = NULL;
+            e->has_f32 = 0;
+            return;
+        }
+    }
+    release_mapped(w, t->data, iv_tensor_nbytes(t));
 }
 
 void iv_weights_close(iv_weights *w)
@@ -666,6 +681,9 @@ int iv_weights_f32(iv_weights *w, const char *name, int ndim, const int64_t *sha
         if (!e->owned) return iv_errf(err, IV_E_NOMEM, "out of memory converting tensor \"%s\" to F32", name);
         iv_convert_to_f32(e->owned, e->raw.data, dt, n);
         e->f32.data = e->owned;
+        /* The file's copy has been read: only the converted one stays
+         * resident (a BF16 checkpoint would otherwise keep both). */
+        release_mapped(w, e->raw.data, iv_tensor_nbytes(&e->raw));
     }
     e->has_f32 = 1;
     *out = &e->f32;

@@ -57,10 +57,12 @@ int iv_weights_f32(iv_weights *w, const char *name, int ndim, const int64_t *sha
                    const iv_tensor **out, iv_err *err);
 
 /* Says nothing will read t (a tensor iv_weights_f32 returned) again, after
- * the model replaced it by a copy in another layout: the pages of the file
- * mapping that hold only t go back to the kernel, so the process does not
- * keep both copies resident (touching them again would re-read the file).
- * Tensors not in a file mapping are left alone. Load time, one thread. */
+ * the model replaced it by a copy in another layout: the memory behind t
+ * goes back, so the process does not keep both copies resident. A copy
+ * converted from another dtype is freed (t's data must not be read again;
+ * iv_weights_f32 converts anew if asked); the pages of the file mapping that
+ * hold only t go back to the kernel (touching them again re-reads the file).
+ * Load time, one thread. */
 void iv_weights_release(iv_weights *w, const iv_tensor *t);
 
 /* Metadata "__metadata__" string value, or NULL. */
