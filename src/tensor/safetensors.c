@@ -406,9 +406,12 @@ void iv_weights_release(iv_weights *w, const iv_tensor *t)
     for (int i = 0; i < w->n_entries; i++) {
         st_entry *e = &w->entries[i];
         if (e->owned && t == &e->f32) {
-            /* A converted copy: freed, and converted again if asked for. */
+            /* A converted copy: freed, and converted again if asked for.
+             * A reader that ignored the contract faults on NULL instead of
+             * reading freed memory. */
             free(e->owned);
             e->owned = NULL;
+            e->f32.data = NULL;
             e->has_f32 = 0;
             return;
         }
