@@ -12,6 +12,9 @@ typedef struct {
 static test_case *g_tests;
 static int g_count, g_cap;
 static int g_current_failed, g_current_skipped;
+/* The first message of the running test's first failure, repeated in the
+ * summary at the end so a log's tail (all CI shows) names what failed. */
+static char g_first_failure[512];
 
 void iv_test_register(const char *name, const char *file, iv_test_fn fn)
 {
@@ -27,12 +30,13 @@ int iv_test_fail(const char *file, int line, const char *fmt, ...)
 {
     g_current_failed++;
     if (g_current_failed > 20) return 0; /* keep logs readable */
-    fprintf(stdout, "    %s:%d: ", file, line);
+    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stdout, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputc('\n', stdout);
+    fprintf(stdout, "    %s:%d: %s\n", file, line, msg);
+    if (g_current_failed == 1) snprintf(g_first_failure, sizeof g_first_failure, "%s:%d: %s", file, line, msg);
     return 0;
 }
 
@@ -97,11 +101,14 @@ int main(int argc, char **argv)
     const char *filter = argc > 1 ? argv[1] : NULL;
     qsort(g_tests, (size_t)g_count, sizeof *g_tests, cmp_case);
     int passed = 0, failed = 0, skipped = 0;
+    char **failures = calloc((size_t)g_count + 1, sizeof *failures);
+    if (!failures) abort();
     for (int i = 0; i < g_count; i++) {
         test_case *t = &g_tests[i];
         if (filter && !strstr(t->name, filter) && !strstr(t->file, filter)) continue;
         g_current_failed = 0;
         g_current_skipped = 0;
+        g_first_failure[0] = 0;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         fprintf(stdout, "[ RUN  ] %s\n", t->name);
@@ -110,8 +117,11 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
         if (g_current_failed) {
-            failed++;
             fprintf(stdout, "[ FAIL ] %s (%.1f ms)\n", t->name, ms);
+            size_t len = strlen(t->name) + strlen(g_first_failure) + 8;
+            failures[failed] = malloc(len);
+            if (failures[failed]) snprintf(failures[failed], len, "%s -- %s", t->name, g_first_failure);
+            failed++;
         } else if (g_current_skipped) {
             skipped++;
             fprintf(stdout, "[ SKIP ] %s\n", t->name);
@@ -121,6 +131,11 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
+    for (int i = 0; i < failed; i++) {
+        fprintf(stdout, "[ FAILED ] %s\n", failures[i] ? failures[i] : "(out of memory)");
+        free(failures[i]);
+    }
+    free(failures);
     if (skipped) fprintf(stdout, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     else fprintf(stdout, "%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -43,10 +43,10 @@ void iv_req_fail(iv_req *r, const iv_api_error *e)
     r->reply = rep;
     r->has_reply = 1;
     r->timing_headers = 0;
-    if (r->method_label || e->kind == IV_API_OVERLOADED) {
+    /* A dropped job was counted when it ended (on_job_done). */
+    if ((r->method_label || e->kind == IV_API_OVERLOADED) && r->job.stage != IV_JOB_DROPPED) {
         char series[96];
-        snprintf(series, sizeof series, "te_request_failure{err=\"%s\"}",
-                 r->job.stage == IV_JOB_DROPPED ? "dropped" : iv_error_metric_label(e->kind));
+        snprintf(series, sizeof series, "te_request_failure{err=\"%s\"}", iv_error_metric_label(e->kind));
         iv_metrics_inc(r->srv->metrics, series, 1);
     }
 }
@@ -169,6 +169,9 @@ void iv_req_not_supported(iv_req *r, const char *tei_what, const char *capabilit
 static void on_job_done(iv_job *job)
 {
     iv_req *r = job->user;
+    /* Counted here, not with the reply: once the client hung up, MHD may
+     * close the connection on resume without asking for the reply. */
+    if (job->stage == IV_JOB_DROPPED) iv_metrics_inc(r->srv->metrics, "te_request_failure{err=\"dropped\"}", 1);
     pthread_mutex_lock(&r->lock);
     r->state = IV_REQ_DONE;
     int orphan = r->orphaned;

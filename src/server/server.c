@@ -187,10 +187,14 @@ int iv_server_start(iv_server **out, const iv_server_opts *o, const iv_model_spe
 void iv_server_stop(iv_server *s)
 {
     if (!s) return;
-    atomic_store(&s->draining, 1);
     if (s->http) {
         IV_INFO("shutting down: no new connections, finishing %d accepted requests", atomic_load(&s->live_requests));
+        /* Stop listening before /health turns 503: a client that saw the
+         * 503 and connects again is then refused, never queued unanswered. */
         iv_http_quiesce(s);
+    }
+    atomic_store(&s->draining, 1);
+    if (s->http) {
         /* Every accepted request gets its response; a request counts from its
          * first byte to the end of its response. Two quiet checks in a row
          * cover a request whose headers were arriving during the first. */
