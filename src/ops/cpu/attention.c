@@ -348,6 +348,11 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
             int R = nk - jj < ATT_KR ? (int)(nk - jj) : ATT_KR;
             const float *k[ATT_KR];
             for (int r = 0; r < R; r++) k[r] = kbase + (jj + r) * a->k.ld;
+            /* K rows are ld apart, one page or more: no hardware prefetcher
+             * follows them, so fetch the next tile's rows while this one
+             * computes (32 x L=128, d=32 or 64: 3% less time). */
+            for (int64_t r = jj + ATT_KR; r < jj + 2 * ATT_KR && r < nk; r++)
+                for (int c = 0; c < d; c += 16) __builtin_prefetch(kbase + r * a->k.ld + c);
             score_rows(R, P, k, d, w->qp + p * d * 16, w->st + jj * ATT_BQ + p * 16, a->scale,
                        plain ? w->mx + p * 16 : NULL);
         }
