@@ -1,5 +1,7 @@
 #include "base/strbuf.h"
 
+#include "base/float_fmt.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,13 +105,8 @@ void iv_sb_float(iv_strbuf *b, float f)
         iv_sb_puts(b, "null");
         return;
     }
-    /* Shortest of %.6g..%.9g that round-trips exactly. */
     char tmp[32];
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, (double)f);
-        if (strtof(tmp, NULL) == f) break;
-    }
-    iv_sb_puts(b, tmp);
+    iv_sb_append(b, tmp, (size_t)iv_format_float(tmp, f));
 }
 
 void iv_sb_float_array(iv_strbuf *b, const float *v, size_t n)
