@@ -23,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef unsigned __int128 u128;
-
 int iv_format_float_reference(char out[32], float f)
 {
     int n = 0;
@@ -34,6 +32,13 @@ int iv_format_float_reference(char out[32], float f)
     }
     return n;
 }
+
+#ifndef __SIZEOF_INT128__
+/* No 128-bit integers (32-bit targets): the reference does it all. */
+int iv_format_float(char out[32], float f) { return iv_format_float_reference(out, f); }
+#else
+
+typedef unsigned __int128 u128;
 
 static const uint64_t pow10_u64[20] = {1ull,
                                        10ull,
@@ -151,3 +156,5 @@ int iv_format_float(char out[32], float f)
     }
     return iv_format_float_reference(out, f); /* not reached: 9 digits always read back */
 }
+
+#endif
