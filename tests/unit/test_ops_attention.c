@@ -4,6 +4,7 @@
  * sequence isolation (a packed batch equals each sequence run alone) and a
  * single 8192-token sequence. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,11 +190,11 @@ static const att_case cases[] = {
  * with q_range, so the bound does too. */
 static double att_tol(const att_case *c) { return 1e-6 * c->q_range; }
 
-TEST(ops_attention_reference)
+/* Every case against the double-precision reference. An empty sequence, a
+ * 1-token one, several query blocks (300 > 64) and several key tiles
+ * (300 > 256). */
+static void check_reference_cases(const iv_ops *ops)
 {
-    const iv_ops *ops = iv_cpu_ops();
-    /* An empty sequence, a 1-token one, several query blocks (300 > 64) and
-     * several key tiles (300 > 256). */
     const int lens[] = {1, 7, 0, 33, 300, 70};
     for (int ci = 0; ci < N_CASES; ci++) {
         ops_rng r = {50 + (uint64_t)ci};
@@ -214,6 +215,18 @@ TEST(ops_attention_reference)
         free(want);
         free_problem(&p);
     }
+}
+
+/* Run twice: with the threads this machine has, the 6-36 (sequence, head)
+ * pairs make one task each (from 4 per thread); with 16 threads they are
+ * too few, and each query block is a task. */
+TEST(ops_attention_reference)
+{
+    const int threads = omp_get_max_threads();
+    check_reference_cases(iv_cpu_ops());
+    omp_set_num_threads(16);
+    check_reference_cases(iv_cpu_ops());
+    omp_set_num_threads(threads);
 }
 
 /* Packing must not leak between sequences: each sequence of a packed batch

@@ -39,6 +39,7 @@
  * dim 128, whatever the batch size. */
 #include <assert.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 
 #include "ops/cpu/cpu_ops.h"
@@ -62,6 +63,9 @@ typedef struct {
     float *o;   /* [BQ][round16(head_dim)] output accumulators */
     float *inv; /* [BQ] 1 / softmax denominators (0: no visible key) */
     float *mx;  /* [BQ] score maxima the score tiles keep (plain blocks) */
+    const float *vp_src; /* first V row packed in vp (NULL: none) and how */
+    int64_t vp_rows;     /* many: V is read-only during the call, so the same
+                          * rows need no second packing */
 } att_scratch;
 
 /* The keys of a sequence of length len that query i may see: [lo, hi]. */
@@ -399,7 +403,10 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
     /* 3. P V over packed value tiles. */
     for (int64_t kt0 = 0; kt0 < nk; kt0 += ATT_KT) {
         int64_t kn = nk - kt0 < ATT_KT ? nk - kt0 : ATT_KT;
-        for (int64_t jj = 0; jj < kn; jj++) {
+        const int reuse = w->vp_src == vbase + kt0 * a->v.ld && w->vp_rows == kn;
+        w->vp_src = vbase + kt0 * a->v.ld;
+        w->vp_rows = kn;
+        for (int64_t jj = 0; jj < kn && !reuse; jj++) {
             const float *vrow = vbase + (kt0 + jj) * a->v.ld;
             for (int64_t c0 = 0; c0 < dpad; c0 += IV_VL) {
                 int64_t m = d - c0 < IV_VL ? d - c0 : IV_VL;
@@ -445,8 +452,15 @@ void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a)
         if (len > max_len) max_len = len;
         work += len * len;
     }
-    const int64_t ntasks = first[a->n_seqs];
     work *= (int64_t)nh * a->head_dim;
+    /* With enough (sequence, head) pairs to keep every thread busy, a task
+     * is one pair, all its query blocks in a row: the blocks then share the
+     * packed V tile (one copy instead of one per block) and find K in this
+     * core's cache (32 x L=128: 5-7% less attention time). A few long
+     * sequences instead get a task per query block, so all threads work. */
+    const int64_t pairs = (int64_t)a->n_seqs * nh;
+    const int by_pair = pairs >= 4 * (int64_t)omp_get_max_threads();
+    const int64_t ntasks = by_pair ? pairs : first[a->n_seqs];
 
 #pragma omp parallel if (ntasks > 1 && work >= 64 * IV_CPU_PAR_MIN)
     {
@@ -457,8 +471,17 @@ void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a)
         w.o = iv_cpu_scratch((size_t)(ATT_BQ * dpad) * sizeof(float));
         w.inv = iv_cpu_scratch(ATT_BQ * sizeof(float));
         w.mx = iv_cpu_scratch(ATT_BQ * sizeof(float));
+        w.vp_src = NULL;
+        w.vp_rows = 0;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntasks; t++) {
+            if (by_pair) {
+                const int s = (int)(t / nh), h = (int)(t % nh);
+                const int64_t len = a->cu_seqlens[s + 1] - a->cu_seqlens[s];
+                for (int64_t i0 = 0; i0 < len; i0 += ATT_BQ)
+                    attend_block(a, s, h, i0, i0 + ATT_BQ < len ? i0 + ATT_BQ : len, &w);
+                continue;
+            }
             int lo = 0, hi = a->n_seqs - 1; /* last s with first[s] <= t: skips empty sequences */
             while (lo < hi) {
                 int mid = (lo + hi + 1) / 2;
