@@ -10,11 +10,13 @@
  * all (only possible through key_mask) gets a zero output row; torch would
  * produce NaN or, with a finite mask value, an average of excluded values.
  *
- * Work is split into tasks of (sequence, head, block of BQ queries), handed
+ * Work is split into blocks of BQ queries of one (sequence, head), handed
  * to OpenMP threads dynamically since causal and windowed blocks differ in
- * cost. A task works on the keys any of its queries can see (the union of
- * their windows, jlo..jhi) and keeps the scores transposed, st[key][query],
- * so that every step is a broadcast-and-FMA loop over contiguous memory:
+ * cost: a task is one (sequence, head) with all its blocks when there are
+ * enough of those for every thread, else one block. A block works on the
+ * keys any of its queries can see (the union of their windows, jlo..jhi)
+ * and keeps the scores transposed, st[key][query], so that every step is a
+ * broadcast-and-FMA loop over contiguous memory:
  *   1. Q^T for the block is packed in panels of 16 queries; scores for 6
  *      keys x 16 queries (x 2 panels on AVX-512) come from K rows read in
  *      place (no K copy);
