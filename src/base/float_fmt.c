@@ -100,6 +100,31 @@ static int layout_g(char *out, int neg, const char *dig, int p, int x)
     return o;
 }
 
+/* The 9 digits of f (i), f exactly (scaled = 4 f 10^s 2^q), the fraction
+ * past i (rest of 2^q) and the half gaps to f's neighbours, all in the
+ * same scale. */
+typedef struct fmt_state {
+    uint64_t i;
+    int q, odd;
+    u128 rest, half, scaled, gap_up, gap_down;
+} fmt_state;
+
+/* Rounds i to p digits (half to even on the exact value, as printf does)
+ * into *d; 1 when that reads back as f. */
+static inline __attribute__((always_inline)) int rounds_back(const fmt_state *st, int p, uint64_t *d)
+{
+    const uint64_t div = pow10_u64[9 - p], r = st->i % div;
+    *d = st->i / div;
+    int up;
+    if (div == 1) up = st->rest > st->half || (st->rest == st->half && st->q && (*d & 1));
+    else up = r > div / 2 || (r == div / 2 && (st->rest || (*d & 1)));
+    *d += (uint64_t)up;
+    const u128 cand = ((u128)(*d * div) << st->q) << 2;
+    const u128 dist = cand >= st->scaled ? cand - st->scaled : st->scaled - cand;
+    const u128 gap = cand >= st->scaled ? st->gap_up : st->gap_down;
+    return dist < gap || (dist == gap && !st->odd);
+}
+
 int iv_format_float(char out[32], float f)
 {
     uint32_t bits;
@@ -128,33 +153,39 @@ int iv_format_float(char out[32], float f)
         else if (i < 100000000ull) x10--;
         else break;
     }
-    const u128 rest = n - ((u128)i << q), half = q ? (u128)1 << (q - 1) : 0;
-    const u128 scaled = n << 2, gap_up = (pow10_u128(s) << (e > 0 ? e : 0)) << 1;
-    const u128 gap_down = frac == 0 && bexp > 1 ? gap_up >> 1 : gap_up;
-    /* Unrolled, so each division is by a constant. */
-#pragma GCC unroll 4
-    for (int p = 6; p <= 9; p++) {
-        const uint64_t div = pow10_u64[9 - p];
-        uint64_t d = i / div;
-        const uint64_t r = i % div;
-        int up;
-        if (div == 1) up = rest > half || (rest == half && q && (d & 1));
-        else up = r > div / 2 || (r == div / 2 && (rest || (d & 1)));
-        d += (uint64_t)up;
-        const u128 cand = ((u128)(d * div) << q) << 2;
-        const u128 dist = cand >= scaled ? cand - scaled : scaled - cand;
-        const u128 gap = cand >= scaled ? gap_up : gap_down;
-        if (dist > gap || (dist == gap && (m & 1))) continue;
-        int x = x10;
-        if (d == pow10_u64[p]) {
-            d /= 10;
-            x++;
-        }
-        char dig[10];
-        for (int k = p - 1; k >= 0; k--, d /= 10) dig[k] = (char)('0' + d % 10);
-        return layout_g(out, neg, dig, p, x);
+    fmt_state st = {.i = i,
+                    .q = q,
+                    .odd = (int)(m & 1),
+                    .rest = n - ((u128)i << q),
+                    .half = q ? (u128)1 << (q - 1) : 0,
+                    .scaled = n << 2,
+                    .gap_up = (pow10_u128(s) << (e > 0 ? e : 0)) << 1};
+    st.gap_down = frac == 0 && bexp > 1 ? st.gap_up >> 1 : st.gap_up;
+    uint64_t d = 0;
+    int p;
+    if (st.gap_down != st.gap_up) {
+        /* A power of two: its neighbours are not equally far, so a longer
+         * rounding can fall on the nearer side and fail where a shorter
+         * one passed. Try every length in order. */
+        for (p = 6; p <= 9 && !rounds_back(&st, p, &d); p++) continue;
+    } else if (rounds_back(&st, 8, &d)) {
+        /* Otherwise, if p digits read back, so do p + 1 (the nearest p + 1
+         * digits are no farther than the nearest p): at most 3 tries, 8
+         * then 7 and 6 below it, or 9. */
+        uint64_t shorter;
+        for (p = 8; p > 6 && rounds_back(&st, p - 1, &shorter); p--) d = shorter;
+    } else {
+        p = rounds_back(&st, 9, &d) ? 9 : 10;
     }
-    return iv_format_float_reference(out, f); /* not reached: 9 digits always read back */
+    if (p > 9) return iv_format_float_reference(out, f); /* not reached: 9 digits always read back */
+    int x = x10;
+    if (d == pow10_u64[p]) {
+        d /= 10;
+        x++;
+    }
+    char dig[10];
+    for (int k = p - 1; k >= 0; k--, d /= 10) dig[k] = (char)('0' + d % 10);
+    return layout_g(out, neg, dig, p, x);
 }
 
 #endif
