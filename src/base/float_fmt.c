@@ -12,7 +12,8 @@
  *     even) when it lies within half a gap to f's neighbours, the gap below
  *     halved at a power of two; on exactly half, only if f's m is even.
  *     In the same scale, times 4 so the half gaps are integers.
- * The first p that reads back gives the digits, laid out as %.{p}g does.
+ * The shortest p that reads back gives the digits, laid out as %.{p}g
+ * does (at most 3 tries, see the search below).
  * Values outside that range (never an embedding, rarely a score) take
  * snprintf and strtof, which define the result. */
 #include "base/float_fmt.h"

@@ -217,9 +217,9 @@ static void check_reference_cases(const iv_ops *ops)
     }
 }
 
-/* Run twice: with the threads this machine has, the 6-36 (sequence, head)
- * pairs make one task each (from 4 per thread); with 16 threads they are
- * too few, and each query block is a task. */
+/* Run twice: with 2 threads, the 12-36 (sequence, head) pairs of the
+ * multi-head cases make one task each (from 4 pairs per thread up); with
+ * 16 threads they are too few, and each query block is a task. */
 TEST(ops_attention_reference)
 {
     const int threads = omp_get_max_threads();
