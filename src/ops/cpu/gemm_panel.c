@@ -39,7 +39,7 @@
 #define KC 256     /* k per L1-resident piece of a panel (32 KiB) */
 #define MR512 12   /* rows per AVX-512 tile: 24 accumulators + 2 panel vectors + broadcast */
 #define MR256 6    /* rows per AVX2 tile (per 16-column half): 12 + 2 + 1 of 16 ymm */
-#define MC_STEP 12 /* row blocks are multiples of both tile heights */
+#define MC_STEP 12 /* the L2 budget of a block is rounded to whole tiles of both heights */
 #define MC_MAX 384 /* rows per block at most: the strip buffer is MC_MAX x 32 floats */
 /* Multiply-adds below which a call stays on one thread. */
 #define PANEL_PAR_MIN (1 << 18)
@@ -461,21 +461,22 @@ static int64_t block_bytes(void)
     return b;
 }
 
-/* Rows per block: as many as fit the L2 budget, then evened out so that the
- * blocks split into a multiple of the thread count (no thread left with one
- * block more than the rest). */
-static int64_t rows_per_block(int64_t M, int64_t K, int threads)
+/* Row blocks: as many rows as fit the L2 budget, then the count rounded up
+ * to a multiple of the thread count and the rows shared out evenly (block b
+ * is rows [b M / n, (b + 1) M / n)), so that every thread gets the same
+ * number of rows. Blocks cut at multiples of the tile height instead left
+ * one short block (M = 1024 at K = 768: 336 + 336 + 336 + 16 rows, 672
+ * against 352 on two threads). A block whose rows are not a multiple of
+ * the tile height ends on one shorter tile. */
+static int64_t row_blocks(int64_t M, int64_t K, int threads)
 {
     int64_t mc = block_bytes() / (K * (int64_t)sizeof(float));
     mc = mc / MC_STEP * MC_STEP;
     if (mc < MC_STEP) mc = MC_STEP;
     if (mc > MC_MAX) mc = MC_MAX;
     int64_t n_mb = (M + mc - 1) / mc;
-    if (n_mb > 1 && n_mb % threads) {
-        n_mb += threads - n_mb % threads;
-        mc = ((M + n_mb - 1) / n_mb + MC_STEP - 1) / MC_STEP * MC_STEP;
-    }
-    return mc < M ? mc : M;
+    if (n_mb > 1 && n_mb % threads) n_mb += threads - n_mb % threads;
+    return n_mb < M ? n_mb : M;
 }
 
 void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float *bias, iv_act act,
@@ -486,7 +487,7 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
     const tiles_fn tiles = active_kernel().tiles;
     const int64_t n_panels = (N + NR - 1) / NR;
     const int threads = omp_get_max_threads();
-    const int64_t mc = rows_per_block(M, K, threads), n_mb = (M + mc - 1) / mc;
+    const int64_t n_mb = row_blocks(M, K, threads);
     /* Few row blocks (short inputs): split the panels too, so every thread
      * streams its own share of W. */
     int64_t n_pg = 1;
@@ -502,8 +503,8 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
 #pragma omp parallel for schedule(dynamic, 1) if (units > 1 && M * N * K >= PANEL_PAR_MIN)
     for (int64_t u = 0; u < units; u++) {
         float strip[MC_MAX * NR] __attribute__((aligned(64)));
-        const int64_t m0 = (u / n_pg) * mc, pg = u % n_pg;
-        const int rows = (int)(M - m0 < mc ? M - m0 : mc);
+        const int64_t mb = u / n_pg, pg = u % n_pg, m0 = mb * M / n_mb;
+        const int rows = (int)((mb + 1) * M / n_mb - m0);
         const int64_t p0 = pg * n_panels / n_pg, p1 = (pg + 1) * n_panels / n_pg;
         const float *a = x.data + m0 * x.ld;
         for (int64_t p = p0; p < p1; p++) {
