@@ -21,12 +21,14 @@ void iv_block_norm(const iv_ops *ops, const iv_block_spec *spec, const iv_norm *
     }
 }
 
-/* Scratch buffers reused by every layer of one forward. */
+/* Scratch buffers reused by every layer of one forward. The two that feed
+ * a linear op have the rows the op table asks for (iv_ops_act_stride). */
 typedef struct block_scratch {
-    float *normed; /* [T, H] pre-norm input of a sublayer */
+    float *normed; /* [T, H] pre-norm input of a sublayer, rows normed_ld apart */
     float *qkv;    /* [T, (Hq + 2Hkv) * D] */
-    float *attn;   /* [T, Hq * D] */
+    float *attn;   /* [T, Hq * D], rows attn_ld apart */
     float *h;      /* [T, H] */
+    int64_t normed_ld, attn_ld;
     iv_mlp_scratch mlp;
     /* Per-layer dynamic attention bias (layers with a dyn_bias hook only). */
     float *dyn_bias;      /* [dyn_cap] bias blocks of one group of sequences */
@@ -188,7 +190,7 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
-        .out = view(sc->attn, T, q_cols),
+        .out = {sc->attn, T, q_cols, sc->attn_ld},
         .cu_seqlens = b->cu_seqlens, .n_seqs = b->n_seqs,
         .n_heads = s->n_heads, .n_kv_heads = s->n_kv_heads, .head_dim = s->head_dim,
         .scale = s->attn_scale > 0 ? s->attn_scale : 1.0f / sqrtf((float)s->head_dim),
@@ -210,7 +212,8 @@ static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_l
     iv_view xv = view(x, T, s->hidden), hv = view(sc->h, T, s->hidden);
     if (attention_sublayer(ops, s, L, b, ex, xv, sc)) return -1;
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
-    ops->linear(ops, hv, view(sc->attn, T, (int64_t)s->n_heads * s->head_dim), L->o_w, L->o_b, IV_ACT_NONE, x);
+    const iv_view attn = {sc->attn, T, (int64_t)s->n_heads * s->head_dim, sc->attn_ld};
+    ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, x);
     iv_block_norm(ops, s, &L->attn_norm, hv, hv, NULL);
     if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, x);
     iv_block_mlp(ops, s, L, hv, xv, sc->h, &sc->mlp);
@@ -223,7 +226,8 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
                           const iv_attn_extras *ex, float *x, block_scratch *sc)
 {
     const int64_t T = b->n_tokens;
-    iv_view xv = view(x, T, s->hidden), nv = view(sc->normed, T, s->hidden), hv = view(sc->h, T, s->hidden);
+    iv_view xv = view(x, T, s->hidden), hv = view(sc->h, T, s->hidden);
+    const iv_view nv = {sc->normed, T, s->hidden, sc->normed_ld};
     const int sandwich = s->norm_place == IV_NORM_SANDWICH;
     iv_view in = xv;
     if (L->attn_norm.present) {
@@ -231,7 +235,7 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
         in = nv;
     }
     if (attention_sublayer(ops, s, L, b, ex, in, sc)) return -1;
-    iv_view attn = view(sc->attn, T, (int64_t)s->n_heads * s->head_dim);
+    const iv_view attn = {sc->attn, T, (int64_t)s->n_heads * s->head_dim, sc->attn_ld};
     if (sandwich) {
         ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, NULL);
         iv_block_norm(ops, s, &L->post_attn_norm, hv, hv, NULL);
@@ -285,14 +289,18 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
 {
     const int64_t T = batch->n_tokens;
     const int64_t qkv_cols = (int64_t)(spec->n_heads + 2 * spec->n_kv_heads) * spec->head_dim;
+    const int64_t normed_ld = iv_ops_act_stride(ops, spec->hidden);
+    const int64_t attn_ld = iv_ops_act_stride(ops, (int64_t)spec->n_heads * spec->head_dim);
     block_scratch sc = {
-        .normed = iv_arena_alloc(arena, (size_t)T * spec->hidden * sizeof(float)),
+        .normed = iv_arena_alloc(arena, (size_t)(T * normed_ld) * sizeof(float)),
         .qkv = iv_arena_alloc(arena, (size_t)(T * qkv_cols) * sizeof(float)),
-        .attn = iv_arena_alloc(arena, (size_t)T * spec->n_heads * spec->head_dim * sizeof(float)),
+        .attn = iv_arena_alloc(arena, (size_t)(T * attn_ld) * sizeof(float)),
         .h = iv_arena_alloc(arena, (size_t)T * spec->hidden * sizeof(float)),
+        .normed_ld = normed_ld,
+        .attn_ld = attn_ld,
     };
     if (!sc.normed || !sc.qkv || !sc.attn || !sc.h) return -1;
-    if (iv_mlp_scratch_alloc(&sc.mlp, spec, layers, n_layers, T, arena)) return -1;
+    if (iv_mlp_scratch_alloc(&sc.mlp, ops, spec, layers, n_layers, T, arena)) return -1;
     if (dyn_bias_scratch_alloc(&sc, spec, layers, n_layers, batch, arena)) return -1;
     sc.arena = arena;
     for (int l = 0; l < n_layers; l++) {

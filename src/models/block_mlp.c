@@ -8,8 +8,8 @@ static iv_view view(float *p, int64_t rows, int64_t cols)
     return v;
 }
 
-int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_block_spec *s, const iv_layer *layers, int n_layers,
-                         int64_t T, iv_arena *arena)
+int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_spec *s, const iv_layer *layers,
+                         int n_layers, int64_t T, iv_arena *arena)
 {
     memset(sc, 0, sizeof *sc);
     int any_dense = 0, max_e = 0, max_k = 0, max_i = 0;
@@ -24,9 +24,12 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_block_spec *s, const iv_la
         if (m->intermediate > max_i) max_i = m->intermediate;
     }
     if (any_dense) {
+        /* Ungated, up is the down projection's input; gated, the GLU output is. */
         const int64_t up_cols = (s->gated ? 2 : 1) * (int64_t)s->intermediate;
-        sc->up = iv_arena_alloc(arena, (size_t)(T * up_cols) * sizeof(float));
-        sc->gated = iv_arena_alloc(arena, (size_t)(T * s->intermediate) * sizeof(float));
+        sc->up_ld = s->gated ? up_cols : iv_ops_act_stride(ops, up_cols);
+        sc->gated_ld = iv_ops_act_stride(ops, s->intermediate);
+        sc->up = iv_arena_alloc(arena, (size_t)(T * sc->up_ld) * sizeof(float));
+        sc->gated = iv_arena_alloc(arena, (size_t)(T * sc->gated_ld) * sizeof(float));
         if (!sc->up || !sc->gated) return -1;
     }
     if (max_e) {
@@ -50,12 +53,12 @@ static void dense_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer 
     const int64_t T = in.rows;
     iv_view mid;
     if (!s->gated) {
-        mid = view(sc->up, T, s->intermediate);
+        mid = (iv_view){sc->up, T, s->intermediate, sc->up_ld};
         ops->linear(ops, mid, in, L->up_w, L->up_b, s->act, NULL);
     } else {
-        iv_view up = view(sc->up, T, 2 * (int64_t)s->intermediate);
+        iv_view up = {sc->up, T, 2 * (int64_t)s->intermediate, sc->up_ld};
         ops->linear(ops, up, in, L->up_w, L->up_b, IV_ACT_NONE, NULL);
-        mid = view(sc->gated, T, s->intermediate);
+        mid = (iv_view){sc->gated, T, s->intermediate, sc->gated_ld};
         ops->glu(ops, mid, up, s->act, s->act_on_first);
     }
     ops->linear(ops, out, mid, L->down_w, L->down_b, IV_ACT_NONE, residual);

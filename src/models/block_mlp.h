@@ -7,8 +7,9 @@
 #include "models/block.h"
 
 typedef struct iv_mlp_scratch {
-    float *up;    /* [T, I or 2I] dense up projection */
-    float *gated; /* [T, I] GLU output */
+    float *up;    /* [T, I or 2I] dense up projection, rows up_ld apart */
+    float *gated; /* [T, I] GLU output, rows gated_ld apart */
+    int64_t up_ld, gated_ld; /* as the op table asks for the down projection's input */
     /* Mixture of experts (NULL when no layer routes). */
     float *logits;        /* [T, E] router probabilities */
     int32_t *choice;      /* [T, k] chosen experts per token */
@@ -18,8 +19,8 @@ typedef struct iv_mlp_scratch {
     float *xe, *upe, *ge; /* [T, H], [T, 2I_moe], [T, I_moe] rows of one expert */
 } iv_mlp_scratch;
 
-int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_block_spec *s, const iv_layer *layers, int n_layers,
-                         int64_t n_tokens, iv_arena *arena);
+int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_spec *s, const iv_layer *layers,
+                         int n_layers, int64_t n_tokens, iv_arena *arena);
 
 /* out = MLP(in) (+ residual when non-NULL, same layout as out). out must not
  * alias in. */

@@ -123,7 +123,17 @@ struct iv_ops {
     void (*softmax)(const iv_ops *ops, iv_view x);
     /* Row-wise L2 normalisation in place (eps guards zero rows, as torch's F.normalize 1e-12). */
     void (*l2_normalize)(const iv_ops *ops, iv_view x);
+
+    /* Row stride, in floats, for a scratch activation of `cols` columns
+     * that a linear op will read (>= cols); NULL: cols. */
+    int64_t (*act_stride)(int64_t cols);
 };
+
+/* ops->act_stride(cols), or cols when the table leaves it out. */
+static inline int64_t iv_ops_act_stride(const iv_ops *ops, int64_t cols)
+{
+    return ops->act_stride ? ops->act_stride(cols) : cols;
+}
 
 /* The CPU table (ops/cpu). */
 const iv_ops *iv_cpu_ops(void);

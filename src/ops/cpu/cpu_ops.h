@@ -51,5 +51,6 @@ void iv_cpu_rope(const iv_ops *ops, const iv_rope_args *a);
 void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a);
 void iv_cpu_softmax(const iv_ops *ops, iv_view x);
 void iv_cpu_l2_normalize(const iv_ops *ops, iv_view x);
+int64_t iv_cpu_act_stride(int64_t cols);
 
 #endif

@@ -31,6 +31,7 @@ static const iv_ops cpu_ops = {
     .attention = iv_cpu_attention,
     .softmax = iv_cpu_softmax,
     .l2_normalize = iv_cpu_l2_normalize,
+    .act_stride = iv_cpu_act_stride,
 };
 
 const iv_ops *iv_cpu_ops(void) { return &cpu_ops; }

@@ -38,6 +38,11 @@ float iv_cpu_panel_at(const float *packed, int64_t in, int64_t n, int64_t k);
 void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float *bias, iv_act act,
                           const float *residual);
 
+/* Tests: 1 makes iv_cpu_act_stride pad every width, so that the tiny
+ * models run their scratch activations with rows wider than their
+ * columns; 0 restores the rule. */
+void iv_cpu_act_stride_pad_all(int on);
+
 /* "avx512", "avx2" or "portable": the kernel this CPU runs. */
 const char *iv_cpu_panel_kernel_name(void);
 /* Switches to one of those kernels, or "auto" (the best this CPU has), for
