@@ -21,8 +21,10 @@ void iv_block_norm(const iv_ops *ops, const iv_block_spec *spec, const iv_norm *
     }
 }
 
-/* Scratch buffers reused by every layer of one forward. The two that feed
- * a linear op have the rows the op table asks for (iv_ops_act_stride). */
+/* Scratch buffers reused by every layer of one forward. normed and attn,
+ * the inputs of linear ops in every layout, have the rows the op table asks
+ * for (iv_ops_act_stride); h keeps dense rows, as x does: pre-norm layers
+ * copy it into x whole. */
 typedef struct block_scratch {
     float *normed; /* [T, H] pre-norm input of a sublayer, rows normed_ld apart */
     float *qkv;    /* [T, (Hq + 2Hkv) * D] */
