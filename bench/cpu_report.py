@@ -14,7 +14,9 @@ Conventions:
   RSS ratio    peer peak RSS / infinity_v3 peak RSS (above 1: we use less)
   GFLOP/s      model FLOPs of the real tokens (cpu_workloads.model_flops) /
                median time; "% peak" divides by the measured sgemm peak at
-               the same thread count
+               the same thread count; "% adj" is the median over an
+               engine's turns of that turn's FLOP/s over the sgemm rate
+               measured just before it (batch workloads)
   max|d|       max |difference| of the first sequence's embedding from
                sentence-transformers' (torch), a check that every engine
                computed the same thing
@@ -48,6 +50,12 @@ def _workload_stats(rec, lengths, arith, ref_first):
           "times_s": [round(t, 6) for t in times]}
     if rec.get("slice_medians_s"):
         st["slice_medians_s"] = rec["slice_medians_s"]
+    turns = rec.get("sgemm_turn_gflops") or []
+    if turns and len(turns) == len(rec.get("slice_medians_s") or []):
+        # Each turn's FLOP/s over the sgemm rate measured just before it.
+        st["sgemm_turn_gflops"] = turns
+        st["adjacent_fractions"] = [flops / t / 1e9 / g for t, g in zip(rec["slice_medians_s"], turns)]
+        st["adjacent_fraction"] = float(np.median(st["adjacent_fractions"]))
     first = rec.get("first_embedding")
     if first is not None and ref_first is not None and len(first) == len(ref_first):
         st["max_abs_diff_vs_torch"] = float(np.max(np.abs(np.asarray(first) - np.asarray(ref_first))))
@@ -63,7 +71,7 @@ def summarise_model(model_dir, arith, workloads, results):
             continue
         e = {"load_s": res.get("load_s"), "peak_rss_kb": res.get("peak_rss_kb"),
              "rss_after_load_kb": res.get("rss_after_load_kb"), "process_wall_s": res.get("process_wall_s"),
-             "sgemm_adjacent_gflops": res.get("sgemm_adjacent_gflops"), "workloads": {}}
+             "workloads": {}}
         if res.get("peak_activation_bytes") and arith.get("weight_bytes") and res.get("peak_rss_kb"):
             # Issue 5's memory target: weights + 20% + the largest batch's activations.
             budget = 1.2 * arith["weight_bytes"] + res["peak_activation_bytes"]
@@ -152,12 +160,9 @@ def add_peak_fractions(result, threads):
         return
     for m in result.get("models", []):
         for e in m["engines"].values():
-            adj = e.get("sgemm_adjacent_gflops")
             for st in e.get("workloads", {}).values():
                 if st.get("gflops"):
                     st["peak_fraction"] = st["gflops"] / peak
-                    if adj:
-                        st["adjacent_fraction"] = st["gflops"] / (sum(adj) / len(adj))
     for e in result.get("cli", {}).get("engines", {}).values():
         if e.get("gflops"):
             e["peak_fraction"] = e["gflops"] / peak

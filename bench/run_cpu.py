@@ -218,11 +218,11 @@ ADJACENT = {}
 
 def sgemm_adjacent():
     """The sgemm rate right now: a short measurement (3 runs, best kernel set)
-    taken at the start of every slice (bench_model). The machines are
-    shared KVM guests whose speed drifts by 30% over minutes; "% adj"
-    divides an engine's FLOP/s by the mean of the measurements taken while
-    it was being measured, so a slow phase of the machine lowers both sides
-    of the fraction alike."""
+    taken just before every engine's turn at a batch workload (bench_model).
+    The machines are shared KVM guests whose speed drifts by 30% over
+    minutes; "% adj" divides the FLOP/s of each turn by the rate measured
+    right before it, so a slow phase of the machine lowers both sides of the
+    fraction alike."""
     if not ADJACENT:
         return None
     env = engine_env("sgemm", ADJACENT["threads"])
@@ -322,11 +322,11 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
     """Workloads (a)-(c), interleaved. Every engine is loaded once, in its own
     process; then for each workload, in each of profile["slices"] slices,
     the engines take turns (order rotated per slice) at that slice's share
-    of the runs, with the sgemm rate measured at the start of each slice.
+    of the runs, each batch turn just after an sgemm rate measurement.
     The machines are shared KVM guests whose speed drifts by 30% over
     minutes: engines compared within one slice ran seconds apart, so the
-    report's speedups are medians of per-slice ratios, and "% adj" divides
-    by the sgemm rates of the same slices."""
+    report's speedups are medians of per-slice ratios, and "% adj" is the
+    median over turns of the turn's FLOP/s over the sgemm rate just before."""
     arith = cpu_workloads.model_arith(model_dir)
     workloads = cpu_workloads.id_workloads(model_dir, profile)
     slices = profile["slices"]
@@ -347,16 +347,15 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
         except WorkerError as e:
             results[engine] = {"error": str(e)}
             log(f"  {engine}: ERROR {str(e)[:200]}")
-    sgemm_rates = []
     try:
         for w in workloads:
             t0 = time.time()
             for k in range(slices):
-                rate = sgemm_adjacent()
-                if rate:
-                    sgemm_rates.append(rate)
                 for engine in rotated(list(workers), k):
                     time.sleep(TURN_PAUSE_S)
+                    # Batch turns are long enough for a FLOP rate worth
+                    # comparing with the machine's sgemm rate of the moment.
+                    rate = sgemm_adjacent() if w["kind"] == "batch" else None
                     try:
                         rec = workers[engine].run(w["name"])
                     except WorkerError as e:
@@ -368,6 +367,8 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
                         w["name"], {"times_s": [], "slice_medians_s": [], "first_embedding": rec.get("first_embedding")})
                     into["times_s"] += rec["times_s"]
                     into["slice_medians_s"].append(float(np.median(rec["times_s"])))
+                    if rate:
+                        into.setdefault("sgemm_turn_gflops", []).append(rate)
             log(f"  {w['name']}: {slices} slices x {len(workers)} engines, {time.time() - t0:.0f}s")
     finally:
         for engine, wk in workers.items():
@@ -375,9 +376,6 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
                 results[engine].update(wk.close())
             except WorkerError as e:
                 results[engine] = {"error": f"at exit: {e}"}
-    for res in results.values():
-        if "error" not in res:
-            res["sgemm_adjacent_gflops"] = sgemm_rates
     meta = [{k: w[k] for k in ("name", "label", "kind")} | {"lengths": [len(s) for s in w["seqs"]]}
             for w in workloads]
     return cpu_report.summarise_model(model_dir, arith, meta, results)
