@@ -135,8 +135,8 @@ int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err)
         m->cfg.head_dim = d->default_head_dim;
     const iv_hf_config *c = &m->cfg;
     if (c->architecture[0] && iv_require_architecture(m, d->archs, err)) return -1;
-    static const char *const prefixes[] = {"model.", "", NULL};
-    if (iv_detect_prefix(m, prefixes, "embed_tokens.weight", err)) return -1;
+    static const char *const default_prefixes[] = {"model.", "", NULL};
+    if (iv_detect_prefix(m, d->prefixes ? d->prefixes : default_prefixes, "embed_tokens.weight", err)) return -1;
     const char *act_name = iv_json_str(c->json, d->act_key ? d->act_key : "hidden_act", c->hidden_act);
     int act = iv_act_from_name(act_name);
     if (act < 0) return iv_errf(err, IV_E_UNSUPPORTED, "unsupported MLP activation \"%s\"", act_name);
@@ -167,7 +167,7 @@ int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err)
     for (int l = 0; l < m->n_layers; l++)
         if (load_layer(m, d, l, attn_bias, mlp_bias, err)) return -1;
     if (ld_rms(m, "norm", c->hidden_size, &m->final_norm, err)) return -1;
-    return load_heads(m, err);
+    return d->own_heads ? 0 : load_heads(m, err);
 }
 
 int iv_decoder_layer_types(const iv_model *m, unsigned char *sliding, int *found, iv_err *err)

@@ -24,11 +24,15 @@ typedef struct iv_decoder_desc {
      * are copied into every routed layer. NULL: all layers dense. */
     const unsigned char *moe_layers;
     iv_moe moe;
+    /* Backbone prefixes to try, NULL-terminated (NULL: "model.", then none). */
+    const char *const *prefixes;
+    int own_heads;              /* the family loads its task heads itself (no `score` heads) */
 } iv_decoder_desc;
 
-/* Fills m->embed, m->block, m->layers, m->final_norm and the heads of the
- * architecture (sequence classification: `score` without bias on the last
- * token; token classification: `score` with bias). Causal unless config.json
+/* Fills m->embed, m->block, m->layers, m->final_norm and, unless
+ * d->own_heads, the heads of the architecture (sequence classification:
+ * `score` without bias on the last token; token classification: `score`
+ * with bias). Causal unless config.json
  * says "is_causal": false (transformers' bidirectional switch). Rotary tables
  * and windows are left to iv_decoder_rope / iv_decoder_windows. */
 int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err);

@@ -34,5 +34,6 @@ extern const iv_family iv_family_gte;
 extern const iv_family iv_family_nomic_bert;
 extern const iv_family iv_family_jina_bert;
 extern const iv_family iv_family_deberta;
+extern const iv_family iv_family_ultrabert;
 
 #endif

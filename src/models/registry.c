@@ -15,6 +15,7 @@ static const iv_family *const k_families[] = {
     &iv_family_nomic_bert,
     &iv_family_jina_bert,
     &iv_family_deberta,
+    &iv_family_ultrabert,
     NULL,
 };
 

@@ -37,6 +37,36 @@ static void no_llama4_beta(cJSON *c)
 static void quick_gelu(cJSON *c) { ckpt_set(c, "hidden_act", cJSON_CreateString("quick_gelu")); }
 static void qa_arch(cJSON *c) { ckpt_set(c, "architectures", cJSON_Parse("[\"LlamaForQuestionAnswering\"]")); }
 
+static void max_pooling(cJSON *c) { ckpt_set(c, "classifier_pooling", cJSON_CreateString("max")); }
+static void short_windows(cJSON *c)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "layer_types");
+    ckpt_set(c, "attention_windows", cJSON_Parse("[0, 6]"));
+}
+static void legacy_rope_scaling(cJSON *c)
+{
+    ckpt_set(c, "rope_scaling", cJSON_Parse("{\"rope_type\": \"linear\", \"factor\": 2.0}"));
+}
+static void one_rope_theta(cJSON *c) { ckpt_set(c, "rope_theta", cJSON_CreateNumber(10000)); }
+static void no_sliding_rope(cJSON *c)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "rope_parameters"),
+                                            "sliding_attention");
+}
+
+/* UltraBERT: both config styles are checked; the hub style only by
+ * ultrabert_legacy_seqcls (attention_windows, per-layer rope_theta). */
+TEST(ultrabert_rejects_bad_configs)
+{
+    CKPT_REJECT("ultrabert_seqcls", max_pooling, "classifier_pooling \"max\" is not supported", IV_E_UNSUPPORTED);
+    CKPT_REJECT("ultrabert_legacy_seqcls", short_windows, "attention_windows must list 4 layers", IV_E_FORMAT);
+    CKPT_REJECT("ultrabert_legacy_seqcls", legacy_rope_scaling, "rope_scaling without per-kind rope_parameters",
+                IV_E_UNSUPPORTED);
+    CKPT_REJECT("ultrabert_legacy_seqcls", one_rope_theta, "rope_theta must list a positive base per layer",
+                IV_E_FORMAT);
+    CKPT_REJECT("ultrabert", no_sliding_rope, "rope_parameters has no \"sliding_attention\" entry", IV_E_FORMAT);
+}
+
 TEST(decoder_rejects_unimplemented_switches)
 {
     CKPT_REJECT("llama", rope_proportional, "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED);
