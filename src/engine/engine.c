@@ -118,7 +118,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (quantize_if_int8(e->model, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
     e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
-    const int H = e->model->block.hidden;
+    const int H = iv_model_out_width(e->model);
     /* PyLate's Dense modules project tokens: the multi-vector head owns them. */
     if (!e->meta.pylate.present && iv_st_dense_load(&e->dense, &e->meta, H, err)) goto fail;
     e->embed_dim = e->dense.n ? e->dense.out_dim : H;
@@ -274,7 +274,7 @@ static int run_multivector(iv_engine *e, const iv_batch *b, const float *hidden,
     o->rows = malloc((size_t)b->n_seqs * sizeof(int));
     o->data = malloc((size_t)(b->n_tokens * dim) * sizeof(float) + 1);
     if (!o->offsets || !o->rows || !o->data ||
-        iv_colbert_apply(&e->colbert, e->model->ops, b, hidden, e->model->block.hidden, o->data, o->rows,
+        iv_colbert_apply(&e->colbert, e->model->ops, b, hidden, iv_model_out_width(e->model), o->data, o->rows,
                          &e->arena))
         return -1;
     o->offsets[0] = 0;
@@ -292,7 +292,7 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
     if (pack(e, seqs, n, &b, &skip, err)) return -1;
     float *hidden;
     if (iv_model_forward(m, &b, &e->arena, &hidden, err)) return -1;
-    const int H = m->block.hidden;
+    const int H = iv_model_out_width(m);
     int rc = 0;
     switch (task) {
     case IV_TASK_EMBED: {
@@ -347,7 +347,7 @@ int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, i
 }
 
 unsigned iv_engine_capabilities(const iv_engine *e) { return e->caps; }
-int iv_engine_hidden_size(const iv_engine *e) { return e->model->block.hidden; }
+int iv_engine_hidden_size(const iv_engine *e) { return iv_model_out_width(e->model); }
 int iv_engine_embedding_dim(const iv_engine *e) { return e->embed_dim; }
 int iv_engine_max_input_length(const iv_engine *e) { return e->max_len; }
 int iv_engine_num_labels(const iv_engine *e)

@@ -231,7 +231,7 @@ int iv_colbert_load(iv_colbert *c, const char *model_dir, const iv_model *m, con
                        "marker are tokens");
     special_ids s;
     if (load_special_ids(&s, model_dir, m, tok, err)) return -1;
-    const int H = m->block.hidden;
+    const int H = iv_model_out_width(m);
     int rc;
     if (stanford) {
         c->proj = &m->token_proj;

@@ -6,7 +6,7 @@
 
 int iv_head_classify(const iv_model *m, const iv_batch *b, const float *hidden, float *out, iv_arena *arena)
 {
-    const int H = m->block.hidden;
+    const int H = iv_model_out_width(m);
     float *pooled = iv_arena_alloc(arena, (size_t)b->n_seqs * H * sizeof(float));
     if (!pooled) return -1;
     static const iv_pool_mode modes[] = {[IV_SEQ_POOL_FIRST] = IV_POOL_CLS, [IV_SEQ_POOL_MEAN] = IV_POOL_MEAN,
@@ -18,7 +18,7 @@ int iv_head_classify(const iv_model *m, const iv_batch *b, const float *hidden, 
 int iv_head_token_classify(const iv_model *m, const iv_batch *b, const float *hidden, float *out,
                            iv_arena *arena)
 {
-    return iv_head_apply(m->ops, &m->token_head, hidden, b->n_tokens, m->block.hidden, out, arena);
+    return iv_head_apply(m->ops, &m->token_head, hidden, b->n_tokens, iv_model_out_width(m), out, arena);
 }
 
 /* Tokens per MLM chunk: bounds the [chunk, vocab] logits buffer. */
@@ -33,7 +33,7 @@ int iv_head_token_classify(const iv_model *m, const iv_batch *b, const float *hi
  * row-wise norms), so a sequence's vector does not depend on its neighbours. */
 int iv_head_splade(const iv_model *m, const iv_batch *b, const float *hidden, float *out, iv_arena *arena)
 {
-    const int64_t V = m->mlm_head.out_dim, H = m->block.hidden, T = b->n_tokens;
+    const int64_t V = m->mlm_head.out_dim, H = iv_model_out_width(m), T = b->n_tokens;
     float *logits = iv_arena_alloc(arena, (size_t)IV_SPLADE_CHUNK * V * sizeof(float));
     if (!logits) return -1;
     memset(out, 0, (size_t)b->n_seqs * V * sizeof(float));

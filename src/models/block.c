@@ -31,6 +31,8 @@ typedef struct block_scratch {
     float *attn;   /* [T, Hq * D], rows attn_ld apart */
     float *h;      /* [T, H] */
     int64_t normed_ld, attn_ld;
+    float *ple_pair; /* [T, 2P] per-layer input gate | the layer's input (layers with one) */
+    float *ple_prod; /* [T, P] their product */
     iv_mlp_scratch mlp;
     /* Per-layer dynamic attention bias (layers with a dyn_bias hook only). */
     float *dyn_bias;      /* [dyn_cap] bias blocks of one group of sequences */
@@ -187,6 +189,7 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     if (L->k_full_norm.present) iv_block_norm(ops, s, &L->k_full_norm, k, k, NULL);
     if (L->q_norm_w) ops->head_rms_norm(ops, q, s->n_heads, s->head_dim, L->q_norm_w, s->qk_norm_eps, qk_offset);
     if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
+    if (s->v_norm) ops->head_rms_norm(ops, v, s->n_kv_heads, s->head_dim, NULL, s->qk_norm_eps, 0.0f);
     if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, k);
     if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, ex->positions, q);
     if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
@@ -205,6 +208,25 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     if (L->dyn_bias) return attention_dynamic_bias(ops, s, L, b, ex, &a, sc);
     ops->attention(ops, &a);
     return 0;
+}
+
+/* x += N(P(act(G(x)) * ple_l)): G's output and this layer's per-layer
+ * input side by side in one [T, 2P] buffer, so the block's GLU without an
+ * activation multiplies them. */
+static void per_layer_input(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_attn_extras *ex,
+                            iv_view xv, block_scratch *sc)
+{
+    const int64_t T = xv.rows, P = s->ple_dim;
+    const iv_view gate = {sc->ple_pair, T, P, 2 * P}, own = {sc->ple_pair + P, T, P, 2 * P};
+    const iv_view ple = {(float *)ex->ple + L->ple_layer * P, T, P, ex->ple_ld};
+    const iv_view pair = {sc->ple_pair, T, 2 * P, 2 * P}, prod = {sc->ple_prod, T, P, P};
+    const iv_view hv = {sc->h, T, s->hidden, s->hidden};
+    ops->linear(ops, gate, xv, L->ple_gate_w, NULL, s->act, NULL);
+    ops->scale(ops, own, ple, 1.0f);
+    ops->glu(ops, prod, pair, IV_ACT_NONE, 1);
+    ops->linear(ops, hv, prod, L->ple_proj_w, NULL, IV_ACT_NONE, NULL);
+    iv_block_norm(ops, s, &L->ple_norm, hv, hv, NULL);
+    ops->add(ops, xv, xv, hv);
 }
 
 static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
@@ -259,6 +281,8 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
         iv_block_mlp(ops, s, L, in, hv, x, &sc->mlp);
         memcpy(x, sc->h, (size_t)T * s->hidden * sizeof(float));
     }
+    if (L->ple_gate_w) per_layer_input(ops, s, L, ex, xv, sc);
+    if (L->out_scale) ops->scale(ops, xv, xv, iv_f32(L->out_scale)[0]);
     return 0;
 }
 
@@ -285,14 +309,34 @@ static int dyn_bias_scratch_alloc(block_scratch *sc, const iv_block_spec *spec, 
     return sc->dyn_bias && sc->dyn_offsets && sc->group_cu ? 0 : -1;
 }
 
+/* The spec as layer L sees it: its own attention geometry where it has one. */
+static iv_block_spec layer_spec(const iv_block_spec *s, const iv_layer *L)
+{
+    iv_block_spec ls = *s;
+    if (L->head_dim) ls.head_dim = L->head_dim;
+    if (L->n_kv_heads) ls.n_kv_heads = L->n_kv_heads;
+    if (L->rot_dim) ls.rot_dim = L->rot_dim;
+    return ls;
+}
+
 int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const iv_layer *layers,
                            int n_layers, const iv_batch *batch, const iv_attn_extras *extras, float *x,
                            iv_arena *arena)
 {
     const int64_t T = batch->n_tokens;
-    const int64_t qkv_cols = (int64_t)(spec->n_heads + 2 * spec->n_kv_heads) * spec->head_dim;
+    /* Scratch for the widest layer. */
+    int64_t qkv_cols = (int64_t)(spec->n_heads + 2 * spec->n_kv_heads) * spec->head_dim;
+    int64_t attn_cols = (int64_t)spec->n_heads * spec->head_dim;
+    int any_ple = 0;
+    for (int l = 0; l < n_layers; l++) {
+        const iv_block_spec ls = layer_spec(spec, &layers[l]);
+        const int64_t q = (int64_t)ls.n_heads * ls.head_dim, kv = (int64_t)ls.n_kv_heads * ls.head_dim;
+        if (q + 2 * kv > qkv_cols) qkv_cols = q + 2 * kv;
+        if (q > attn_cols) attn_cols = q;
+        any_ple |= layers[l].ple_gate_w != NULL;
+    }
     const int64_t normed_ld = iv_ops_act_stride(ops, spec->hidden);
-    const int64_t attn_ld = iv_ops_act_stride(ops, (int64_t)spec->n_heads * spec->head_dim);
+    const int64_t attn_ld = iv_ops_act_stride(ops, attn_cols);
     block_scratch sc = {
         .normed = iv_arena_alloc(arena, (size_t)(T * normed_ld) * sizeof(float)),
         .qkv = iv_arena_alloc(arena, (size_t)(T * qkv_cols) * sizeof(float)),
@@ -302,13 +346,18 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
         .attn_ld = attn_ld,
     };
     if (!sc.normed || !sc.qkv || !sc.attn || !sc.h) return -1;
+    if (any_ple) {
+        sc.ple_pair = iv_arena_alloc(arena, (size_t)(T * 2 * spec->ple_dim) * sizeof(float));
+        sc.ple_prod = iv_arena_alloc(arena, (size_t)(T * spec->ple_dim) * sizeof(float));
+        if (!sc.ple_pair || !sc.ple_prod) return -1;
+    }
     if (iv_mlp_scratch_alloc(&sc.mlp, ops, spec, layers, n_layers, T, arena)) return -1;
     if (dyn_bias_scratch_alloc(&sc, spec, layers, n_layers, batch, arena)) return -1;
     sc.arena = arena;
     for (int l = 0; l < n_layers; l++) {
-        const int rc = spec->norm_place == IV_NORM_POST
-                           ? layer_post_norm(ops, spec, &layers[l], batch, extras, x, &sc)
-                           : layer_pre_norm(ops, spec, &layers[l], batch, extras, x, &sc);
+        const iv_block_spec ls = layer_spec(spec, &layers[l]);
+        const int rc = spec->norm_place == IV_NORM_POST ? layer_post_norm(ops, &ls, &layers[l], batch, extras, x, &sc)
+                                                        : layer_pre_norm(ops, &ls, &layers[l], batch, extras, x, &sc);
         if (rc) return -1;
     }
     return 0;

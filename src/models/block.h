@@ -11,7 +11,10 @@
  *
  * Optional per-layer extras: a norm over the full Q and K projections before
  * the head split (JinaCode), and for post-norm a second residual norm after
- * N1, h = N1b(x + N1(x + O(attn))) (JinaCode's layer_norm_1).
+ * N1, h = N1b(x + N1(x + O(attn))) (JinaCode's layer_norm_1); for pre-norm
+ * and sandwich layers a per-layer input sub-block after the MLP and a final
+ * scale of the layer's output (EmbeddingGemma 2). A layer may have its own
+ * head width and key/value head count.
  */
 #ifndef IV_MODELS_BLOCK_H
 #define IV_MODELS_BLOCK_H
@@ -59,6 +62,8 @@ typedef struct iv_block_spec {
      * groups of whole sequences of at most this many bias floats (or one
      * sequence, whatever its size); 0: 16M floats (64 MiB). */
     int64_t dyn_bias_group_floats;
+    int v_norm;         /* per-head RMSNorm without weight on V, eps qk_norm_eps (EmbeddingGemma 2) */
+    int ple_dim;        /* width P of each layer's per-layer input (iv_layer.ple_gate_w) */
 } iv_block_spec;
 
 /* A routed MLP: softmax over the router logits in float32, the top_k
@@ -122,6 +127,17 @@ typedef struct iv_layer {
     const iv_moe *moe;                /* routed MLP instead of up/down, or NULL */
     iv_dyn_bias_fn dyn_bias;          /* per-layer dynamic attention bias, or NULL */
     const void *dyn_bias_ctx;         /* its context (weights, settings) */
+    /* This layer's attention geometry where it differs from the spec's
+     * (EmbeddingGemma 2's full layers: wider heads, fewer key/value heads);
+     * 0: the spec's. */
+    int head_dim, n_kv_heads, rot_dim;
+    /* Per-layer input (EmbeddingGemma 2's PLE), a third residual sub-block
+     * after the MLP: x += N(P(act(G(x)) * ple_l)) with ple_l this layer's
+     * slice of iv_attn_extras.ple and the block's act; NULL: none. */
+    const iv_tensor *ple_gate_w, *ple_proj_w; /* G [P, H], P [H, P] */
+    iv_norm ple_norm;                         /* N */
+    int ple_layer;                            /* which slice of the per-layer inputs is this layer's */
+    const iv_tensor *out_scale; /* [1]: x *= it at the end of the layer (Gemma's layer_scalar), or NULL */
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */
@@ -134,6 +150,10 @@ typedef struct iv_attn_extras {
      * length (dynamic NTK, LongRoPE), used instead of the layers' inv_freq;
      * NULL for most models. */
     const float *seq_inv_freq;
+    /* [T, n_layers * ple_dim] per-layer inputs (layers with ple_gate_w read
+     * their ple_dim columns at layer * ple_dim), rows ple_ld apart; or NULL. */
+    const float *ple;
+    int64_t ple_ld;
 } iv_attn_extras;
 
 /* Runs layers [0, n_layers) over x [T, hidden] in place. Scratch comes from arena. */

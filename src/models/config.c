@@ -23,7 +23,7 @@ static void copy_str(char *dst, size_t cap, const char *src)
 
 static int read_labels(iv_hf_config *cfg, iv_err *err)
 {
-    const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(cfg->json, "id2label");
+    const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(cfg->root, "id2label");
     int n = 0;
     if (cJSON_IsObject(id2label)) {
         const cJSON *it;
@@ -38,7 +38,7 @@ static int read_labels(iv_hf_config *cfg, iv_err *err)
         }
     }
     int num_labels = 2;
-    if (read_int(cfg->json, "num_labels", n ? n : 2, &num_labels, err)) return -1;
+    if (read_int(cfg->root, "num_labels", n ? n : 2, &num_labels, err)) return -1;
     if (n && num_labels != n) num_labels = n; /* transformers derives num_labels from id2label */
     if (num_labels <= 0 || num_labels > IV_MAX_LABELS)
         return iv_errf(err, IV_E_FORMAT, "config.json: num_labels %d out of range", num_labels);
@@ -63,8 +63,9 @@ int iv_hf_config_load(iv_hf_config *cfg, const char *model_dir, iv_err *err)
 int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *err)
 {
     memset(cfg, 0, sizeof *cfg);
-    if (iv_json_parse(text, len, "config.json", &cfg->json, err)) return -1;
-    const cJSON *j = cfg->json;
+    if (iv_json_parse(text, len, "config.json", &cfg->root, err)) return -1;
+    cfg->json = cfg->root;
+    const cJSON *j = cfg->root;
     if (!cJSON_IsObject(j)) return iv_errf(err, IV_E_FORMAT, "config.json: not a JSON object");
 
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(j, "architectures");
@@ -75,6 +76,8 @@ int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *
     }
     copy_str(cfg->model_type, sizeof cfg->model_type, iv_json_str(j, "model_type", ""));
     cfg->has_auto_map = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "auto_map"));
+    cJSON *text_cfg = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+    if (cJSON_IsObject(text_cfg) && !cJSON_GetObjectItemCaseSensitive(j, "hidden_size")) j = cfg->json = text_cfg;
 
     /* DistilBERT and GPT-2 style configs (Nomic BERT hub checkpoints) spell these
      * differently; families may override. */
@@ -112,7 +115,7 @@ int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *
 void iv_hf_config_free(iv_hf_config *cfg)
 {
     for (int i = 0; i < IV_MAX_LABELS; i++) free(cfg->labels[i]);
-    cJSON_Delete(cfg->json);
+    cJSON_Delete(cfg->root);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -133,8 +136,8 @@ static int names_repo(const cJSON *v, const char *repo)
 
 int iv_config_references_code(const iv_hf_config *cfg, const char *repo)
 {
-    if (!strcmp(iv_json_str(cfg->json, "_name_or_path", ""), repo)) return 1;
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->json, "auto_map");
+    if (!strcmp(iv_json_str(cfg->root, "_name_or_path", ""), repo)) return 1;
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->root, "auto_map");
     const cJSON *it;
     if (cJSON_IsObject(map))
         cJSON_ArrayForEach(it, map) if (names_repo(it, repo)) return 1;
@@ -143,7 +146,7 @@ int iv_config_references_code(const iv_hf_config *cfg, const char *repo)
 
 int iv_config_auto_map_classes(const iv_hf_config *cfg, const char *class_prefix, iv_err *err)
 {
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->json, "auto_map");
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->root, "auto_map");
     const cJSON *it;
     if (!cJSON_IsObject(map)) return 0;
     cJSON_ArrayForEach(it, map) {

@@ -9,7 +9,11 @@
 #define IV_MAX_LABELS 256
 
 typedef struct iv_hf_config {
-    cJSON *json;               /* the whole config.json */
+    cJSON *root;               /* the whole config.json */
+    /* The backbone's keys: root, or for a multimodal checkpoint (no
+     * hidden_size at the top, a text_config object) its text_config. Every
+     * field below except the labels and the model type comes from it. */
+    cJSON *json;
     char architecture[128];    /* architectures[0], or "" */
     char model_type[64];
     int has_auto_map;          /* custom code referenced: families must opt in */

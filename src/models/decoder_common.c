@@ -75,9 +75,13 @@ static int ld_moe(iv_model *m, int l, const iv_moe *tmpl, iv_moe **out, iv_err *
 static int load_layer(iv_model *m, const iv_decoder_desc *d, int l, int attn_bias, int mlp_bias, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
-    const int64_t H = c->hidden_size, D = c->head_dim, q_out = (int64_t)c->num_heads * D,
-                  kv_out = (int64_t)c->num_kv_heads * D;
+    const int head_dim = d->layer_head_dim ? d->layer_head_dim[l] : c->head_dim;
+    const int kv_heads = d->layer_kv_heads ? d->layer_kv_heads[l] : c->num_kv_heads;
+    const int64_t H = c->hidden_size, D = head_dim, q_out = (int64_t)c->num_heads * D,
+                  kv_out = (int64_t)kv_heads * D;
     iv_layer *L = &m->layers[l];
+    if (head_dim != c->head_dim) L->head_dim = head_dim;
+    if (kv_heads != c->num_kv_heads) L->n_kv_heads = kv_heads;
     char pre[64], name[320];
     snprintf(pre, sizeof pre, "layers.%d.", l);
     const iv_tensor *qw, *kw, *vw, *qb, *kb, *vb;

@@ -24,6 +24,10 @@ typedef struct iv_decoder_desc {
      * are copied into every routed layer. NULL: all layers dense. */
     const unsigned char *moe_layers;
     iv_moe moe;
+    /* Per-layer head width and key/value head count (NULL: the config's for
+     * every layer); layers that differ from the config get their own
+     * iv_layer.head_dim / n_kv_heads. */
+    const int *layer_head_dim, *layer_kv_heads;
     /* Backbone prefixes to try, NULL-terminated (NULL: "model.", then none). */
     const char *const *prefixes;
     int own_heads;              /* the family loads its task heads itself (no `score` heads) */

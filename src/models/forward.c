@@ -141,6 +141,23 @@ static int build_seq_rope(const iv_model *m, const iv_batch *b, iv_arena *arena,
     return 0;
 }
 
+/* The per-layer inputs from the scaled embeddings x (see iv_model.ple_w). */
+static int build_ple(const iv_model *m, const float *x, int64_t T, iv_arena *arena, iv_attn_extras *ex)
+{
+    const int64_t H = m->block.hidden, W = (int64_t)m->n_layers * m->block.ple_dim;
+    float *ple = iv_arena_alloc(arena, (size_t)(T * W) * sizeof(float));
+    if (!ple) return -1;
+    const iv_view pv = {ple, T, W, W}, xv = {(float *)x, T, H, H};
+    m->ops->linear(m->ops, pv, xv, m->ple_w, NULL, IV_ACT_NONE, NULL);
+    m->ops->scale(m->ops, pv, pv, m->ple_scale);
+    m->ops->head_rms_norm(m->ops, pv, m->n_layers, m->block.ple_dim, m->ple_norm_w, m->block.norm_eps, 0.0f);
+    ex->ple = ple;
+    ex->ple_ld = W;
+    return 0;
+}
+
+int iv_model_out_width(const iv_model *m) { return m->out_proj ? (int)m->out_proj->shape[0] : m->block.hidden; }
+
 int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err)
 {
     const int64_t T = b->n_tokens, H = m->block.hidden;
@@ -155,11 +172,21 @@ int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, floa
     if (m->rel_bias.table && build_rel_bias(m, b, arena, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, arena, &ex, err)) return -1;
+    if (m->ple_w && build_ple(m, x, T, arena, &ex))
+        return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
     if (run_layers(m, b, &ex, x, arena))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     if (m->final_norm.present) {
         iv_view xv = {x, T, H, H};
         iv_block_norm(m->ops, &m->block, &m->final_norm, xv, xv, NULL);
+    }
+    if (m->out_proj) {
+        const int64_t E = m->out_proj->shape[0];
+        float *y = iv_arena_alloc(arena, (size_t)(T * E) * sizeof(float));
+        if (!y) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
+        const iv_view yv = {y, T, E, E}, xv = {x, T, H, H};
+        m->ops->linear(m->ops, yv, xv, m->out_proj, NULL, IV_ACT_NONE, NULL);
+        x = y;
     }
     *hidden = x;
     return 0;

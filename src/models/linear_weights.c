@@ -87,7 +87,9 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
         iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
         if (kinds & IV_LW_LAYER_MATMULS) {
             rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
-                 swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err);
+                 swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err) ||
+                 swap(&wk, &L->ple_gate_w, l, "per-layer input gate", err) ||
+                 swap(&wk, &L->ple_proj_w, l, "per-layer input projection", err);
             for (int e = 0; moe && e < moe->n_experts && !rc; e++)
                 rc = swap(&wk, &moe->up_w[e], l, "expert up", err) || swap(&wk, &moe->down_w[e], l, "expert down", err);
         }
@@ -95,7 +97,9 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
     }
     if ((kinds & IV_LW_AUX) && !rc)
         rc = swap(&wk, &m->embed.proj, -1, "embedding projection", err) ||
-             swap(&wk, &m->conv.w, -1, "token convolution", err);
+             swap(&wk, &m->conv.w, -1, "token convolution", err) ||
+             swap(&wk, &m->ple_w, -1, "per-layer input model projection", err) ||
+             swap(&wk, &m->out_proj, -1, "output projection", err);
     if ((kinds & IV_LW_HEADS) && !rc) {
         iv_head *heads[] = {&m->seq_head, &m->token_head, &m->mlm_head, &m->token_proj};
         static const char *names[] = {"sequence head", "token head", "MLM head", "token projection"};

@@ -16,8 +16,10 @@ typedef const iv_tensor *(*iv_linear_weight_fn)(iv_model *m, const iv_tensor *w,
 
 /* Which weights a walk covers. */
 enum {
-    IV_LW_LAYER_MATMULS = 1, /* QKV, attention output, MLP up/down, each expert's up/down */
-    IV_LW_AUX = 2,           /* MoE routers, the embedding projection, the token convolution */
+    IV_LW_LAYER_MATMULS = 1, /* QKV, attention output, MLP up/down, each expert's up/down,
+                                the per-layer input gate/projection */
+    IV_LW_AUX = 2,           /* MoE routers, the embedding projection, the token convolution,
+                                the per-layer input and output projections */
     /* Every step of the model's heads (sequence, token, MLM, token projection).
      * A head weight that is the word embedding table (a tied MLM decoder)
      * replaces the table too, so it is stored once, in the new layout: the

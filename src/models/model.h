@@ -91,6 +91,17 @@ typedef struct iv_model {
     iv_head mlm_head;           /* masked-LM logits (SPLADE) */
     iv_head token_proj;         /* per-token projection of multi-vector models (ColBERT's linear) */
 
+    /* Per-layer inputs (EmbeddingGemma 2's projection-only PLE), from the
+     * scaled embeddings e: ple = N(reshape(e W^T * ple_scale, [T, layers,
+     * block.ple_dim])), N an RMSNorm of width ple_dim with weight ple_norm_w.
+     * NULL ple_w: none. */
+    const iv_tensor *ple_w, *ple_norm_w;
+    float ple_scale;
+    /* [E, H] projection of the final hidden states, token by token
+     * (EmbeddingGemma 2's embedding_projection), or NULL; the forward pass
+     * then returns E-wide states (iv_model_out_width). */
+    const iv_tensor *out_proj;
+
     /* Longest accepted input; 0 = the position table's size, else
      * max_position_embeddings (iv_model_max_length). */
     int max_len;
@@ -106,12 +117,15 @@ typedef struct iv_model {
 int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err);
 void iv_model_free(iv_model *m);
 
-/* Runs the backbone over a packed batch; *hidden receives [T, hidden] final
- * states in arena memory. Token ids and lengths must already be validated
- * (iv_model_check_batch). */
+/* Runs the backbone over a packed batch; *hidden receives [T, width] final
+ * states in arena memory, width = iv_model_out_width. Token ids and lengths
+ * must already be validated (iv_model_check_batch). */
 int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err);
 /* Validates ids against the vocabulary and lengths against positions. */
 int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err);
+/* Width of the hidden states iv_model_forward returns: the block's hidden
+ * size, or the output projection's width. */
+int iv_model_out_width(const iv_model *m);
 /* Longest sequence the model accepts (position table, or a large bound for rotary models). */
 int iv_model_max_length(const iv_model *m);
 

@@ -16,6 +16,7 @@ static const iv_family *const k_families[] = {
     &iv_family_jina_bert,
     &iv_family_deberta,
     &iv_family_ultrabert,
+    &iv_family_embedding_gemma2,
     NULL,
 };
 

@@ -67,6 +67,22 @@ TEST(ultrabert_rejects_bad_configs)
     CKPT_REJECT("ultrabert", no_sliding_rope, "rope_parameters has no \"sliding_attention\" entry", IV_E_FORMAT);
 }
 
+static void bad_layer_key(cJSON *c) { ckpt_set(c, "per_layer_config", cJSON_Parse("{\"x1\": {\"head_dim\": 16}}")); }
+static void drop_per_layer_config(cJSON *c) { cJSON_DeleteItemFromObjectCaseSensitive(c, "per_layer_config"); }
+static void odd_kv_heads(cJSON *c)
+{
+    ckpt_set(c, "per_layer_config", cJSON_Parse("{\"1\": {\"head_dim\": 16, \"num_key_value_heads\": 3}}"));
+}
+
+TEST(embedding_gemma2_rejects_bad_configs)
+{
+    CKPT_REJECT("embedding_gemma2", add_auto_map, "custom code (auto_map)", IV_E_UNSUPPORTED);
+    CKPT_REJECT("embedding_gemma2", bad_layer_key, "per_layer_config key \"x1\" is not a layer index", IV_E_FORMAT);
+    CKPT_REJECT("embedding_gemma2", odd_kv_heads, "per_layer_config[1] has an invalid head geometry", IV_E_FORMAT);
+    /* A per_layer_config that disagrees with the tensors fails on their shapes. */
+    CKPT_REJECT("embedding_gemma2", drop_per_layer_config, "q_proj.weight has shape [64, 32], expected [32, 32]", IV_E_FORMAT);
+}
+
 TEST(decoder_rejects_unimplemented_switches)
 {
     CKPT_REJECT("llama", rope_proportional, "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED);
