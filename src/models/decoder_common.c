@@ -245,6 +245,21 @@ int iv_decoder_rope(iv_model *m, const iv_rope_params *p, const unsigned char *w
     return 0;
 }
 
+int iv_decoder_kind_rope(iv_model *m, const char *kind, const unsigned char *which, int rot_dim, double default_theta,
+                         iv_err *err)
+{
+    const cJSON *cfg = m->cfg.json;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    const cJSON *sub = cJSON_GetObjectItemCaseSensitive(params, kind);
+    if (params && !cJSON_IsNull(params) && !cJSON_IsObject(sub))
+        return iv_errf(err, IV_E_FORMAT, "config.json: rope_parameters has no \"%s\" entry", kind);
+    iv_rope_params p;
+    if (iv_rope_params_from_config(cfg, cJSON_IsObject(sub) ? sub : NULL, rot_dim, default_theta,
+                                   m->cfg.max_position_embeddings, &p, err))
+        return -1;
+    return iv_decoder_rope(m, &p, which, err);
+}
+
 int iv_decoder_head_temperature(iv_model *m, iv_head *h, double temperature, iv_err *err)
 {
     if (!(temperature > 0)) return iv_errf(err, IV_E_FORMAT, "config.json: temperature must be positive");

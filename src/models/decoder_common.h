@@ -62,6 +62,14 @@ void iv_decoder_windows(iv_model *m, const unsigned char *sliding, int window, i
  * max_position_embeddings * factor. */
 int iv_decoder_rope(iv_model *m, const iv_rope_params *p, const unsigned char *which, iv_err *err);
 
+/* Rotary tables for the layers flagged in which from transformers 5's
+ * per-layer-type form, rope_parameters[kind] (kind "full_attention",
+ * "sliding_attention"), rotating rot_dim dims, default_theta when the entry
+ * names none. A config without rope_parameters gets default_theta and any
+ * top-level rope keys; one whose rope_parameters lacks kind is an error. */
+int iv_decoder_kind_rope(iv_model *m, const char *kind, const unsigned char *which, int rot_dim, double default_theta,
+                         iv_err *err);
+
 /* Scales a head's last linear by 1 / temperature (a model-owned copy). */
 int iv_decoder_head_temperature(iv_model *m, iv_head *h, double temperature, iv_err *err);
 

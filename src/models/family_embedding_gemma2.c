@@ -26,7 +26,6 @@
 #include "models/decoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
-#include "models/rope.h"
 
 static const char *const k_archs[] = {"EmbeddingGemma2TextModel", "EmbeddingGemma2Model", NULL};
 static const char *const k_prefixes[] = {"language_model.", "model.language_model.", "model.", "", NULL};
@@ -93,15 +92,7 @@ static int kind_rope(iv_model *m, int kind, const unsigned char *sliding, const 
         width = head_dim[l];
     }
     if (!rc && width) {
-        const cJSON *params = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "rope_parameters");
-        const cJSON *sub = cJSON_GetObjectItemCaseSensitive(params, k_kind_key[kind]);
-        if (params && !cJSON_IsNull(params) && !cJSON_IsObject(sub))
-            rc = iv_errf(err, IV_E_FORMAT, "config.json: rope_parameters has no \"%s\" entry", k_kind_key[kind]);
-        iv_rope_params p;
-        if (!rc)
-            rc = iv_rope_params_from_config(m->cfg.json, cJSON_IsObject(sub) ? sub : NULL, width, default_theta[kind],
-                                            m->cfg.max_position_embeddings, &p, err);
-        if (!rc) rc = iv_decoder_rope(m, &p, which, err);
+        rc = iv_decoder_kind_rope(m, k_kind_key[kind], which, width, default_theta[kind], err);
         for (int l = 0; l < m->n_layers && !rc; l++)
             if (which[l]) m->layers[l].rot_dim = width;
     }

@@ -63,22 +63,15 @@ static int type_rope(iv_model *m, int kind, const unsigned char *which, iv_err *
     static const char *const legacy_key[] = {"global_rope_theta", "local_rope_theta"};
     static const double default_theta[] = {160000.0, 10000.0};
     const cJSON *cfg = m->cfg.json;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
     const int d = m->block.head_dim;
+    const double theta = iv_json_num(cfg, legacy_key[kind], default_theta[kind]);
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters")))
+        return iv_decoder_kind_rope(m, type_key[kind], which, d, theta, err);
+    /* Hub style: one rope_scaling (if any) for both types, a theta per type. */
     iv_rope_params p;
-    if (cJSON_IsObject(params)) {
-        const cJSON *sub = cJSON_GetObjectItemCaseSensitive(params, type_key[kind]);
-        if (!cJSON_IsObject(sub))
-            return iv_errf(err, IV_E_FORMAT, "config.json: rope_parameters has no \"%s\" entry", type_key[kind]);
-        if (iv_rope_params_from_config(cfg, sub, d, iv_json_num(cfg, legacy_key[kind], default_theta[kind]),
-                                       m->cfg.max_position_embeddings, &p, err))
-            return -1;
-    } else {
-        /* Hub style: one rope_scaling (if any) for both types, a theta per type. */
-        if (iv_rope_params_from_config(cfg, NULL, d, default_theta[kind], m->cfg.max_position_embeddings, &p, err))
-            return -1;
-        p.theta = iv_json_num(cfg, legacy_key[kind], default_theta[kind]);
-    }
+    if (iv_rope_params_from_config(cfg, NULL, d, default_theta[kind], m->cfg.max_position_embeddings, &p, err))
+        return -1;
+    p.theta = theta;
     return iv_decoder_rope(m, &p, which, err);
 }
 

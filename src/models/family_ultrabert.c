@@ -80,33 +80,26 @@ static int kind_rope(iv_model *m, int kind, const unsigned char *sliding, unsign
     }
     if (!any) return 0;
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
-    iv_rope_params p;
-    if (params && !cJSON_IsNull(params)) {
-        const cJSON *sub = cJSON_GetObjectItemCaseSensitive(params, k_kind_key[kind]);
-        if (!cJSON_IsObject(sub))
-            return iv_errf(err, IV_E_FORMAT, "config.json: rope_parameters has no \"%s\" entry", k_kind_key[kind]);
-        if (iv_rope_params_from_config(cfg, sub, m->block.head_dim, default_theta[kind],
-                                       m->cfg.max_position_embeddings, &p, err))
-            return -1;
-    } else {
-        if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling")))
-            return iv_errf(err, IV_E_UNSUPPORTED,
-                           "config.json: rope_scaling without per-kind rope_parameters is not supported for "
-                           "ultrabert (transformers builds default rotary tables from rope_theta alone)");
-        const cJSON *thetas = cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta");
-        double theta = default_theta[kind];
-        if (thetas && !cJSON_IsNull(thetas)) {
-            const cJSON *t = cJSON_IsArray(thetas) && cJSON_GetArraySize(thetas) == m->n_layers
-                                 ? cJSON_GetArrayItem(thetas, last)
-                                 : NULL;
-            if (!cJSON_IsNumber(t) || !(t->valuedouble > 0))
-                return iv_errf(err, IV_E_FORMAT, "config.json: rope_theta must list a positive base per layer");
-            theta = t->valuedouble;
-        }
-        if (iv_rope_params_from_config(cfg, NULL, m->block.head_dim, theta, m->cfg.max_position_embeddings, &p, err))
-            return -1;
-        p.theta = theta;
+    if (params && !cJSON_IsNull(params))
+        return iv_decoder_kind_rope(m, k_kind_key[kind], which, m->block.head_dim, default_theta[kind], err);
+    /* The hub style: default tables from rope_theta alone. */
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling")))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: rope_scaling without per-kind rope_parameters is not supported for ultrabert "
+                       "(transformers builds default rotary tables from rope_theta alone)");
+    const cJSON *thetas = cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta");
+    double theta = default_theta[kind];
+    if (thetas && !cJSON_IsNull(thetas)) {
+        const cJSON *t =
+            cJSON_IsArray(thetas) && cJSON_GetArraySize(thetas) == m->n_layers ? cJSON_GetArrayItem(thetas, last) : NULL;
+        if (!cJSON_IsNumber(t) || !(t->valuedouble > 0))
+            return iv_errf(err, IV_E_FORMAT, "config.json: rope_theta must list a positive base per layer");
+        theta = t->valuedouble;
     }
+    iv_rope_params p;
+    if (iv_rope_params_from_config(cfg, NULL, m->block.head_dim, theta, m->cfg.max_position_embeddings, &p, err))
+        return -1;
+    p.theta = theta;
     return iv_decoder_rope(m, &p, which, err);
 }
 
