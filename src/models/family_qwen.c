@@ -4,6 +4,13 @@
  * pplx-embed (model_type bidirectional_pplx_qwen3, remote code: Qwen3Model
  * with every layer non-causal and only full-attention layers).
  *
+ * Qwen3-VL (qwen3_vl, and its text model qwen3_vl_text): the text backbone
+ * only, a Qwen3 decoder read from text_config with tensors under
+ * language_model.; its interleaved multimodal RoPE gives every token the
+ * same time, height and width position when the input is text, which makes
+ * it the plain rotary table. The vision tower and DeepStack injection are
+ * not run, so image and video inputs are not accepted.
+ *
  * Sliding windows: layer_types when config.json has it, else transformers'
  * rule (use_sliding_window and layer >= max_window_layers). gte-Qwen2 style
  * bidirectional checkpoints set "is_causal": false (handled in
@@ -26,6 +33,10 @@ static const char *const k_qwen3_moe_archs[] = {
     NULL,
 };
 static const char *const k_pplx_archs[] = {"PPLXQwen3Model", NULL};
+static const char *const k_qwen3_vl_archs[] = {
+    "Qwen3VLModel", "Qwen3VLForConditionalGeneration", "Qwen3VLTextModel", NULL,
+};
+static const char *const k_qwen3_vl_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
 
 /* Qwen3MoeDecoderLayer: routed iff not in mlp_only_layers, num_experts > 0 and
  * (layer + 1) % decoder_sparse_step == 0. transformers 5 saves num_experts as
@@ -83,13 +94,15 @@ static int qwen_load(iv_model *m, iv_err *err)
     const iv_hf_config *c = &m->cfg;
     const char *t = c->model_type;
     const int qwen2 = !strcmp(t, "qwen2"), moe = !strcmp(t, "qwen3_moe"), pplx = !strcmp(t, "bidirectional_pplx_qwen3");
+    const int vl = !strcmp(t, "qwen3_vl") || !strcmp(t, "qwen3_vl_text");
     if (c->has_auto_map && !pplx)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
                        "checkpoints are supported",
                        t);
     iv_decoder_desc d = {
-        .archs = qwen2 ? k_qwen2_archs : moe ? k_qwen3_moe_archs : pplx ? k_pplx_archs : k_qwen3_archs,
+        .archs = qwen2 ? k_qwen2_archs : moe ? k_qwen3_moe_archs : pplx ? k_pplx_archs : vl ? k_qwen3_vl_archs : k_qwen3_archs,
+        .prefixes = vl ? k_qwen3_vl_prefixes : NULL,
         .norm_kind = IV_NORM_RMS,
         .qkv_bias = qwen2,
         .qk_norm = !qwen2,
@@ -112,5 +125,6 @@ static int qwen_load(iv_model *m, iv_err *err)
     return iv_decoder_rope(m, &rope, NULL, err);
 }
 
-static const char *const k_types[] = {"qwen2", "qwen3", "qwen3_moe", "bidirectional_pplx_qwen3", NULL};
+static const char *const k_types[] = {"qwen2", "qwen3", "qwen3_moe", "bidirectional_pplx_qwen3", "qwen3_vl",
+                                      "qwen3_vl_text", NULL};
 const iv_family iv_family_qwen = {"qwen", k_types, qwen_load};
