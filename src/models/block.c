@@ -282,7 +282,7 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
         memcpy(x, sc->h, (size_t)T * s->hidden * sizeof(float));
     }
     if (L->ple_gate_w) per_layer_input(ops, s, L, ex, xv, sc);
-    if (L->out_scale) ops->scale(ops, xv, xv, iv_f32(L->out_scale)[0]);
+    if (L->scale_out) ops->scale(ops, xv, xv, L->out_scale);
     return 0;
 }
 

@@ -137,7 +137,8 @@ typedef struct iv_layer {
     const iv_tensor *ple_gate_w, *ple_proj_w; /* G [P, H], P [H, P] */
     iv_norm ple_norm;                         /* N */
     int ple_layer;                            /* which slice of the per-layer inputs is this layer's */
-    const iv_tensor *out_scale; /* [1]: x *= it at the end of the layer (Gemma's layer_scalar), or NULL */
+    int scale_out;   /* x *= out_scale at the end of the layer (Gemma's layer_scalar) */
+    float out_scale;
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */

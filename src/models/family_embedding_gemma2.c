@@ -116,14 +116,17 @@ static int load_per_layer_inputs(iv_model *m, iv_err *err)
         iv_layer *L = &m->layers[l];
         char name[160];
 #define NAME(fmt) (snprintf(name, sizeof name, "layers.%d." fmt, l), name)
+        const iv_tensor *scalar;
         if (iv_ld(m, NAME("ple_block.per_layer_input_gate.weight"), P, H, &L->ple_gate_w, err) ||
             iv_ld(m, NAME("ple_block.per_layer_projection.weight"), H, P, &L->ple_proj_w, err) ||
             iv_ld(m, NAME("ple_block.post_per_layer_input_norm.weight"), H, -1, &L->ple_norm.w, err) ||
-            iv_ld(m, NAME("layer_scalar"), 1, -1, &L->out_scale, err))
+            iv_ld(m, NAME("layer_scalar"), 1, -1, &scalar, err))
             return -1;
 #undef NAME
         L->ple_norm.present = 1;
         L->ple_layer = l;
+        L->scale_out = 1;
+        L->out_scale = iv_f32(scalar)[0];
     }
     return 0;
 }
