@@ -143,12 +143,13 @@ static int embedding_gemma2_load(iv_model *m, iv_err *err)
     int *head_dim = calloc((size_t)n, sizeof *head_dim), *kv_heads = calloc((size_t)n, sizeof *kv_heads);
     unsigned char *sliding = calloc((size_t)n, 1);
     int rc = !head_dim || !kv_heads || !sliding ? iv_errf(err, IV_E_NOMEM, "out of memory") : 0;
-    m->n_layers = n; /* read_layer_kinds / read_layer_dims run before the layers exist */
+    m->n_layers = n; /* read_layer_dims runs before the layers exist */
+    if (!cJSON_GetObjectItemCaseSensitive(c->json, "head_dim")) m->cfg.head_dim = 256; /* the config class's default */
     if (!rc) rc = read_layer_dims(m, head_dim, kv_heads, err);
     if (!rc) {
         const iv_decoder_desc d = {
             .archs = k_archs, .norm_kind = IV_NORM_RMS, .sandwich = 1, .qk_norm = 1,
-            .act_key = "hidden_activation", .default_head_dim = 256, .layer_head_dim = head_dim,
+            .act_key = "hidden_activation", .layer_head_dim = head_dim,
             .layer_kv_heads = kv_heads, .prefixes = k_prefixes, .own_heads = 1,
         };
         rc = iv_decoder_load(m, &d, err);
