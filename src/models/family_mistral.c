@@ -1,4 +1,10 @@
-/* Mistral: Llama math plus an optional sliding window on every layer
+/* Mistral3 (mistral3: Mistral3Model, ...ForConditionalGeneration) is run as
+ * its text backbone only: the Mistral or Ministral3 model of text_config
+ * (text_config.model_type decides which), tensors under
+ * language_model.model. (or model.language_model.); the Pixtral vision tower
+ * and the patch merger are not run, so image inputs are not accepted.
+ *
+ * Mistral: Llama math plus an optional sliding window on every layer
  * (transformers' mask: key j visible to query i iff i - window < j <= i).
  * Ministral3: explicit head_dim, YaRN rope by default, and Llama-4 query
  * scaling after RoPE, q *= 1 + beta * ln(1 + floor(pos / original_max)),
@@ -16,6 +22,10 @@ static const char *const k_ministral3_archs[] = {
     "Ministral3Model", "Ministral3ForCausalLM", "Ministral3ForSequenceClassification",
     "Ministral3ForTokenClassification", NULL,
 };
+
+static const char *const k_mistral3_archs[] = {"Mistral3Model", "Mistral3ForConditionalGeneration", NULL};
+static const char *const k_mistral3_prefixes[] = {"language_model.model.", "model.language_model.", "language_model.",
+                                                  NULL};
 
 /* Ministral3Config's rope_parameters when config.json has none. */
 static const char k_ministral3_default_rope[] =
@@ -48,7 +58,14 @@ static int ministral3_rope(iv_model *m, iv_err *err)
 static int mistral_load(iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
-    const int ministral3 = !strcmp(c->model_type, "ministral3");
+    const int mistral3 = !strcmp(c->model_type, "mistral3");
+    /* A Mistral3 checkpoint's text model is whatever its text_config names. */
+    const char *text_type = mistral3 ? iv_json_str(c->json, "model_type", "mistral") : c->model_type;
+    const int ministral3 = !strcmp(text_type, "ministral3");
+    if (mistral3 && !ministral3 && strcmp(text_type, "mistral"))
+        return iv_errf(err, IV_E_UNSUPPORTED, "mistral3 with a text model of type \"%s\" is not supported (mistral, "
+                                              "ministral3)",
+                       text_type);
     if (c->has_auto_map)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
@@ -58,9 +75,10 @@ static int mistral_load(iv_model *m, iv_err *err)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "%s config with layer_types (alternating attention) is not supported; transformers' %s "
                        "ignores it too",
-                       c->model_type, c->model_type);
-    const iv_decoder_desc d = {.archs = ministral3 ? k_ministral3_archs : k_mistral_archs, .norm_kind = IV_NORM_RMS,
-                               .default_head_dim = ministral3 ? 128 : 0};
+                       text_type, text_type);
+    const iv_decoder_desc d = {.archs = mistral3 ? k_mistral3_archs : ministral3 ? k_ministral3_archs : k_mistral_archs,
+                               .norm_kind = IV_NORM_RMS, .default_head_dim = ministral3 ? 128 : 0,
+                               .prefixes = mistral3 ? k_mistral3_prefixes : NULL};
     if (iv_decoder_load(m, &d, err)) return -1;
     int64_t window = iv_json_int(c->json, "sliding_window", 0);
     if (window < 0) return iv_errf(err, IV_E_FORMAT, "config.json: sliding_window must be positive");
@@ -72,5 +90,5 @@ static int mistral_load(iv_model *m, iv_err *err)
     return iv_decoder_rope(m, &rope, NULL, err);
 }
 
-static const char *const k_types[] = {"mistral", "ministral3", NULL};
+static const char *const k_types[] = {"mistral", "ministral3", "mistral3", NULL};
 const iv_family iv_family_mistral = {"mistral", k_types, mistral_load};
