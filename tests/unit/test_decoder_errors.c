@@ -83,6 +83,25 @@ TEST(embedding_gemma2_rejects_bad_configs)
     CKPT_REJECT("embedding_gemma2", drop_per_layer_config, "q_proj.weight has shape [64, 32], expected [32, 32]", IV_E_FORMAT);
 }
 
+static void mistral3_llama_text(cJSON *c)
+{
+    ckpt_set(cJSON_GetObjectItemCaseSensitive(c, "text_config"), "model_type", cJSON_CreateString("llama"));
+}
+static void mistral3_rerank_code(cJSON *c)
+{
+    ckpt_set(c, "architectures", cJSON_Parse("[\"Mistral3ForSequenceClassification\"]"));
+    ckpt_set(c, "auto_map", cJSON_Parse("{\"AutoModelForSequenceClassification\": "
+                                        "\"model.Mistral3ForSequenceClassification\"}"));
+}
+
+/* Multimodal checkpoints run as their text backbone only when the family
+ * knows that backbone. */
+TEST(multimodal_text_backbones_reject_what_they_do_not_run)
+{
+    CKPT_REJECT("mistral3", mistral3_llama_text, "mistral3 with a text model of type \"llama\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("mistral3", mistral3_rerank_code, "custom code (auto_map)", IV_E_UNSUPPORTED);
+}
+
 TEST(decoder_rejects_unimplemented_switches)
 {
     CKPT_REJECT("llama", rope_proportional, "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED);
