@@ -161,7 +161,8 @@ static int embedding_gemma2_load(iv_model *m, iv_err *err)
         m->block.v_norm = 1;
         m->embed.scale = (float)sqrt((double)c->hidden_size);
         const int64_t window = iv_json_int(c->json, "sliding_window", 512);
-        if (window <= 0 || window > (1 << 30)) rc = iv_errf(err, IV_E_FORMAT, "config.json: sliding_window out of range");
+        if (window <= 0 || window > (1 << 30))
+            rc = iv_errf(err, IV_E_FORMAT, "config.json: sliding_window out of range");
         else iv_decoder_windows(m, sliding, (int)window, IV_WINDOW_SYMMETRIC);
     }
     for (int kind = FULL; kind <= SLIDING && !rc; kind++) rc = kind_rope(m, kind, sliding, head_dim, err);

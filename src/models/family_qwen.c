@@ -101,7 +101,11 @@ static int qwen_load(iv_model *m, iv_err *err)
                        "checkpoints are supported",
                        t);
     iv_decoder_desc d = {
-        .archs = qwen2 ? k_qwen2_archs : moe ? k_qwen3_moe_archs : pplx ? k_pplx_archs : vl ? k_qwen3_vl_archs : k_qwen3_archs,
+        .archs = qwen2  ? k_qwen2_archs
+                 : moe  ? k_qwen3_moe_archs
+                 : pplx ? k_pplx_archs
+                 : vl   ? k_qwen3_vl_archs
+                        : k_qwen3_archs,
         .prefixes = vl ? k_qwen3_vl_prefixes : NULL,
         .norm_kind = IV_NORM_RMS,
         .qkv_bias = qwen2,

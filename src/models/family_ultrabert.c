@@ -90,8 +90,8 @@ static int kind_rope(iv_model *m, int kind, const unsigned char *sliding, unsign
     const cJSON *thetas = cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta");
     double theta = default_theta[kind];
     if (thetas && !cJSON_IsNull(thetas)) {
-        const cJSON *t =
-            cJSON_IsArray(thetas) && cJSON_GetArraySize(thetas) == m->n_layers ? cJSON_GetArrayItem(thetas, last) : NULL;
+        const int listed = cJSON_IsArray(thetas) && cJSON_GetArraySize(thetas) == m->n_layers;
+        const cJSON *t = listed ? cJSON_GetArrayItem(thetas, last) : NULL;
         if (!cJSON_IsNumber(t) || !(t->valuedouble > 0))
             return iv_errf(err, IV_E_FORMAT, "config.json: rope_theta must list a positive base per layer");
         theta = t->valuedouble;
@@ -114,7 +114,8 @@ static int load_mlm_head(iv_model *m, iv_err *err)
     const int64_t mid = iv_json_int(m->cfg.json, "prediction_head_size", 768);
     int tied;
     if (iv_json_bool_chk(m->cfg.json, "tie_word_embeddings", 0, &tied, "config.json", err)) return -1;
-    if (iv_ld_top(m, "head.linear1.weight", mid, H, &w1, err) || iv_ld_top(m, "head.linear2.weight", H, mid, &w2, err) ||
+    if (iv_ld_top(m, "head.linear1.weight", mid, H, &w1, err) ||
+        iv_ld_top(m, "head.linear2.weight", H, mid, &w2, err) ||
         iv_ld_top_opt(m, "head.decoder.weight", V, H, &dec, err))
         return -1;
     if (!dec && iv_ld_top_opt(m, "cls.weight", V, H, &dec, err)) return -1;

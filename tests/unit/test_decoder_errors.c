@@ -80,7 +80,8 @@ TEST(embedding_gemma2_rejects_bad_configs)
     CKPT_REJECT("embedding_gemma2", bad_layer_key, "per_layer_config key \"x1\" is not a layer index", IV_E_FORMAT);
     CKPT_REJECT("embedding_gemma2", odd_kv_heads, "per_layer_config[1] has an invalid head geometry", IV_E_FORMAT);
     /* A per_layer_config that disagrees with the tensors fails on their shapes. */
-    CKPT_REJECT("embedding_gemma2", drop_per_layer_config, "q_proj.weight has shape [64, 32], expected [32, 32]", IV_E_FORMAT);
+    CKPT_REJECT("embedding_gemma2", drop_per_layer_config, "q_proj.weight has shape [64, 32], expected [32, 32]",
+                IV_E_FORMAT);
 }
 
 static void mistral3_llama_text(cJSON *c)
