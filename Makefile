@@ -12,7 +12,7 @@ ARCH    ?= -march=native
 OPT     ?= -O3 -DNDEBUG
 SAN     ?=
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-	-Wshadow -Wstrict-prototypes -Wno-format-truncation -fopenmp -pthread -g $(ARCH) -Isrc -Itests $(PKG_CFLAGS)
+	-Wshadow -Wstrict-prototypes -Wpointer-arith -Wno-format-truncation -fopenmp -pthread -g $(ARCH) -Isrc -Itests $(PKG_CFLAGS)
 CFLAGS  = $(CFLAGS_BASE) $(OPT) $(SAN)
 LDLIBS  = $(PKG_LIBS) -fopenmp -pthread -lm $(SAN)
 
@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: all test test-unit test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -45,6 +45,16 @@ test: deps models
 	$(MAKE) test-unit BUILD=build/release
 	$(MAKE) test-unit BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer" \
 		SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+	$(MAKE) test-cuda-build
+
+# Wherever nvcc is on the PATH, the CUDA build (sm_80 and sm_90) must compile
+# and link, and its binary runs the op tests of every table (a machine with no
+# GPU skips the CUDA ones: iv_ops_open reports no device). GPU checks proper:
+# scripts/gpu-check.
+test-cuda-build:
+	@if command -v $(NVCC) >/dev/null 2>&1; then \
+		$(MAKE) cuda && build/cuda/run_tests devices_; \
+	else echo "nvcc not found: the CUDA build is not checked here"; fi
 
 test-unit: $(BUILD)/run_tests $(BUILD)/infinity_v3
 	IV_BIN=$(BUILD)/infinity_v3 ASAN_OPTIONS=detect_leaks=1 $(BUILD)/run_tests
@@ -108,6 +118,49 @@ bench-avx2:
 
 $(BUILD)/bench_engine $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# ---- CUDA build (nvcc): build/cuda, the CPU objects plus src/ops/cuda/*.cu ----
+# `make cuda` builds build/cuda/infinity_v3 and build/cuda/run_tests with the
+# CUDA op table: every C object rebuilt with -DIV_WITH_CUDA (ops/cuda_absent.c
+# then compiles to nothing) and src/ops/cuda/*.cu compiled by nvcc into that
+# build's libiv.a. GPU code for sm_80 and sm_90, plus compute_90 PTX that newer
+# GPUs compile at load. Without nvcc the other builds are unaffected and
+# `make cuda` says what is missing.
+NVCC      ?= nvcc
+NVCC_BIN  := $(shell command -v $(NVCC) 2>/dev/null)
+ifneq ($(NVCC_BIN),)
+CUDA_HOME ?= $(shell dirname "$$(dirname "$(NVCC_BIN)")")
+# Toolkits put the libraries in lib64 (lib64 -> lib in some packages).
+CUDA_LIBDIR ?= $(firstword $(patsubst %/,%,$(dir $(wildcard $(CUDA_HOME)/lib64/libcudart.so $(CUDA_HOME)/lib/libcudart.so))) $(CUDA_HOME)/lib64)
+endif
+NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+NVCC_FLAGS  = -std=c++17 -O3 -g -lineinfo -Isrc $(NVCC_ARCH) -DIV_WITH_CUDA \
+	-Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter
+
+.PHONY: cuda
+cuda:
+ifeq ($(NVCC_BIN),)
+	@echo "make cuda: $(NVCC) is not on the PATH (install the CUDA toolkit, or pass NVCC=/path/to/nvcc)"; exit 1
+else
+	$(MAKE) BUILD=build/cuda IV_CUDA_BUILD=1 build/cuda/infinity_v3 build/cuda/run_tests
+endif
+
+# Only in the sub-make above (BUILD=build/cuda).
+ifeq ($(IV_CUDA_BUILD),1)
+CUDA_SRC := $(sort $(wildcard src/ops/cuda/*.cu))
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o)
+CFLAGS   += -DIV_WITH_CUDA
+LDLIBS   += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -lstdc++
+# The libiv.a rule archives all its prerequisites ($^): these join them.
+$(BUILD)/libiv.a: $(CUDA_OBJ)
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
+endif
+# ---- end of the CUDA build ----
 
 clean:
 	rm -rf build

@@ -195,9 +195,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--model-id")) model = argv[++i];
         else if (!strcmp(argv[i], "--workloads")) wl_path = argv[++i];
         else if (!strcmp(argv[i], "--dtype")) opts.dtype = argv[++i];
+        else if (!strcmp(argv[i], "--device")) opts.device = argv[++i];
     }
     if (!model || !wl_path) {
-        fprintf(stderr, "usage: bench_engine --model-id DIR --workloads FILE.json [--dtype float32|int8] [--serve]\n");
+        fprintf(stderr, "usage: bench_engine --model-id DIR --workloads FILE.json [--device cpu|cuda|emulated]\n"
+                        "       [--dtype float32|int8|bfloat16|float16] [--serve]\n");
         return 2;
     }
     iv_err err = {0};

@@ -72,7 +72,7 @@ static void bench_linear(const lin_shape *s, int rounds)
     float *scales = malloc((size_t)s->out * sizeof(float));
     iv_int8_pack_weights(blob, scales, w, s->out, s->in);
     iv_tensor qt = iv_int8_weight_tensor(blob, scales, s->out, s->in);
-    iv_view xv = {x, s->t, s->in, s->in}, yv = {y, s->t, s->out, s->out};
+    iv_view xv = {x, s->t, s->in, s->in, IV_F32}, yv = {y, s->t, s->out, s->out, IV_F32};
 
     /* Contender 0 is FP32; then one per available int8 kernel. */
     int kernels[MAX_CONTENDERS], nk = 0;

@@ -122,10 +122,10 @@ static void bench_attention(const iv_ops *ops, int64_t total, int64_t len, int h
     attn_ctx c;
     memset(&c, 0, sizeof c);
     c.ops = ops;
-    c.a.q = (iv_view){qkv, t, width, 3 * width};
-    c.a.k = (iv_view){qkv + width, t, width, 3 * width};
-    c.a.v = (iv_view){qkv + 2 * width, t, width, 3 * width};
-    c.a.out = (iv_view){out, t, width, width};
+    c.a.q = (iv_view){qkv, t, width, 3 * width, IV_F32};
+    c.a.k = (iv_view){qkv + width, t, width, 3 * width, IV_F32};
+    c.a.v = (iv_view){qkv + 2 * width, t, width, 3 * width, IV_F32};
+    c.a.out = (iv_view){out, t, width, width, IV_F32};
     c.a.cu_seqlens = cu;
     c.a.n_seqs = n;
     c.a.n_heads = c.a.n_kv_heads = heads;

@@ -39,7 +39,9 @@ static void usage(FILE *f)
             "  --default-prompt TEXT        prompt text for every request\n"
             "  --tokenization-workers N     tokenizer threads per model (cores - 1)\n"
             "  --pooling cls|mean|max|last-token|splade   override the model's pooling\n"
-            "  --device cpu  --dtype float32  --backend native\n"
+            "  --device cpu|cuda|cuda:N|emulated   where the model runs (cpu)\n"
+            "  --dtype float32|int8 (cpu) | bfloat16|float16 (cuda, emulated; bfloat16 by default)\n"
+            "  --backend native             the C engine (libtorch is accepted as a synonym)\n"
             "  --json-output                logs as JSON lines\n"
             "  --log-level debug|info|warn|error (or LOG_LEVEL)\n");
 }

@@ -8,5 +8,6 @@ const iv_command iv_commands[] = {
     {"predict", iv_cmd_predict},
     {"tokenize", iv_cmd_tokenize},
     {"serve", iv_cmd_serve},
+    {"taps", iv_cmd_taps},
     {NULL, NULL},
 };

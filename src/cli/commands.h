@@ -14,6 +14,7 @@ int iv_cmd_embed(int argc, char **argv);
 int iv_cmd_predict(int argc, char **argv);
 int iv_cmd_tokenize(int argc, char **argv);
 int iv_cmd_serve(int argc, char **argv);
+int iv_cmd_taps(int argc, char **argv);
 
 
 #endif

@@ -34,22 +34,19 @@ struct iv_engine {
     int embed_dim;
     int max_len;
     char label_buf[IV_MAX_LABELS][16];
-    iv_arena arena;
+    const iv_ops *ops;      /* the device table this engine runs on (owned: iv_ops_close) */
+    iv_arena arena;         /* host memory of a batch */
+    iv_arena dev_arena;     /* device memory of a batch (unused on the CPU: arena serves both) */
+    iv_fwd_mem mem;
     pthread_mutex_t lock;
 };
 
-/* CPU: float32, or int8 (large linear weights quantized at load, see
- * models/quantize.h; the int8 table runs both kinds of weights). */
+/* The device table: CPU float32 or int8 (large linear weights quantized at
+ * load, see models/quantize.h), the emulated device or CUDA in float16 or
+ * bfloat16 (ops/ops.h). */
 static const iv_ops *pick_ops(const iv_engine_opts *o, iv_err *err)
 {
-    const char *dev = o && o->device ? o->device : "cpu";
-    const char *dt = o && o->dtype ? o->dtype : "float32";
-    if (strcmp(dev, "cpu") != 0)
-        return iv_errf(err, IV_E_UNSUPPORTED, "device \"%s\" is not available in this build (use cpu)", dev), NULL;
-    if (!strcmp(dt, "int8")) return iv_cpu_int8_ops();
-    if (strcmp(dt, "float32") != 0)
-        return iv_errf(err, IV_E_UNSUPPORTED, "dtype \"%s\" is not supported on cpu (use float32 or int8)", dt), NULL;
-    return iv_cpu_ops();
+    return iv_ops_open(o ? o->device : NULL, o ? o->dtype : NULL, err);
 }
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -111,10 +108,18 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     const iv_ops *ops = pick_ops(opts, err);
     if (!ops) return -1;
     iv_engine *e = calloc(1, sizeof *e);
-    if (!e) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    if (!e) {
+        iv_ops_close(ops);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    e->ops = ops;
     pthread_mutex_init(&e->lock, NULL);
     iv_arena_init(&e->arena);
-    if (iv_model_load(&e->model, model_dir, ops, err)) goto fail;
+    iv_ops_arena_init(&e->dev_arena, ops);
+    e->mem = (iv_fwd_mem){&e->arena, ops->host_visible ? &e->arena : &e->dev_arena};
+    /* Loaded through a CPU table (load-time transforms run on the host),
+     * then moved to the device once nothing reads weights as rows. */
+    if (iv_model_load(&e->model, model_dir, ops->host_visible ? ops : iv_cpu_ops(), err)) goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
     e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
@@ -133,10 +138,17 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU
      * kernel's panels. */
-    if (iv_model_pack_cpu_weights(e->model, NULL, err) || iv_st_dense_pack_cpu(&e->dense, err) ||
-        iv_st_dense_pack_cpu(&e->colbert.dense, err))
-        goto fail;
-    IV_INFO("CPU linear kernel %s (instruction sets up to %s)", iv_cpu_panel_kernel_name(), iv_cpu_isa_cap_name());
+    if (ops->device == IV_CPU) {
+        if (iv_model_pack_cpu_weights(e->model, NULL, err) || iv_st_dense_pack_cpu(&e->dense, err) ||
+            iv_st_dense_pack_cpu(&e->colbert.dense, err))
+            goto fail;
+        IV_INFO("CPU linear kernel %s (instruction sets up to %s)", iv_cpu_panel_kernel_name(), iv_cpu_isa_cap_name());
+    } else {
+        if (iv_model_to_device(e->model, ops, err) || iv_st_dense_to_device(&e->dense, ops, err) ||
+            iv_st_dense_to_device(&e->colbert.dense, ops, err))
+            goto fail;
+        IV_INFO("device %s, %s", ops->name, ops->act_dtype == IV_BF16 ? "bfloat16" : "float16");
+    }
     e->max_len = iv_model_max_length(e->model);
     if (e->colbert.layout != IV_COLBERT_NONE) {
         if (opts && opts->pooling_override) {
@@ -167,6 +179,8 @@ void iv_engine_free(iv_engine *e)
     iv_st_meta_free(&e->meta);
     if (e->tok) iv_tokenizer_free(e->tok);
     iv_arena_free(&e->arena);
+    iv_arena_free(&e->dev_arena);
+    iv_ops_close(e->ops);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -265,7 +279,7 @@ static const iv_seq_input *with_key_masks(iv_engine *e, const iv_seq_input *seqs
     return copy;
 }
 
-static int run_multivector(iv_engine *e, const iv_batch *b, const float *hidden, iv_outputs *o)
+static int run_multivector(iv_engine *e, const iv_batch *b, iv_view hidden, iv_outputs *o)
 {
     const int dim = e->colbert.info.dim;
     o->n_seqs = b->n_seqs;
@@ -274,8 +288,7 @@ static int run_multivector(iv_engine *e, const iv_batch *b, const float *hidden,
     o->rows = malloc((size_t)b->n_seqs * sizeof(int));
     o->data = malloc((size_t)(b->n_tokens * dim) * sizeof(float) + 1);
     if (!o->offsets || !o->rows || !o->data ||
-        iv_colbert_apply(&e->colbert, e->model->ops, b, hidden, iv_model_out_width(e->model), o->data, o->rows,
-                         &e->arena))
+        iv_colbert_apply(&e->colbert, e->model->ops, b, hidden, o->data, o->rows, &e->mem))
         return -1;
     o->offsets[0] = 0;
     for (int s = 0; s < b->n_seqs; s++) o->offsets[s + 1] = o->offsets[s] + (int64_t)o->rows[s] * dim;
@@ -290,33 +303,35 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
     seqs = with_key_masks(e, seqs, n);
     if (!seqs) return iv_errf(err, IV_E_NOMEM, "out of memory");
     if (pack(e, seqs, n, &b, &skip, err)) return -1;
-    float *hidden;
-    if (iv_model_forward(m, &b, &e->arena, &hidden, err)) return -1;
-    const int H = iv_model_out_width(m);
+    if (iv_model_upload_batch(m, &b, e->mem.dev, err)) return -1;
+    iv_view hidden;
+    if (iv_model_forward(m, &b, &e->mem, &hidden, err)) return -1;
     int rc = 0;
     switch (task) {
     case IV_TASK_EMBED: {
         if (alloc_outputs(out, &b, e->embed_dim, 0)) goto oom;
-        float *pooled = e->dense.n ? iv_arena_alloc(&e->arena, (size_t)n * H * sizeof(float)) : out->data;
-        if (!pooled || iv_pool(&b, hidden, H, e->pool, skip, pooled)) goto oom;
-        if (e->dense.n && iv_st_dense_apply(m->ops, &e->dense, pooled, n, H, out->data, &e->arena)) goto oom;
+        iv_view pooled, vec;
+        if (iv_pool(m->ops, &b, hidden, e->pool, skip, &e->mem, &pooled) ||
+            iv_st_dense_apply(m->ops, &e->dense, pooled, e->mem.dev, &vec))
+            goto oom;
+        iv_ops_download_f32(m->ops, vec, out->data);
         break;
     }
     case IV_TASK_EMBED_ALL:
-        if (alloc_outputs(out, &b, H, 1)) goto oom;
-        memcpy(out->data, hidden, (size_t)(b.n_tokens * H) * sizeof(float));
+        if (alloc_outputs(out, &b, (int)hidden.cols, 1)) goto oom;
+        iv_ops_download_f32(m->ops, hidden, out->data);
         break;
     case IV_TASK_CLASSIFY:
         if (alloc_outputs(out, &b, m->seq_head.out_dim, 0)) goto oom;
-        rc = iv_head_classify(m, &b, hidden, out->data, &e->arena);
+        rc = iv_head_classify(m, &b, hidden, out->data, &e->mem);
         break;
     case IV_TASK_TOKEN_CLASSIFY:
         if (alloc_outputs(out, &b, m->token_head.out_dim, 1)) goto oom;
-        rc = iv_head_token_classify(m, &b, hidden, out->data, &e->arena);
+        rc = iv_head_token_classify(m, &b, hidden, out->data, &e->mem);
         break;
     case IV_TASK_SPARSE:
         if (alloc_outputs(out, &b, m->mlm_head.out_dim, 0)) goto oom;
-        rc = iv_head_splade(m, &b, hidden, out->data, &e->arena);
+        rc = iv_head_splade(m, &b, hidden, out->data, &e->mem);
         break;
     case IV_TASK_MULTIVECTOR:
         rc = run_multivector(e, &b, hidden, out);
@@ -325,7 +340,8 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
         return iv_errf(err, IV_E_INTERNAL, "unknown task");
     }
     if (rc) goto oom;
-    return 0;
+    /* Errors the device reported while running the batch (out of memory, a fault). */
+    return m->ops->sync(m->ops, err);
 oom:
     return iv_errf(err, IV_E_NOMEM, "out of memory running a batch of %lld tokens", (long long)b.n_tokens);
 }
@@ -340,13 +356,31 @@ int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, i
     if (n <= 0) return iv_errf(err, IV_E_INVALID, "no inputs");
     pthread_mutex_lock(&e->lock);
     int rc = run_locked(e, task, seqs, n, out, err);
+    if (rc) {
+        /* A batch that failed part-way (a device allocation refused, say)
+         * leaves queued work and maybe a recorded device error: drain both,
+         * so the next batch starts clean. */
+        iv_err drained = {0};
+        e->ops->sync(e->ops, &drained);
+    }
     iv_arena_reset(&e->arena);
+    if (!e->ops->host_visible) iv_arena_reset(&e->dev_arena);
     pthread_mutex_unlock(&e->lock);
     if (rc) iv_outputs_free(out);
     return rc;
 }
 
 unsigned iv_engine_capabilities(const iv_engine *e) { return e->caps; }
+const char *iv_engine_device_name(const iv_engine *e) { return e->ops->name; }
+const char *iv_engine_dtype_name(const iv_engine *e)
+{
+    if (e->ops == iv_cpu_int8_ops()) return "int8";
+    switch (e->ops->act_dtype) {
+    case IV_BF16: return "bfloat16";
+    case IV_F16: return "float16";
+    default: return "float32";
+    }
+}
 int iv_engine_hidden_size(const iv_engine *e) { return iv_model_out_width(e->model); }
 int iv_engine_embedding_dim(const iv_engine *e) { return e->embed_dim; }
 int iv_engine_max_input_length(const iv_engine *e) { return e->max_len; }
@@ -372,7 +406,7 @@ const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
     return e->colbert.layout != IV_COLBERT_NONE ? &e->colbert.info : NULL;
 }
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e) { return e->tok; }
-size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak; }
+size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak + e->dev_arena.peak; }
 
 int iv_embedding_finish(float *vec, int dim, int dimensions, int normalize)
 {

@@ -6,7 +6,8 @@
 
 #include <stdint.h>
 #include "base/err.h"
-#include "engine/st_meta.h"
+#include "heads/colbert.h"
+#include "heads/st_meta.h"
 #include "tokenizer/tokenizer.h"
 
 /* What a request asks for. */
@@ -24,8 +25,9 @@ typedef enum iv_task {
 #define IV_CAN(task) (1u << (task))
 
 typedef struct iv_engine_opts {
-    const char *device;   /* "cpu" (default) */
-    const char *dtype;    /* "float32" (default on CPU) or "int8" (CPU, models/quantize.h) */
+    const char *device;   /* see iv_ops_open: cpu (default), cuda, cuda:N, emulated */
+    const char *dtype;    /* cpu: "float32" (default) or "int8" (models/quantize.h);
+                             cuda, emulated: "bfloat16" (default) or "float16" */
     int max_batch_tokens; /* 0: engine default */
     int pooling_override; /* iv_pool_mode or 0 */
     /* "yes,no": score a *ForCausalLM checkpoint as a 1-label reranker,
@@ -70,6 +72,10 @@ int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, i
                   iv_err *err);
 
 /* Description of the loaded model. */
+/* The table the engine runs on ("cpu", "cpu-int8", "emulated", "cuda") and
+ * its compute dtype name as the command line spells it. */
+const char *iv_engine_device_name(const iv_engine *e);
+const char *iv_engine_dtype_name(const iv_engine *e);
 unsigned iv_engine_capabilities(const iv_engine *e);  /* IV_CAN bits */
 int iv_engine_hidden_size(const iv_engine *e);
 int iv_engine_embedding_dim(const iv_engine *e);      /* pooled output width */
@@ -81,20 +87,6 @@ const char *iv_engine_architecture(const iv_engine *e); /* e.g. "BertModel" */
 const char *iv_engine_model_type(const iv_engine *e);   /* e.g. "bert" */
 const iv_st_meta *iv_engine_st_meta(const iv_engine *e);
 
-/* Multi-vector (ColBERT) models: how inputs are told apart and how long the
- * checkpoint meant them to be. Queries are inputs whose token at position 1
- * is query_marker; the client builds them ([CLS] [Q] ... [SEP] then [MASK]
- * up to query_maxlen when query expansion is on). */
-typedef struct iv_multivector_info {
-    int dim;                /* width of each token vector */
-    int query_maxlen;       /* query length with expansion (colbert-ai query_maxlen / PyLate query_length) */
-    int doc_maxlen;         /* document truncation length of the reference (doc_maxlen / document_length) */
-    int32_t query_marker;   /* -1 when the checkpoint has none (every input is then a document) */
-    int32_t doc_marker;     /* -1 when none */
-    int32_t mask_id;        /* query expansion token, -1 when none */
-    int query_expansion;    /* the reference pads queries with mask_id */
-    int attend_to_mask;     /* expansion tokens are attended as keys */
-} iv_multivector_info;
 /* NULL for models that are not multi-vector. */
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e);
 /* The checkpoint's tokenizer, or NULL when it has no tokenizer.json. */

@@ -278,16 +278,19 @@ static int skipped(const iv_colbert *c, int32_t id)
     return c->n_skip && bsearch(&id, c->skip, (size_t)c->n_skip, sizeof *c->skip, cmp_i32) != NULL;
 }
 
-int iv_colbert_apply(const iv_colbert *c, const iv_ops *ops, const iv_batch *b, const float *hidden, int H,
-                     float *out, int *rows, iv_arena *arena)
+int iv_colbert_apply(const iv_colbert *c, const iv_ops *ops, const iv_batch *b, iv_view hidden, float *out,
+                     int *rows, const iv_fwd_mem *mem)
 {
     const int dim = c->info.dim;
     const int64_t T = b->n_tokens;
-    float *proj = iv_arena_alloc(arena, (size_t)(T * dim) * sizeof(float));
-    if (!proj) return -1;
-    int rc = c->proj ? iv_head_apply(ops, c->proj, hidden, T, H, proj, arena)
-                     : iv_st_dense_apply(ops, &c->dense, hidden, T, H, proj, arena);
-    if (rc) return -1;
+    /* The projection runs on the device; skipping and normalising run on
+     * the host over the one download of the projected tokens. */
+    iv_view pv = {0};
+    int rc = c->proj ? iv_head_apply(ops, c->proj, hidden, mem->dev, &pv)
+                     : iv_st_dense_apply(ops, &c->dense, hidden, mem->dev, &pv);
+    float *proj = iv_arena_alloc(mem->host, (size_t)(T * dim) * sizeof(float));
+    if (rc || !proj) return -1;
+    iv_ops_download_f32(ops, pv, proj);
     float *dst = out;
     for (int s = 0; s < b->n_seqs; s++) {
         const int32_t start = b->cu_seqlens[s], len = iv_batch_seqlen(b, s);

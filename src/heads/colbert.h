@@ -19,8 +19,7 @@
 #define IV_HEADS_COLBERT_H
 
 #include "base/arena.h"
-#include "engine/batch.h"
-#include "engine/engine.h"
+#include "models/batch.h"
 #include "heads/st_dense.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
@@ -30,6 +29,21 @@ typedef enum iv_colbert_layout {
     IV_COLBERT_STANFORD,
     IV_COLBERT_PYLATE,
 } iv_colbert_layout;
+
+/* Multi-vector (ColBERT) models: how inputs are told apart and how long the
+ * checkpoint meant them to be. Queries are inputs whose token at position 1
+ * is query_marker; the client builds them ([CLS] [Q] ... [SEP] then [MASK]
+ * up to query_maxlen when query expansion is on). */
+typedef struct iv_multivector_info {
+    int dim;                /* width of each token vector */
+    int query_maxlen;       /* query length with expansion (colbert-ai query_maxlen / PyLate query_length) */
+    int doc_maxlen;         /* document truncation length of the reference (doc_maxlen / document_length) */
+    int32_t query_marker;   /* -1 when the checkpoint has none (every input is then a document) */
+    int32_t doc_marker;     /* -1 when none */
+    int32_t mask_id;        /* query expansion token, -1 when none */
+    int query_expansion;    /* the reference pads queries with mask_id */
+    int attend_to_mask;     /* expansion tokens are attended as keys */
+} iv_multivector_info;
 
 typedef struct iv_colbert {
     iv_multivector_info info;  /* what the engine reports */
@@ -58,7 +72,7 @@ int iv_colbert_key_mask(const iv_colbert *c, const int32_t *ids, int len, uint8_
 /* Projects and normalises hidden [n_tokens, H] and keeps each sequence's
  * rows: out receives the kept rows back to back ([sum rows, dim]), rows[s]
  * how many sequence s kept. */
-int iv_colbert_apply(const iv_colbert *c, const iv_ops *ops, const iv_batch *b, const float *hidden, int H,
-                     float *out, int *rows, iv_arena *arena);
+int iv_colbert_apply(const iv_colbert *c, const iv_ops *ops, const iv_batch *b, iv_view hidden, float *out,
+                     int *rows, const iv_fwd_mem *mem);
 
 #endif

@@ -1,59 +1,26 @@
 #include "heads/pooling.h"
 
-#include <math.h>
 #include <string.h>
 
-int iv_pool(const iv_batch *b, const float *hidden, int H, iv_pool_mode mode, const int *skip_first,
-            float *out)
+int iv_pool(const iv_ops *ops, const iv_batch *b, iv_view hidden, iv_pool_mode mode, const int *skip_first,
+            const iv_fwd_mem *mem, iv_view *out)
 {
-    for (int s = 0; s < b->n_seqs; s++) {
-        const int start = b->cu_seqlens[s], len = iv_batch_seqlen(b, s);
-        float *o = out + (int64_t)s * H;
-        int skip = skip_first ? skip_first[s] : 0;
-        if (skip >= len) skip = 0;
-        const float *first = hidden + (int64_t)(start + skip) * H;
-        const int n = len - skip;
-        switch (mode) {
-        case IV_POOL_CLS:
-            /* sentence-transformers takes the first unmasked token, which is the
-             * first token after the prompt when the prompt is excluded. */
-            memcpy(o, first, (size_t)H * sizeof(float));
-            break;
-        case IV_POOL_LAST:
-            memcpy(o, hidden + (int64_t)(start + len - 1) * H, (size_t)H * sizeof(float));
-            break;
-        case IV_POOL_MEAN:
-        case IV_POOL_MEAN_SQRT_LEN: {
-            /* Sum in float like torch's masked sum, then divide. */
-            memset(o, 0, (size_t)H * sizeof(float));
-            for (int t = 0; t < n; t++)
-                for (int h = 0; h < H; h++) o[h] += first[(int64_t)t * H + h];
-            const float d = mode == IV_POOL_MEAN ? (float)n : sqrtf((float)n);
-            for (int h = 0; h < H; h++) o[h] /= d;
-            break;
-        }
-        case IV_POOL_MAX:
-            memcpy(o, first, (size_t)H * sizeof(float));
-            for (int t = 1; t < n; t++)
-                for (int h = 0; h < H; h++)
-                    if (first[(int64_t)t * H + h] > o[h]) o[h] = first[(int64_t)t * H + h];
-            break;
-        case IV_POOL_WEIGHTED_MEAN: {
-            /* Weight = 1-based position in the sequence (prompt tokens count for
-             * the position but are masked out), as sentence-transformers does. */
-            memset(o, 0, (size_t)H * sizeof(float));
-            float wsum = 0;
-            for (int t = 0; t < n; t++) {
-                const float w = (float)(t + skip + 1);
-                wsum += w;
-                for (int h = 0; h < H; h++) o[h] += w * first[(int64_t)t * H + h];
-            }
-            for (int h = 0; h < H; h++) o[h] /= wsum;
-            break;
-        }
-        default:
-            return -1;
-        }
+    if (mode == IV_POOL_NONE) return -1;
+    const int32_t *skip_dev = NULL;
+    int any_skip = 0;
+    for (int s = 0; skip_first && s < b->n_seqs; s++) any_skip |= skip_first[s] != 0;
+    if (any_skip) {
+        int32_t *skip = iv_arena_alloc(mem->host, (size_t)b->n_seqs * sizeof(int32_t));
+        if (!skip) return -1;
+        for (int s = 0; s < b->n_seqs; s++) skip[s] = skip_first[s];
+        if (!(skip_dev = iv_dev_upload_new(ops, mem->dev, skip, (size_t)b->n_seqs * sizeof(int32_t)))) return -1;
     }
+    *out = iv_act_alloc(ops, mem->dev, b->n_seqs, hidden.cols, hidden.cols);
+    if (!out->data) return -1;
+    const iv_pool_args a = {
+        .out = *out, .x = hidden, .cu_seqlens = b->cu_seqlens, .cu_seqlens_dev = b->cu_seqlens_dev,
+        .skip = skip_dev, .n_seqs = b->n_seqs, .mode = mode,
+    };
+    ops->pool(ops, &a);
     return 0;
 }

@@ -1,15 +1,16 @@
 /* Sentence pooling over packed hidden states, as sentence-transformers'
- * Pooling module computes it. */
+ * Pooling module computes it, through the device's pool op. */
 #ifndef IV_HEADS_POOLING_H
 #define IV_HEADS_POOLING_H
 
-#include "engine/batch.h"
-#include "engine/st_meta.h"
+#include "models/batch.h"
+#include "models/block.h"
+#include "ops/ops.h"
 
-/* out [n_seqs, H]. skip_first[s] (or NULL) leading tokens of sequence s are
- * left out of mean/max/weighted pooling (sentence-transformers'
- * include_prompt=false drops the prompt's tokens). */
-int iv_pool(const iv_batch *b, const float *hidden, int H, iv_pool_mode mode, const int *skip_first,
-            float *out);
+/* *out [n_seqs, H] in mem->dev from hidden [T, H] of an uploaded batch.
+ * skip_first[s] (host, or NULL) leading tokens of sequence s are left out
+ * (sentence-transformers' include_prompt=false drops the prompt's tokens). */
+int iv_pool(const iv_ops *ops, const iv_batch *b, iv_view hidden, iv_pool_mode mode, const int *skip_first,
+            const iv_fwd_mem *mem, iv_view *out);
 
 #endif

@@ -61,6 +61,16 @@ int iv_st_dense_pack_cpu(iv_st_dense_stack *d, iv_err *err)
     return 0;
 }
 
+int iv_st_dense_to_device(iv_st_dense_stack *d, const iv_ops *ops, iv_err *err)
+{
+    for (int i = 0; i < d->n; i++) {
+        if (!(d->w[i] = ops->prepare_weight(ops, d->w[i], 1, err))) return iv_err_prefix(err, "Dense module %d: ", i);
+        if (d->b[i] && !(d->b[i] = ops->prepare_weight(ops, d->b[i], 0, err)))
+            return iv_err_prefix(err, "Dense module %d: ", i);
+    }
+    return 0;
+}
+
 void iv_st_dense_free(iv_st_dense_stack *d)
 {
     for (int i = 0; i < d->n; i++) {
@@ -70,19 +80,16 @@ void iv_st_dense_free(iv_st_dense_stack *d)
     memset(d, 0, sizeof *d);
 }
 
-int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, const float *x, int64_t rows, int64_t in,
-                      float *out, iv_arena *arena)
+int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, iv_view x, iv_arena *dev, iv_view *out)
 {
-    const float *cur = x;
-    int64_t cols = in;
+    iv_view cur = x;
     for (int i = 0; i < d->n; i++) {
         const int64_t oc = d->w[i]->shape[0];
-        float *dst = i == d->n - 1 ? out : iv_arena_alloc(arena, (size_t)(rows * oc) * sizeof(float));
-        if (!dst) return -1;
-        iv_view y = {dst, rows, oc, oc}, xv = {(float *)cur, rows, cols, cols};
-        ops->linear(ops, y, xv, d->w[i], d->b[i], d->act[i], NULL);
-        cur = dst;
-        cols = oc;
+        const iv_view y = iv_act_alloc(ops, dev, x.rows, oc, oc);
+        if (!y.data) return -1;
+        ops->linear(ops, y, cur, d->w[i], d->b[i], d->act[i], NULL);
+        cur = y;
     }
+    *out = cur;
     return 0;
 }

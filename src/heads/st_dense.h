@@ -5,7 +5,7 @@
 #define IV_HEADS_ST_DENSE_H
 
 #include "base/arena.h"
-#include "engine/st_meta.h"
+#include "heads/st_meta.h"
 #include "tensor/safetensors.h"
 
 typedef struct iv_st_dense_stack {
@@ -29,9 +29,10 @@ int iv_st_dense_load_token_level(iv_st_dense_stack *d, const iv_st_meta *meta, i
  * models/pack_weights.h), giving back the file pages of the originals:
  * pooled rows are then summed in one order whatever the batch. */
 int iv_st_dense_pack_cpu(iv_st_dense_stack *d, iv_err *err);
+/* Copies the weights into a device table's memory (tables with prepare_weight). */
+int iv_st_dense_to_device(iv_st_dense_stack *d, const iv_ops *ops, iv_err *err);
 void iv_st_dense_free(iv_st_dense_stack *d);
-/* x [rows, in] -> out [rows, out_dim]. */
-int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, const float *x, int64_t rows, int64_t in,
-                      float *out, iv_arena *arena);
+/* x [rows, in] -> *out [rows, out_dim] in dev (x itself when the stack is empty). */
+int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, iv_view x, iv_arena *dev, iv_view *out);
 
 #endif

@@ -4,21 +4,24 @@
 #include <string.h>
 #include "heads/pooling.h"
 
-int iv_head_classify(const iv_model *m, const iv_batch *b, const float *hidden, float *out, iv_arena *arena)
+int iv_head_classify(const iv_model *m, const iv_batch *b, iv_view hidden, float *out, const iv_fwd_mem *mem)
 {
-    const int H = iv_model_out_width(m);
-    float *pooled = iv_arena_alloc(arena, (size_t)b->n_seqs * H * sizeof(float));
-    if (!pooled) return -1;
     static const iv_pool_mode modes[] = {[IV_SEQ_POOL_FIRST] = IV_POOL_CLS, [IV_SEQ_POOL_MEAN] = IV_POOL_MEAN,
                                          [IV_SEQ_POOL_LAST] = IV_POOL_LAST};
-    if (iv_pool(b, hidden, H, modes[m->seq_head_pool], NULL, pooled)) return -1;
-    return iv_head_apply(m->ops, &m->seq_head, pooled, b->n_seqs, H, out, arena);
+    iv_view pooled, logits = {0};
+    if (iv_pool(m->ops, b, hidden, modes[m->seq_head_pool], NULL, mem, &pooled) ||
+        iv_head_apply(m->ops, &m->seq_head, pooled, mem->dev, &logits))
+        return -1;
+    iv_ops_download_f32(m->ops, logits, out);
+    return 0;
 }
 
-int iv_head_token_classify(const iv_model *m, const iv_batch *b, const float *hidden, float *out,
-                           iv_arena *arena)
+int iv_head_token_classify(const iv_model *m, const iv_batch *b, iv_view hidden, float *out, const iv_fwd_mem *mem)
 {
-    return iv_head_apply(m->ops, &m->token_head, hidden, b->n_tokens, iv_model_out_width(m), out, arena);
+    iv_view logits = {0};
+    if (iv_head_apply(m->ops, &m->token_head, hidden, mem->dev, &logits)) return -1;
+    iv_ops_download_f32(m->ops, logits, out);
+    return 0;
 }
 
 /* Tokens per MLM chunk: bounds the [chunk, vocab] logits buffer. */
@@ -31,20 +34,29 @@ int iv_head_token_classify(const iv_model *m, const iv_batch *b, const float *hi
  * the decoder weight is streamed once per 256 tokens however short the
  * sequences are; every row of the head is computed alone (packed weights,
  * row-wise norms), so a sequence's vector does not depend on its neighbours. */
-int iv_head_splade(const iv_model *m, const iv_batch *b, const float *hidden, float *out, iv_arena *arena)
+int iv_head_splade(const iv_model *m, const iv_batch *b, iv_view hidden, float *out, const iv_fwd_mem *mem)
 {
-    const int64_t V = m->mlm_head.out_dim, H = iv_model_out_width(m), T = b->n_tokens;
-    float *logits = iv_arena_alloc(arena, (size_t)IV_SPLADE_CHUNK * V * sizeof(float));
-    if (!logits) return -1;
+    const iv_ops *ops = m->ops;
+    const int64_t V = m->mlm_head.out_dim, T = b->n_tokens;
+    const iv_view chunk = iv_act_alloc(ops, mem->dev, IV_SPLADE_CHUNK, V, V);
+    /* The running max reads the logits on the host: in place on the CPU, a
+     * downloaded copy on other devices. */
+    float *host = ops->host_visible && ops->act_dtype == IV_F32
+                      ? NULL
+                      : iv_arena_alloc(mem->host, (size_t)IV_SPLADE_CHUNK * V * sizeof(float));
+    if (!chunk.data || (!host && !(ops->host_visible && ops->act_dtype == IV_F32))) return -1;
     memset(out, 0, (size_t)b->n_seqs * V * sizeof(float));
     int s = 0;
     for (int64_t t0 = 0; t0 < T; t0 += IV_SPLADE_CHUNK) {
         const int64_t n = T - t0 < IV_SPLADE_CHUNK ? T - t0 : IV_SPLADE_CHUNK;
-        if (iv_head_apply(m->ops, &m->mlm_head, hidden + t0 * H, n, H, logits, arena)) return -1;
+        iv_view logits = iv_view_rows(chunk, 0, n);
+        if (iv_head_apply(ops, &m->mlm_head, iv_view_rows(hidden, t0, t0 + n), mem->dev, &logits)) return -1;
+        int64_t ld;
+        const float *rows = iv_ops_read_f32(ops, logits, host, &ld);
         for (int64_t t = 0; t < n; t++) {
             while (t0 + t >= b->cu_seqlens[s + 1]) s++;
             float *o = out + (int64_t)s * V;
-            const float *row = logits + t * V;
+            const float *row = rows + t * ld;
 #pragma omp simd
             for (int64_t v = 0; v < V; v++) o[v] = row[v] > o[v] ? row[v] : o[v];
         }

@@ -4,9 +4,10 @@
 #include <string.h>
 
 #include "models/block_mlp.h"
+#include "models/taps.h"
 
 void iv_block_norm(const iv_ops *ops, const iv_block_spec *spec, const iv_norm *n, iv_view y, iv_view x,
-                   const float *r)
+                   const void *r)
 {
     switch (spec->norm_kind) {
     case IV_NORM_LAYER:
@@ -26,20 +27,21 @@ void iv_block_norm(const iv_ops *ops, const iv_block_spec *spec, const iv_norm *
  * for (iv_ops_act_stride); h keeps dense rows, as x does: pre-norm layers
  * copy it into x whole. */
 typedef struct block_scratch {
-    float *normed; /* [T, H] pre-norm input of a sublayer, rows normed_ld apart */
-    float *qkv;    /* [T, (Hq + 2Hkv) * D] */
-    float *attn;   /* [T, Hq * D], rows attn_ld apart */
-    float *h;      /* [T, H] */
-    int64_t normed_ld, attn_ld;
-    float *ple_pair; /* [T, 2P] per-layer input gate | the layer's input (layers with one) */
-    float *ple_prod; /* [T, P] their product */
+    iv_view normed; /* [T, H] pre-norm input of a sublayer */
+    iv_view qkv;    /* [T, (Hq + 2Hkv) * D] for the widest layer */
+    iv_view attn;   /* [T, Hq * D] for the widest layer */
+    iv_view h;      /* [T, H] */
+    iv_view ple_pair; /* [T, 2P] per-layer input gate | the layer's input (layers with one) */
+    iv_view ple_prod; /* [T, P] their product */
     iv_mlp_scratch mlp;
-    /* Per-layer dynamic attention bias (layers with a dyn_bias hook only). */
-    float *dyn_bias;      /* [dyn_cap] bias blocks of one group of sequences */
+    /* Per-layer dynamic attention bias (layers with a dyn_bias hook only;
+     * host-visible tables). */
+    float *dyn_bias;      /* [dyn_cap] FP32 bias blocks of one group of sequences */
     int64_t dyn_cap;
     int64_t *dyn_offsets; /* [n_seqs + 1] block offsets within the group */
     int32_t *group_cu;    /* [n_seqs + 1] the group's cu_seqlens, rebased to its first token */
     void *dyn_state;      /* the hooks' per-forward slot */
+    int layer;            /* the layer running (activation taps) */
     iv_arena *arena;
 } block_scratch;
 
@@ -48,18 +50,7 @@ typedef struct block_scratch {
  * per-layer biases on large batches. */
 #define IV_DYN_BIAS_GROUP_FLOATS ((int64_t)16 << 20)
 
-static iv_view view(float *p, int64_t rows, int64_t cols)
-{
-    iv_view v = {p, rows, cols, cols};
-    return v;
-}
-
-/* Rows [r0, r1) of a view. */
-static iv_view rows_of(iv_view v, int64_t r0, int64_t r1)
-{
-    iv_view s = {v.data + r0 * v.ld, r1 - r0, v.cols, v.ld};
-    return s;
-}
+static iv_view rows_of(iv_view v, int64_t r0, int64_t r1) { return iv_view_rows(v, r0, r1); }
 
 static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view q, iv_view k,
                       const int32_t *pos, const float *inv_freq)
@@ -77,12 +68,12 @@ static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer
                        const iv_attn_extras *ex, iv_view q, iv_view k)
 {
     if (!ex->seq_inv_freq) {
-        rope_rows(ops, s, L, q, k, ex->positions, L->inv_freq);
+        rope_rows(ops, s, L, q, k, ex->positions_dev, L->inv_freq);
         return;
     }
     for (int i = 0; i < b->n_seqs; i++) {
         const int64_t r0 = b->cu_seqlens[i], r1 = b->cu_seqlens[i + 1];
-        rope_rows(ops, s, L, rows_of(q, r0, r1), rows_of(k, r0, r1), ex->positions + r0,
+        rope_rows(ops, s, L, rows_of(q, r0, r1), rows_of(k, r0, r1), ex->positions_dev + r0,
                   ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
     }
 }
@@ -127,10 +118,12 @@ static void attend_group(const iv_ops *ops, const iv_attn_args *all, const iv_ba
     a.k = rows_of(all->k, r0, r1);
     a.v = rows_of(all->v, r0, r1);
     a.out = rows_of(all->out, r0, r1);
-    a.cu_seqlens = sc->group_cu;
+    /* Host-visible tables only (dynamic biases run on the host): the host
+     * arrays are the device's. */
+    a.cu_seqlens = a.cu_seqlens_dev = sc->group_cu;
     a.n_seqs = s1 - s0;
     a.bias = sc->dyn_bias;
-    a.bias_offsets = sc->dyn_offsets;
+    a.bias_offsets = a.bias_offsets_dev = sc->dyn_offsets;
     a.key_mask = all->key_mask ? all->key_mask + r0 : NULL;
     ops->attention(ops, &a);
 }
@@ -162,8 +155,8 @@ static int attention_dynamic_bias(const iv_ops *ops, const iv_block_spec *s, con
         if (ex->bias)
             for (int i = s0; i < s1; i++) {
                 const int64_t n = sc->dyn_offsets[i - s0 + 1] - sc->dyn_offsets[i - s0];
-                iv_view dst = {sc->dyn_bias + sc->dyn_offsets[i - s0], 1, n, n};
-                iv_view add = {(float *)ex->bias + ex->bias_offsets[i], 1, n, n};
+                iv_view dst = iv_view_make(sc->dyn_bias + sc->dyn_offsets[i - s0], IV_F32, 1, n, n);
+                iv_view add = iv_view_make((float *)ex->bias + ex->bias_offsets[i], IV_F32, 1, n, n);
                 ops->add(ops, dst, dst, add);
             }
         attend_group(ops, all, b, s0, s1, sc);
@@ -178,12 +171,12 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     const int64_t T = b->n_tokens;
     const int q_cols = s->n_heads * s->head_dim, kv_cols = s->n_kv_heads * s->head_dim;
     const int64_t qkv_cols = q_cols + 2 * (int64_t)kv_cols;
-    iv_view qkv = view(sc->qkv, T, qkv_cols);
+    const iv_view qkv = iv_view_make(sc->qkv.data, sc->qkv.dtype, T, qkv_cols, qkv_cols);
     ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
 
-    iv_view q = {sc->qkv, T, q_cols, qkv_cols};
-    iv_view k = {sc->qkv + q_cols, T, kv_cols, qkv_cols};
-    iv_view v = {sc->qkv + q_cols + kv_cols, T, kv_cols, qkv_cols};
+    const iv_view q = iv_view_cols(qkv, 0, q_cols);
+    const iv_view k = iv_view_cols(qkv, q_cols, kv_cols);
+    const iv_view v = iv_view_cols(qkv, q_cols + kv_cols, kv_cols);
     const float qk_offset = s->norm_kind == IV_NORM_RMS_PLUS1 ? 1.0f : 0.0f;
     if (L->q_full_norm.present) iv_block_norm(ops, s, &L->q_full_norm, q, q, NULL);
     if (L->k_full_norm.present) iv_block_norm(ops, s, &L->k_full_norm, k, k, NULL);
@@ -195,18 +188,20 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
-        .out = {sc->attn, T, q_cols, sc->attn_ld},
-        .cu_seqlens = b->cu_seqlens, .n_seqs = b->n_seqs,
+        .out = iv_view_cols(sc->attn, 0, q_cols),
+        .cu_seqlens = b->cu_seqlens, .cu_seqlens_dev = b->cu_seqlens_dev, .n_seqs = b->n_seqs,
+        .max_seqlen = b->max_seqlen,
         .n_heads = s->n_heads, .n_kv_heads = s->n_kv_heads, .head_dim = s->head_dim,
         .scale = s->attn_scale > 0 ? s->attn_scale : 1.0f / sqrtf((float)s->head_dim),
         .causal = s->causal,
         .window_left = L->window_left, .window_right = L->window_right,
         .alibi_slopes = ex->alibi_slopes,
-        .bias = ex->bias, .bias_offsets = ex->bias_offsets,
-        .key_mask = b->key_mask,
+        .bias = ex->bias, .bias_offsets = ex->bias_offsets, .bias_offsets_dev = ex->bias_offsets_dev,
+        .key_mask = b->key_mask_dev,
     };
-    if (L->dyn_bias) return attention_dynamic_bias(ops, s, L, b, ex, &a, sc);
-    ops->attention(ops, &a);
+    if (!L->dyn_bias) ops->attention(ops, &a);
+    else if (attention_dynamic_bias(ops, s, L, b, ex, &a, sc)) return -1;
+    iv_tap(ops, "attention", sc->layer, a.out);
     return 0;
 }
 
@@ -216,11 +211,10 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
 static void per_layer_input(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_attn_extras *ex,
                             iv_view xv, block_scratch *sc)
 {
-    const int64_t T = xv.rows, P = s->ple_dim;
-    const iv_view gate = {sc->ple_pair, T, P, 2 * P}, own = {sc->ple_pair + P, T, P, 2 * P};
-    const iv_view ple = {(float *)ex->ple + L->ple_layer * P, T, P, ex->ple_ld};
-    const iv_view pair = {sc->ple_pair, T, 2 * P, 2 * P}, prod = {sc->ple_prod, T, P, P};
-    const iv_view hv = {sc->h, T, s->hidden, s->hidden};
+    const int64_t P = s->ple_dim;
+    const iv_view pair = sc->ple_pair, prod = sc->ple_prod, hv = sc->h;
+    const iv_view gate = iv_view_cols(pair, 0, P), own = iv_view_cols(pair, P, P);
+    const iv_view ple = iv_view_cols(ex->ple, L->ple_layer * P, P);
     ops->linear(ops, gate, xv, L->ple_gate_w, NULL, s->act, NULL);
     ops->scale(ops, own, ple, 1.0f);
     ops->glu(ops, prod, pair, IV_ACT_NONE, 1);
@@ -230,28 +224,25 @@ static void per_layer_input(const iv_ops *ops, const iv_block_spec *s, const iv_
 }
 
 static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
-                           const iv_attn_extras *ex, float *x, block_scratch *sc)
+                           const iv_attn_extras *ex, iv_view xv, block_scratch *sc)
 {
-    const int64_t T = b->n_tokens;
-    iv_view xv = view(x, T, s->hidden), hv = view(sc->h, T, s->hidden);
+    const iv_view hv = sc->h;
     if (attention_sublayer(ops, s, L, b, ex, xv, sc)) return -1;
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
-    const iv_view attn = {sc->attn, T, (int64_t)s->n_heads * s->head_dim, sc->attn_ld};
-    ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, x);
+    const iv_view attn = iv_view_cols(sc->attn, 0, (int64_t)s->n_heads * s->head_dim);
+    ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, xv.data);
     iv_block_norm(ops, s, &L->attn_norm, hv, hv, NULL);
-    if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, x);
-    iv_block_mlp(ops, s, L, hv, xv, sc->h, &sc->mlp);
+    if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, xv.data);
+    iv_block_mlp(ops, s, L, hv, xv, hv.data, &sc->mlp);
     iv_block_norm(ops, s, &L->mlp_norm, xv, xv, NULL);
     return 0;
 }
 
 /* Pre-norm and sandwich layers: the residual stream x is only ever added to. */
 static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
-                          const iv_attn_extras *ex, float *x, block_scratch *sc)
+                          const iv_attn_extras *ex, iv_view xv, block_scratch *sc)
 {
-    const int64_t T = b->n_tokens;
-    iv_view xv = view(x, T, s->hidden), hv = view(sc->h, T, s->hidden);
-    const iv_view nv = {sc->normed, T, s->hidden, sc->normed_ld};
+    const iv_view hv = sc->h, nv = sc->normed;
     const int sandwich = s->norm_place == IV_NORM_SANDWICH;
     iv_view in = xv;
     if (L->attn_norm.present) {
@@ -259,14 +250,14 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
         in = nv;
     }
     if (attention_sublayer(ops, s, L, b, ex, in, sc)) return -1;
-    const iv_view attn = {sc->attn, T, (int64_t)s->n_heads * s->head_dim, sc->attn_ld};
+    const iv_view attn = iv_view_cols(sc->attn, 0, (int64_t)s->n_heads * s->head_dim);
     if (sandwich) {
         ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, NULL);
         iv_block_norm(ops, s, &L->post_attn_norm, hv, hv, NULL);
         ops->add(ops, xv, xv, hv);
     } else {
-        ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, x);
-        memcpy(x, sc->h, (size_t)T * s->hidden * sizeof(float));
+        ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, xv.data);
+        ops->scale(ops, xv, hv, 1.0f);
     }
     in = xv;
     if (L->mlp_norm.present) {
@@ -278,8 +269,8 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
         iv_block_norm(ops, s, &L->post_mlp_norm, hv, hv, NULL);
         ops->add(ops, xv, xv, hv);
     } else {
-        iv_block_mlp(ops, s, L, in, hv, x, &sc->mlp);
-        memcpy(x, sc->h, (size_t)T * s->hidden * sizeof(float));
+        iv_block_mlp(ops, s, L, in, hv, xv.data, &sc->mlp);
+        ops->scale(ops, xv, hv, 1.0f);
     }
     if (L->ple_gate_w) per_layer_input(ops, s, L, ex, xv, sc);
     if (L->scale_out) ops->scale(ops, xv, xv, L->out_scale);
@@ -320,9 +311,10 @@ static iv_block_spec layer_spec(const iv_block_spec *s, const iv_layer *L)
 }
 
 int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const iv_layer *layers,
-                           int n_layers, const iv_batch *batch, const iv_attn_extras *extras, float *x,
-                           iv_arena *arena)
+                           int n_layers, const iv_batch *batch, const iv_attn_extras *extras, iv_view x,
+                           const iv_fwd_mem *mem)
 {
+    iv_arena *arena = mem->dev;
     const int64_t T = batch->n_tokens;
     /* Scratch for the widest layer. */
     int64_t qkv_cols = (int64_t)(spec->n_heads + 2 * spec->n_kv_heads) * spec->head_dim;
@@ -335,30 +327,29 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
         if (q > attn_cols) attn_cols = q;
         any_ple |= layers[l].ple_gate_w != NULL;
     }
-    const int64_t normed_ld = iv_ops_act_stride(ops, spec->hidden);
-    const int64_t attn_ld = iv_ops_act_stride(ops, attn_cols);
+    const int64_t H = spec->hidden;
     block_scratch sc = {
-        .normed = iv_arena_alloc(arena, (size_t)(T * normed_ld) * sizeof(float)),
-        .qkv = iv_arena_alloc(arena, (size_t)(T * qkv_cols) * sizeof(float)),
-        .attn = iv_arena_alloc(arena, (size_t)(T * attn_ld) * sizeof(float)),
-        .h = iv_arena_alloc(arena, (size_t)T * spec->hidden * sizeof(float)),
-        .normed_ld = normed_ld,
-        .attn_ld = attn_ld,
+        .normed = iv_act_alloc(ops, arena, T, H, iv_ops_act_stride(ops, H)),
+        .qkv = iv_act_alloc(ops, arena, T, qkv_cols, qkv_cols),
+        .attn = iv_act_alloc(ops, arena, T, attn_cols, iv_ops_act_stride(ops, attn_cols)),
+        .h = iv_act_alloc(ops, arena, T, H, H),
     };
-    if (!sc.normed || !sc.qkv || !sc.attn || !sc.h) return -1;
+    if (!sc.normed.data || !sc.qkv.data || !sc.attn.data || !sc.h.data) return -1;
     if (any_ple) {
-        sc.ple_pair = iv_arena_alloc(arena, (size_t)(T * 2 * spec->ple_dim) * sizeof(float));
-        sc.ple_prod = iv_arena_alloc(arena, (size_t)(T * spec->ple_dim) * sizeof(float));
-        if (!sc.ple_pair || !sc.ple_prod) return -1;
+        sc.ple_pair = iv_act_alloc(ops, arena, T, 2 * (int64_t)spec->ple_dim, 2 * (int64_t)spec->ple_dim);
+        sc.ple_prod = iv_act_alloc(ops, arena, T, spec->ple_dim, spec->ple_dim);
+        if (!sc.ple_pair.data || !sc.ple_prod.data) return -1;
     }
     if (iv_mlp_scratch_alloc(&sc.mlp, ops, spec, layers, n_layers, T, arena)) return -1;
-    if (dyn_bias_scratch_alloc(&sc, spec, layers, n_layers, batch, arena)) return -1;
-    sc.arena = arena;
+    if (dyn_bias_scratch_alloc(&sc, spec, layers, n_layers, batch, mem->host)) return -1;
+    sc.arena = mem->host;
     for (int l = 0; l < n_layers; l++) {
         const iv_block_spec ls = layer_spec(spec, &layers[l]);
+        sc.layer = l;
         const int rc = spec->norm_place == IV_NORM_POST ? layer_post_norm(ops, &ls, &layers[l], batch, extras, x, &sc)
                                                         : layer_pre_norm(ops, &ls, &layers[l], batch, extras, x, &sc);
         if (rc) return -1;
+        iv_tap(ops, "layer", l, x);
     }
     return 0;
 }

@@ -20,8 +20,15 @@
 #define IV_MODELS_BLOCK_H
 
 #include "base/arena.h"
-#include "engine/batch.h"
+#include "models/batch.h"
 #include "ops/ops.h"
+
+/* Memory of one forward pass: host for small host-side tables (positions,
+ * offsets), dev for activations and the device copies of per-batch arrays
+ * (the op table's memory; on the CPU both may be one arena). */
+typedef struct iv_fwd_mem {
+    iv_arena *host, *dev;
+} iv_fwd_mem;
 
 typedef enum iv_norm_kind {
     IV_NORM_LAYER = 0, /* LayerNorm (bias optional) */
@@ -86,7 +93,8 @@ typedef struct iv_moe {
 
 /* A per-layer attention bias computed from the layer's own queries and keys
  * (DeBERTa's disentangled content->position / position->content terms),
- * which therefore cannot be a table built once per forward. The block calls
+ * which therefore cannot be a table built once per forward. Its hooks still
+ * run on the host: only host-visible tables (the CPU) run them. The block calls
  * the layer's hook after QKV (and any q/k norm, RoPE or query scaling), for
  * groups of whole sequences at a time, then runs attention over that group
  * with the bias added to the scaled scores (plus the static extras bias, if
@@ -96,7 +104,7 @@ typedef struct iv_dyn_bias_args {
     int seq_begin, seq_end;     /* sequences to fill: [seq_begin, seq_end) of batch */
     iv_view q, k;               /* all tokens' queries and keys as the attention op sees them */
     int n_heads, head_dim;
-    /* Out: sequence s's [n_heads, L, L] block (query rows, key columns) at
+    /* Out: sequence s's FP32 [n_heads, L, L] block (query rows, key columns) at
      * bias + offsets[s - seq_begin]. */
     float *bias;
     const int64_t *offsets;
@@ -143,27 +151,30 @@ typedef struct iv_layer {
 
 /* Per-forward attention extras shared by all layers. */
 typedef struct iv_attn_extras {
-    const float *alibi_slopes;
-    const float *bias;
-    const int64_t *bias_offsets;
-    const int32_t *positions; /* rotary positions per token */
+    const float *alibi_slopes;    /* host */
+    const float *bias;            /* dev FP32 bias blocks (iv_attn_args.bias) */
+    const int64_t *bias_offsets;  /* host */
+    const int64_t *bias_offsets_dev;
+    const int32_t *positions;     /* host: rotary positions per token */
+    const int32_t *positions_dev; /* the same on the device */
     /* [n_seqs][rot_dim / 2] rotary frequencies chosen per sequence from its
      * length (dynamic NTK, LongRoPE), used instead of the layers' inv_freq;
      * NULL for most models. */
     const float *seq_inv_freq;
     /* [T, n_layers * ple_dim] per-layer inputs (layers with ple_gate_w read
-     * their ple_dim columns at layer * ple_dim), rows ple_ld apart; or NULL. */
-    const float *ple;
-    int64_t ple_ld;
+     * their ple_dim columns at layer * ple_dim); data NULL when none. */
+    iv_view ple;
 } iv_attn_extras;
 
-/* Runs layers [0, n_layers) over x [T, hidden] in place. Scratch comes from arena. */
+/* Runs layers [0, n_layers) over x [T, hidden] (dense rows) in place. The
+ * batch's device arrays must be filled (iv_model_forward does). Scratch
+ * comes from mem. */
 int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const iv_layer *layers,
-                           int n_layers, const iv_batch *batch, const iv_attn_extras *extras, float *x,
-                           iv_arena *arena);
+                           int n_layers, const iv_batch *batch, const iv_attn_extras *extras, iv_view x,
+                           const iv_fwd_mem *mem);
 
-/* Applies a norm of spec's kind: y = norm(x + r). */
+/* Applies a norm of spec's kind: y = norm(x + r), r rows x.ld apart or NULL. */
 void iv_block_norm(const iv_ops *ops, const iv_block_spec *spec, const iv_norm *n, iv_view y, iv_view x,
-                   const float *r);
+                   const void *r);
 
 #endif

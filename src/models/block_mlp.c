@@ -2,11 +2,8 @@
 
 #include <string.h>
 
-static iv_view view(float *p, int64_t rows, int64_t cols)
-{
-    iv_view v = {p, rows, cols, cols};
-    return v;
-}
+/* A dense FP32 view of host scratch (the routed path runs on host-visible tables). */
+static iv_view view(float *p, int64_t rows, int64_t cols) { return iv_view_make(p, IV_F32, rows, cols, cols); }
 
 int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_spec *s, const iv_layer *layers,
                          int n_layers, int64_t T, iv_arena *arena)
@@ -26,11 +23,9 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
     if (any_dense) {
         /* Ungated, up is the down projection's input; gated, the GLU output is. */
         const int64_t up_cols = (s->gated ? 2 : 1) * (int64_t)s->intermediate;
-        sc->up_ld = s->gated ? up_cols : iv_ops_act_stride(ops, up_cols);
-        sc->gated_ld = iv_ops_act_stride(ops, s->intermediate);
-        sc->up = iv_arena_alloc(arena, (size_t)(T * sc->up_ld) * sizeof(float));
-        sc->gated = iv_arena_alloc(arena, (size_t)(T * sc->gated_ld) * sizeof(float));
-        if (!sc->up || !sc->gated) return -1;
+        sc->up = iv_act_alloc(ops, arena, T, up_cols, s->gated ? up_cols : iv_ops_act_stride(ops, up_cols));
+        sc->gated = iv_act_alloc(ops, arena, T, s->intermediate, iv_ops_act_stride(ops, s->intermediate));
+        if (!sc->up.data || !sc->gated.data) return -1;
     }
     if (max_e) {
         sc->logits = iv_arena_alloc(arena, (size_t)(T * max_e) * sizeof(float));
@@ -48,17 +43,16 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
 }
 
 static void dense_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,
-                      const float *residual, iv_mlp_scratch *sc)
+                      const void *residual, iv_mlp_scratch *sc)
 {
-    const int64_t T = in.rows;
     iv_view mid;
     if (!s->gated) {
-        mid = (iv_view){sc->up, T, s->intermediate, sc->up_ld};
+        mid = iv_view_cols(sc->up, 0, s->intermediate);
         ops->linear(ops, mid, in, L->up_w, L->up_b, s->act, NULL);
     } else {
-        iv_view up = {sc->up, T, 2 * (int64_t)s->intermediate, sc->up_ld};
+        const iv_view up = iv_view_cols(sc->up, 0, 2 * (int64_t)s->intermediate);
         ops->linear(ops, up, in, L->up_w, L->up_b, IV_ACT_NONE, NULL);
-        mid = (iv_view){sc->gated, T, s->intermediate, sc->gated_ld};
+        mid = iv_view_cols(sc->gated, 0, s->intermediate);
         ops->glu(ops, mid, up, s->act, s->act_on_first);
     }
     ops->linear(ops, out, mid, L->down_w, L->down_b, IV_ACT_NONE, residual);
@@ -103,18 +97,20 @@ static void moe_route(const iv_moe *m, int64_t T, iv_mlp_scratch *sc)
 static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, iv_view in, iv_view out,
                     const float *residual, iv_mlp_scratch *sc)
 {
+    float *const out_rows = out.data;
+    const float *const in_rows = in.data;
     const int64_t T = in.rows, H = s->hidden;
     const int k = m->top_k;
     ops->linear(ops, view(sc->logits, T, m->n_experts), in, m->router_w, NULL, IV_ACT_NONE, NULL);
     ops->softmax(ops, view(sc->logits, T, m->n_experts));
     moe_route(m, T, sc);
-    for (int64_t t = 0; t < T; t++) memset(out.data + t * out.ld, 0, (size_t)H * sizeof(float));
+    for (int64_t t = 0; t < T; t++) memset(out_rows + t * out.ld, 0, (size_t)H * sizeof(float));
     for (int e = 0; e < m->n_experts; e++) {
         const int32_t first = sc->count[e], n = sc->count[e + 1] - first;
         if (n == 0) continue;
         for (int32_t r = 0; r < n; r++) {
             const int64_t tok = sc->slot[first + r] / k;
-            memcpy(sc->xe + (int64_t)r * H, in.data + tok * in.ld, (size_t)H * sizeof(float));
+            memcpy(sc->xe + (int64_t)r * H, in_rows + tok * in.ld, (size_t)H * sizeof(float));
         }
         iv_view g = view(sc->ge, n, m->intermediate);
         if (m->plain_experts) {
@@ -129,14 +125,14 @@ static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, 
             const int32_t slot = sc->slot[first + r];
             const float w = sc->weight[slot];
             const float *y = sc->xe + (int64_t)r * H;
-            float *o = out.data + (int64_t)(slot / k) * out.ld;
+            float *o = out_rows + (int64_t)(slot / k) * out.ld;
             for (int64_t c = 0; c < H; c++) o[c] += y[c] * w;
         }
     }
     const float *bias = m->out_bias ? iv_f32(m->out_bias) : NULL;
     if (bias || residual)
         for (int64_t t = 0; t < T; t++) {
-            float *o = out.data + t * out.ld;
+            float *o = out_rows + t * out.ld;
             if (bias)
                 for (int64_t c = 0; c < H; c++) o[c] += bias[c];
             if (residual) {
@@ -147,7 +143,7 @@ static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, 
 }
 
 void iv_block_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,
-                  const float *residual, iv_mlp_scratch *sc)
+                  const void *residual, iv_mlp_scratch *sc)
 {
     if (L->moe) moe_mlp(ops, s, L->moe, in, out, residual, sc);
     else dense_mlp(ops, s, L, in, out, residual, sc);

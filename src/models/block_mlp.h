@@ -7,10 +7,10 @@
 #include "models/block.h"
 
 typedef struct iv_mlp_scratch {
-    float *up;    /* [T, I or 2I] dense up projection, rows up_ld apart */
-    float *gated; /* [T, I] GLU output, rows gated_ld apart */
-    int64_t up_ld, gated_ld; /* as the op table asks for the down projection's input */
-    /* Mixture of experts (NULL when no layer routes). */
+    iv_view up;    /* [T, I or 2I] dense up projection */
+    iv_view gated; /* [T, I] GLU output */
+    /* Mixture of experts (NULL when no layer routes; routing runs on the
+     * host, so only host-visible tables run routed layers). */
     float *logits;        /* [T, E] router probabilities */
     int32_t *choice;      /* [T, k] chosen experts per token */
     float *weight;        /* [T, k] their weights */
@@ -25,6 +25,6 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
 /* out = MLP(in) (+ residual when non-NULL, same layout as out). out must not
  * alias in. */
 void iv_block_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,
-                  const float *residual, iv_mlp_scratch *sc);
+                  const void *residual, iv_mlp_scratch *sc);
 
 #endif

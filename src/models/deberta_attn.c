@@ -76,7 +76,7 @@ static void project_head(const iv_ops *ops, const deberta_state *st, const float
                          int head_dim, iv_view x, float *out)
 {
     iv_tensor w = iv_tensor_2d((float *)pos + ((int64_t)h * 2 * span + st->lo) * head_dim, st->ncols, head_dim);
-    iv_view y = {out, x.rows, st->ncols, st->ncols};
+    iv_view y = iv_view_make(out, IV_F32, x.rows, st->ncols, st->ncols);
     ops->linear(ops, y, x, &w, NULL, IV_ACT_NONE, NULL);
 }
 
@@ -95,8 +95,8 @@ int iv_deberta_attn_bias(const iv_ops *ops, const void *ctx, const iv_dyn_bias_a
     const int64_t t0 = b->cu_seqlens[a->seq_begin], t1 = b->cu_seqlens[a->seq_end], nc = st->ncols;
     const float scale = r->scale;
     for (int h = 0; h < a->n_heads; h++) {
-        iv_view qh = {a->q.data + t0 * a->q.ld + (int64_t)h * D, t1 - t0, D, a->q.ld};
-        iv_view kh = {a->k.data + t0 * a->k.ld + (int64_t)h * D, t1 - t0, D, a->k.ld};
+        iv_view qh = iv_view_sub(a->q, t0, t1, (int64_t)h * D, D);
+        iv_view kh = iv_view_sub(a->k, t0, t1, (int64_t)h * D, D);
         if (r->c2p) project_head(ops, st, dl->pos_key, r->span, h, D, qh, st->c2p);
         if (r->p2c) project_head(ops, st, dl->pos_query, r->span, h, D, kh, st->p2c);
 #pragma omp parallel for schedule(static) if ((t1 - t0) * st->max_len >= 32768)
@@ -129,7 +129,7 @@ int iv_deberta_project_rel(iv_model *m, const iv_tensor *rel, const iv_tensor *w
         free(tmp);
         return iv_errf(err, IV_E_NOMEM, "out of memory projecting relative embeddings");
     }
-    iv_view y = {tmp, rows, width, width};
+    iv_view y = iv_view_make(tmp, IV_F32, rows, width, width);
     m->ops->linear(m->ops, y, iv_view_of(rel), w, b, IV_ACT_NONE, NULL);
     float *d = dst->data;
     for (int h = 0; h < n_heads; h++)

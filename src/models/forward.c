@@ -5,6 +5,7 @@
 
 #include "models/model.h"
 #include "models/rope.h"
+#include "models/taps.h"
 #include "models/token_conv.h"
 
 /* Token positions per the family's rule (see iv_pos_mode). */
@@ -25,28 +26,28 @@ static void compute_positions(const iv_model *m, const iv_batch *b, int32_t *pos
     }
 }
 
-static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos, float *x, iv_arena *arena)
+static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos_dev, iv_view xv,
+                        const iv_fwd_mem *mem)
 {
     const iv_ops *ops = m->ops;
-    const int64_t T = b->n_tokens, H = m->block.hidden;
-    iv_view xv = {x, T, H, H};
+    const int64_t T = b->n_tokens;
     /* Embeddings narrower than hidden are summed at their width, then projected. */
-    const int64_t E = m->embed.proj ? m->embed.word->shape[1] : H;
     iv_view ev = xv;
     if (m->embed.proj) {
-        ev = (iv_view){iv_arena_alloc(arena, (size_t)(T * E) * sizeof(float)), T, E, E};
+        const int64_t E = m->embed.word->shape[1];
+        ev = iv_act_alloc(ops, mem->dev, T, E, E);
         if (!ev.data) return -1;
     }
-    ops->embed(ops, ev, m->embed.word, b->ids, 0);
+    ops->embed(ops, ev, m->embed.word, b->ids_dev, 0);
     if (m->embed.scale != 0 && m->embed.scale != 1) ops->scale(ops, ev, ev, m->embed.scale);
-    if (m->embed.position) ops->embed(ops, ev, m->embed.position, pos, 1);
+    if (m->embed.position) ops->embed(ops, ev, m->embed.position, pos_dev, 1);
     if (m->embed.token_type) {
-        const int32_t *types = b->type_ids;
+        const int32_t *types = b->type_ids_dev;
         if (!types) {
-            int32_t *zeros = iv_arena_alloc(arena, (size_t)T * sizeof(int32_t));
+            int32_t *zeros = iv_arena_alloc(mem->host, (size_t)T * sizeof(int32_t));
             if (!zeros) return -1;
             memset(zeros, 0, (size_t)T * sizeof(int32_t));
-            types = zeros;
+            if (!(types = iv_dev_upload_new(ops, mem->dev, zeros, (size_t)T * sizeof(int32_t)))) return -1;
         }
         ops->embed(ops, ev, m->embed.token_type, types, 1);
     }
@@ -58,19 +59,20 @@ static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos
     return 0;
 }
 
-/* The block stack, with the token convolution after layer 0 when the model has one. */
-static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, float *x, iv_arena *arena)
+/* The block stack, with the token convolution after layer 0 when the model
+ * has one (host-visible tables only: iv_model_to_device refuses others). */
+static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, iv_view x,
+                      const iv_fwd_mem *mem)
 {
     if (!m->conv.w || m->n_layers == 0)
-        return iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, ex, x, arena);
-    const size_t bytes = (size_t)(b->n_tokens * m->block.hidden) * sizeof(float);
-    float *emb = iv_arena_alloc(arena, bytes);
-    if (!emb) return -1;
-    memcpy(emb, x, bytes);
-    if (iv_block_stack_forward(m->ops, &m->block, m->layers, 1, b, ex, x, arena) ||
-        iv_token_conv_apply(m->ops, &m->conv, m->block.norm_eps, b, emb, x, m->block.hidden, arena))
+        return iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, ex, x, mem);
+    const iv_view emb = iv_act_alloc(m->ops, mem->dev, x.rows, x.cols, x.cols);
+    if (!emb.data) return -1;
+    m->ops->scale(m->ops, emb, x, 1.0f);
+    if (iv_block_stack_forward(m->ops, &m->block, m->layers, 1, b, ex, x, mem) ||
+        iv_token_conv_apply(m->ops, &m->conv, m->block.norm_eps, b, emb.data, x.data, m->block.hidden, mem->host))
         return -1;
-    return iv_block_stack_forward(m->ops, &m->block, m->layers + 1, m->n_layers - 1, b, ex, x, arena);
+    return iv_block_stack_forward(m->ops, &m->block, m->layers + 1, m->n_layers - 1, b, ex, x, mem);
 }
 
 /* T5-style bidirectional bucket of relative position (key - query), in
@@ -90,11 +92,13 @@ static int rel_bucket(int rel, int num_buckets, int max_distance)
     return ret + large;
 }
 
-/* Per-sequence [heads, L, L] bias blocks from the bucket table. */
-static int build_rel_bias(const iv_model *m, const iv_batch *b, iv_arena *arena, iv_attn_extras *ex)
+/* Per-sequence [heads, L, L] bias blocks from the bucket table (kept on the
+ * host at load), built on the host and uploaded once per forward. */
+static int build_rel_bias(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_attn_extras *ex)
 {
     const iv_rel_bias_spec *rb = &m->rel_bias;
     const int H = m->block.n_heads;
+    iv_arena *arena = mem->host;
     int64_t *offsets = iv_arena_alloc(arena, (size_t)(b->n_seqs + 1) * sizeof(int64_t));
     if (!offsets) return -1;
     int64_t total = 0;
@@ -116,9 +120,10 @@ static int build_rel_bias(const iv_model *m, const iv_batch *b, iv_arena *arena,
                 for (int h = 0; h < H; h++) blk[((int64_t)h * L + i) * L + j] = table[bucket * H + h];
             }
     }
-    ex->bias = bias;
+    ex->bias = iv_dev_upload_new(m->ops, mem->dev, bias, (size_t)total * sizeof(float));
     ex->bias_offsets = offsets;
-    return 0;
+    ex->bias_offsets_dev = iv_dev_upload_new(m->ops, mem->dev, offsets, (size_t)(b->n_seqs + 1) * sizeof(int64_t));
+    return ex->bias && ex->bias_offsets_dev ? 0 : -1;
 }
 
 /* Rotary frequencies per sequence when they depend on its length (dynamic
@@ -142,71 +147,83 @@ static int build_seq_rope(const iv_model *m, const iv_batch *b, iv_arena *arena,
 }
 
 /* The per-layer inputs from the scaled embeddings x (see iv_model.ple_w). */
-static int build_ple(const iv_model *m, const float *x, int64_t T, iv_arena *arena, iv_attn_extras *ex)
+static int build_ple(const iv_model *m, iv_view xv, iv_arena *dev, iv_attn_extras *ex)
 {
-    const int64_t H = m->block.hidden, W = (int64_t)m->n_layers * m->block.ple_dim;
-    float *ple = iv_arena_alloc(arena, (size_t)(T * W) * sizeof(float));
-    if (!ple) return -1;
-    const iv_view pv = {ple, T, W, W}, xv = {(float *)x, T, H, H};
+    const int64_t W = (int64_t)m->n_layers * m->block.ple_dim;
+    const iv_view pv = iv_act_alloc(m->ops, dev, xv.rows, W, W);
+    if (!pv.data) return -1;
     m->ops->linear(m->ops, pv, xv, m->ple_w, NULL, IV_ACT_NONE, NULL);
     m->ops->scale(m->ops, pv, pv, m->ple_scale);
     m->ops->head_rms_norm(m->ops, pv, m->n_layers, m->block.ple_dim, m->ple_norm_w, m->block.norm_eps, 0.0f);
-    ex->ple = ple;
-    ex->ple_ld = W;
+    ex->ple = pv;
     return 0;
 }
 
 int iv_model_out_width(const iv_model *m) { return m->out_proj ? (int)m->out_proj->shape[0] : m->block.hidden; }
 
-int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err)
+int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err *err)
 {
+    const iv_ops *ops = m->ops;
+    const size_t T = (size_t)b->n_tokens, n = (size_t)b->n_seqs;
+    b->max_seqlen = 0;
+    for (int s = 0; s < b->n_seqs; s++)
+        if (iv_batch_seqlen(b, s) > b->max_seqlen) b->max_seqlen = iv_batch_seqlen(b, s);
+    b->ids_dev = iv_dev_upload_new(ops, dev, b->ids, T * sizeof(int32_t));
+    b->cu_seqlens_dev = iv_dev_upload_new(ops, dev, b->cu_seqlens, (n + 1) * sizeof(int32_t));
+    b->type_ids_dev = b->type_ids ? iv_dev_upload_new(ops, dev, b->type_ids, T * sizeof(int32_t)) : NULL;
+    b->key_mask_dev = b->key_mask ? iv_dev_upload_new(ops, dev, b->key_mask, T) : NULL;
+    if (!b->ids_dev || !b->cu_seqlens_dev || (b->type_ids && !b->type_ids_dev) || (b->key_mask && !b->key_mask_dev))
+        return iv_errf(err, IV_E_NOMEM, "out of device memory for a batch of %lld tokens", (long long)T);
+    return 0;
+}
+
+int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
+{
+    const iv_ops *ops = m->ops;
     const int64_t T = b->n_tokens, H = m->block.hidden;
-    float *x = iv_arena_alloc(arena, (size_t)(T * H) * sizeof(float));
-    int32_t *pos = iv_arena_alloc(arena, (size_t)T * sizeof(int32_t));
-    if (!x || !pos) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
+    iv_view x = iv_act_alloc(ops, mem->dev, T, H, H);
+    int32_t *pos = iv_arena_alloc(mem->host, (size_t)T * sizeof(int32_t));
+    if (!x.data || !pos) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     compute_positions(m, b, pos);
-    if (embed_tokens(m, b, pos, x, arena))
+    const int32_t *pos_dev = iv_dev_upload_new(ops, mem->dev, pos, (size_t)T * sizeof(int32_t));
+    if (!pos_dev || embed_tokens(m, b, pos_dev, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for embeddings of %lld tokens", (long long)T);
 
-    iv_attn_extras ex = {.positions = pos, .alibi_slopes = m->alibi_slopes};
-    if (m->rel_bias.table && build_rel_bias(m, b, arena, &ex))
+    iv_tap(ops, "embeddings", -1, x);
+    iv_attn_extras ex = {.positions = pos, .positions_dev = pos_dev, .alibi_slopes = m->alibi_slopes};
+    if (m->rel_bias.table && build_rel_bias(m, b, mem, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
-    if (m->seq_rope && build_seq_rope(m, b, arena, &ex, err)) return -1;
-    if (m->ple_w && build_ple(m, x, T, arena, &ex))
+    if (m->seq_rope && build_seq_rope(m, b, mem->host, &ex, err)) return -1;
+    if (m->ple_w && build_ple(m, x, mem->dev, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
-    if (run_layers(m, b, &ex, x, arena))
+    if (run_layers(m, b, &ex, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
-    if (m->final_norm.present) {
-        iv_view xv = {x, T, H, H};
-        iv_block_norm(m->ops, &m->block, &m->final_norm, xv, xv, NULL);
-    }
+    if (m->final_norm.present) iv_block_norm(ops, &m->block, &m->final_norm, x, x, NULL);
     if (m->out_proj) {
         const int64_t E = m->out_proj->shape[0];
-        float *y = iv_arena_alloc(arena, (size_t)(T * E) * sizeof(float));
-        if (!y) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
-        const iv_view yv = {y, T, E, E}, xv = {x, T, H, H};
-        m->ops->linear(m->ops, yv, xv, m->out_proj, NULL, IV_ACT_NONE, NULL);
+        const iv_view y = iv_act_alloc(ops, mem->dev, T, E, E);
+        if (!y.data) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
+        ops->linear(ops, y, x, m->out_proj, NULL, IV_ACT_NONE, NULL);
         x = y;
     }
+    iv_tap(ops, "final", -1, x);
     *hidden = x;
     return 0;
 }
 
-int iv_head_apply(const iv_ops *ops, const iv_head *h, const float *in, int64_t rows, int64_t in_cols,
-                  float *out, iv_arena *arena)
+int iv_head_apply(const iv_ops *ops, const iv_head *h, iv_view in, iv_arena *dev, iv_view *out)
 {
-    const float *cur = in;
-    int64_t cur_cols = in_cols;
+    iv_view cur = in;
     for (int i = 0; i < h->n_steps; i++) {
         const iv_head_step *st = &h->steps[i];
         const int64_t oc = st->w->shape[0];
-        float *dst = i == h->n_steps - 1 ? out : iv_arena_alloc(arena, (size_t)(rows * oc) * sizeof(float));
-        if (!dst) return -1;
-        iv_view y = {dst, rows, oc, oc}, x = {(float *)cur, rows, cur_cols, cur_cols};
-        ops->linear(ops, y, x, st->w, st->b, st->act, NULL);
+        const int last = i == h->n_steps - 1;
+        const iv_view y = last && out->data ? *out : iv_act_alloc(ops, dev, in.rows, oc, oc);
+        if (!y.data) return -1;
+        ops->linear(ops, y, cur, st->w, st->b, st->act, NULL);
         if (st->ln_w) ops->layer_norm(ops, y, y, NULL, st->ln_w, st->ln_b, st->ln_eps);
-        cur = dst;
-        cur_cols = oc;
+        cur = y;
     }
+    *out = cur;
     return 0;
 }

@@ -54,6 +54,7 @@ static void release_data(iv_model *m, const iv_tensor *w)
 
 typedef struct walk {
     iv_model *m;
+    int vectors; /* 1-D tensors too (IV_LW_VECTORS) */
     swap_map map;
     iv_linear_weight_fn fn;
     void *ctx;
@@ -62,7 +63,7 @@ typedef struct walk {
 static int swap(walk *wk, const iv_tensor **slot, int layer, const char *what, iv_err *err)
 {
     const iv_tensor *w = *slot;
-    if (!w || w->dtype != IV_F32 || w->ndim != 2 || w->layout != IV_LAYOUT_ROWS) return 0;
+    if (!w || w->dtype != IV_F32 || (w->ndim != 2 && !wk->vectors) || w->layout != IV_LAYOUT_ROWS) return 0;
     const iv_tensor *r = map_find(&wk->map, w);
     if (!r) {
         char name[96];
@@ -76,6 +77,44 @@ static int swap(walk *wk, const iv_tensor **slot, int layer, const char *what, i
     }
     *slot = r;
     return 0;
+}
+
+static int swap_norm(walk *wk, iv_norm *n, int layer, const char *what, iv_err *err)
+{
+    return swap(wk, &n->w, layer, what, err) || swap(wk, &n->b, layer, what, err);
+}
+
+/* Embedding tables, norms, biases and per-head norm weights: everything an
+ * op reads that is not a linear weight. */
+static int swap_vectors(walk *wk, iv_err *err)
+{
+    iv_model *m = wk->m;
+    int rc = swap(wk, &m->embed.word, -1, "word embeddings", err) ||
+             swap(wk, &m->embed.position, -1, "position embeddings", err) ||
+             swap(wk, &m->embed.token_type, -1, "token type embeddings", err) ||
+             swap_norm(wk, &m->embed.norm, -1, "embedding norm", err) ||
+             swap_norm(wk, &m->final_norm, -1, "final norm", err) ||
+             swap(wk, &m->ple_norm_w, -1, "per-layer input norm", err);
+    for (int l = 0; l < m->n_layers && !rc; l++) {
+        iv_layer *L = &m->layers[l];
+        rc = swap(wk, &L->qkv_b, l, "attention QKV bias", err) || swap(wk, &L->o_b, l, "attention output bias", err) ||
+             swap(wk, &L->up_b, l, "MLP up bias", err) || swap(wk, &L->down_b, l, "MLP down bias", err) ||
+             swap(wk, &L->q_norm_w, l, "q norm", err) || swap(wk, &L->k_norm_w, l, "k norm", err) ||
+             swap_norm(wk, &L->q_full_norm, l, "q norm", err) || swap_norm(wk, &L->k_full_norm, l, "k norm", err) ||
+             swap_norm(wk, &L->attn_norm, l, "attention norm", err) || swap_norm(wk, &L->mlp_norm, l, "MLP norm", err) ||
+             swap_norm(wk, &L->post_attn_norm, l, "post-attention norm", err) ||
+             swap_norm(wk, &L->post_mlp_norm, l, "post-MLP norm", err) ||
+             swap_norm(wk, &L->attn_outer_norm, l, "outer attention norm", err) ||
+             swap_norm(wk, &L->ple_norm, l, "per-layer input norm", err);
+    }
+    iv_head *heads[] = {&m->seq_head, &m->token_head, &m->mlm_head, &m->token_proj};
+    for (int h = 0; h < 4 && !rc; h++)
+        for (int i = 0; i < heads[h]->n_steps && !rc; i++) {
+            iv_head_step *st = &heads[h]->steps[i];
+            rc = swap(wk, &st->b, -1, "head bias", err) || swap(wk, &st->ln_w, -1, "head norm", err) ||
+                 swap(wk, &st->ln_b, -1, "head norm", err);
+        }
+    return rc;
 }
 
 int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weight_fn fn, void *ctx, iv_err *err)
@@ -108,6 +147,10 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
         /* A tied decoder was the table itself; its data is gone from the old tensor. */
         const iv_tensor *tied = map_find(&wk.map, m->embed.word);
         if (tied) m->embed.word = tied;
+    }
+    if ((kinds & IV_LW_VECTORS) && !rc) {
+        wk.vectors = 1;
+        rc = swap_vectors(&wk, err);
     }
     free(wk.map.from);
     free(wk.map.to);

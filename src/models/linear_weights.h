@@ -25,6 +25,9 @@ enum {
      * replaces the table too, so it is stored once, in the new layout: the
      * device's embedding op must read that layout. */
     IV_LW_HEADS = 4,
+    /* Everything else an op reads: embedding tables, norm weights and
+     * biases, linear biases (1-D tensors included; for device tables). */
+    IV_LW_VECTORS = 8,
 };
 
 /* Replaces every linear weight of the kinds asked for by fn's answer. Each

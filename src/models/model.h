@@ -5,7 +5,7 @@
 #define IV_MODELS_MODEL_H
 
 #include "base/arena.h"
-#include "engine/batch.h"
+#include "models/batch.h"
 #include "models/block.h"
 #include "models/config.h"
 #include "tensor/safetensors.h"
@@ -115,12 +115,21 @@ typedef struct iv_model {
 } iv_model;
 
 int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err);
+/* Moves a model loaded with a CPU table onto ops (a no-op for host-visible
+ * tables): weights become the table's prepared copies; a model using a
+ * mechanism that still runs on the host is refused with its name. */
+int iv_model_to_device(iv_model *m, const iv_ops *ops, iv_err *err);
 void iv_model_free(iv_model *m);
 
-/* Runs the backbone over a packed batch; *hidden receives [T, width] final
- * states in arena memory, width = iv_model_out_width. Token ids and lengths
- * must already be validated (iv_model_check_batch). */
-int iv_model_forward(const iv_model *m, const iv_batch *b, iv_arena *arena, float **hidden, iv_err *err);
+/* Copies the batch's ids, type ids, cu_seqlens and key mask into the
+ * device's memory (the *_dev fields) and sets max_seqlen: once per batch,
+ * before iv_model_forward and the heads. */
+int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err *err);
+/* Runs the backbone over a packed, uploaded batch; *hidden receives [T,
+ * width] final states in device memory (mem->dev), width =
+ * iv_model_out_width. Token ids and lengths must already be validated
+ * (iv_model_check_batch). */
+int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
 /* Validates ids against the vocabulary and lengths against positions. */
 int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err);
 /* Width of the hidden states iv_model_forward returns: the block's hidden
@@ -129,8 +138,9 @@ int iv_model_out_width(const iv_model *m);
 /* Longest sequence the model accepts (position table, or a large bound for rotary models). */
 int iv_model_max_length(const iv_model *m);
 
-/* Applies a head row-wise: out [rows, head->out_dim] from in [rows, in_cols]. */
-int iv_head_apply(const iv_ops *ops, const iv_head *h, const float *in, int64_t rows, int64_t in_cols,
-                  float *out, iv_arena *arena);
+/* Applies a head row-wise to in [rows, in_cols]: *out [rows, head->out_dim]
+ * on the device. When out->data is set the last step writes there, else
+ * into new dev memory. */
+int iv_head_apply(const iv_ops *ops, const iv_head *h, iv_view in, iv_arena *dev, iv_view *out);
 
 #endif

@@ -51,7 +51,8 @@ int iv_token_conv_apply(const iv_ops *ops, const iv_token_conv *c, float eps, co
                 else memcpy(dst, emb + (t0 + src) * H, (size_t)H * sizeof(float));
             }
     }
-    iv_view ov = {out, T, H, H}, cv = {cols, T, K * H, K * H}, xv = {x, T, H, H};
+    const iv_view ov = iv_view_make(out, IV_F32, T, H, H), cv = iv_view_make(cols, IV_F32, T, K * H, K * H),
+                  xv = iv_view_make(x, IV_F32, T, H, H);
     ops->linear(ops, ov, cv, c->w, c->b, c->act, NULL);
     ops->layer_norm(ops, xv, xv, out, c->norm.w, c->norm.b, eps);
     return 0;

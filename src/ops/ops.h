@@ -1,15 +1,34 @@
 /* The op interface. Model and head code call ops only through an iv_ops
- * table, so it never knows which device runs them. Each device (ops/cpu,
- * later ops/cuda) fills one table. Activation tensors are 2-D [rows, cols]
- * row-major; a tensor may be a column window of a wider buffer (see
- * iv_view), which lets fused QKV outputs feed attention without copies.
+ * table, so it never knows which device runs them. Each device fills one
+ * table: ops/cpu (FP32 on host memory), ops/emu (the emulated device: BF16 or
+ * FP16 storage in buffers the host cannot touch, FP32 maths, for tests on
+ * machines without a GPU) and ops/cuda (FP16/BF16 on an NVIDIA GPU).
  *
+ * Memory. Activations live in device memory that the table owns: views
+ * (iv_view) point into it and carry its dtype (the table's act_dtype); only
+ * the table reads or writes it. Host data crosses once per batch through
+ * upload/download. Weights are prepared at load through prepare_weight (the
+ * CPU packs panels, a GPU converts and copies), so ops only ever see weight
+ * tensors in the device's own layout.
+ *
+ * Indices and small per-batch tables (token ids, positions, cu_seqlens, key
+ * masks, bias offsets) are int32/uint8/int64 arrays in device memory, marked
+ * `dev` below; arrays marked `host` are read by the host side of the table
+ * (launch geometry, by-value kernel parameters).
+ *
+ * Activation tensors are 2-D [rows, cols] row-major with a row stride ld
+ * (elements); a view may be a column window of a wider buffer (fused QKV).
  * Conventions: y may alias x for elementwise and norm ops; NULL means
- * "absent" for optional weights. All CPU ops are FP32. */
+ * "absent" for optional weights and arrays. Ops compute in FP32 whatever the
+ * storage dtype, and round once when they store. */
 #ifndef IV_OPS_OPS_H
 #define IV_OPS_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "base/arena.h"
+#include "base/err.h"
 #include "tensor/tensor.h"
 
 typedef enum iv_act {
@@ -25,23 +44,48 @@ typedef enum iv_act {
 /* Parses an HF hidden_act string; -1 when unknown. */
 int iv_act_from_name(const char *name);
 
-/* A strided 2-D view: rows of `cols` floats, consecutive rows `ld` apart.
- * Used for column windows of fused projections. */
+/* Sentence pooling rules (sentence-transformers' Pooling modes). */
+typedef enum iv_pool_mode {
+    IV_POOL_NONE = 0, /* no Pooling module: the model decides (e.g. classifiers) */
+    IV_POOL_CLS,
+    IV_POOL_MEAN,
+    IV_POOL_MAX,
+    IV_POOL_LAST,
+    IV_POOL_MEAN_SQRT_LEN,
+    IV_POOL_WEIGHTED_MEAN,
+} iv_pool_mode;
+
+/* A strided 2-D view of device memory: rows of `cols` elements of dtype,
+ * consecutive rows `ld` elements apart. */
 typedef struct iv_view {
-    float *data;
+    void *data;
     int64_t rows, cols, ld;
+    iv_dtype dtype;
 } iv_view;
 
-static inline iv_view iv_view_of(const iv_tensor *t)
+static inline iv_view iv_view_make(void *data, iv_dtype dt, int64_t rows, int64_t cols, int64_t ld)
 {
-    iv_view v = {(float *)t->data, iv_tensor_rows(t), iv_tensor_cols(t), iv_tensor_cols(t)};
+    iv_view v = {data, rows, cols, ld, dt};
     return v;
 }
-/* Columns [col, col + ncols) of t. */
-static inline iv_view iv_view_cols(const iv_tensor *t, int64_t col, int64_t ncols)
+/* Rows [r0, r1) and columns [c0, c0 + ncols) of v. */
+static inline iv_view iv_view_sub(iv_view v, int64_t r0, int64_t r1, int64_t c0, int64_t ncols)
 {
-    iv_view v = {(float *)t->data + col, iv_tensor_rows(t), ncols, iv_tensor_cols(t)};
-    return v;
+    iv_view s = v;
+    s.data = (char *)v.data + (size_t)(r0 * v.ld + c0) * iv_dtype_size(v.dtype);
+    s.rows = r1 - r0;
+    s.cols = ncols;
+    return s;
+}
+static inline iv_view iv_view_rows(iv_view v, int64_t r0, int64_t r1) { return iv_view_sub(v, r0, r1, 0, v.cols); }
+static inline iv_view iv_view_cols(iv_view v, int64_t c0, int64_t ncols)
+{
+    return iv_view_sub(v, 0, v.rows, c0, ncols);
+}
+/* A weight tensor as a view (its own dtype; row-major layouts only). */
+static inline iv_view iv_view_of(const iv_tensor *t)
+{
+    return iv_view_make(t->data, t->dtype, iv_tensor_rows(t), iv_tensor_cols(t), iv_tensor_cols(t));
 }
 
 /* Attention over packed sequences: token rows of all sequences are
@@ -50,29 +94,35 @@ static inline iv_view iv_view_cols(const iv_tensor *t, int64_t col, int64_t ncol
 typedef struct iv_attn_args {
     iv_view q, k, v;          /* [T, n_heads*head_dim], [T, n_kv_heads*head_dim] x2 */
     iv_view out;              /* [T, n_heads*head_dim] */
-    const int32_t *cu_seqlens; /* host array, n_seqs + 1 entries */
+    const int32_t *cu_seqlens;     /* host, n_seqs + 1 entries */
+    const int32_t *cu_seqlens_dev; /* dev, the same values */
     int n_seqs;
+    int max_seqlen;           /* longest sequence (launch geometry) */
     int n_heads, n_kv_heads, head_dim; /* GQA: head h reads kv head h / (n_heads / n_kv_heads) */
     float scale;              /* usually 1/sqrt(head_dim) */
     int causal;               /* key j visible to query i only when j <= i */
     int window_left;          /* -1: unlimited; else key j needs i - j <= window_left */
     int window_right;         /* -1: unlimited; else key j needs j - i <= window_right */
-    const float *alibi_slopes; /* [n_heads] or NULL: adds -slope * |i - j| */
-    /* Optional additive bias, per sequence a [n_heads, L, L] block starting at
-     * bias + bias_offsets[s] (MPNet/T5 relative buckets, DeBERTa, ...). */
+    const float *alibi_slopes; /* host [n_heads] or NULL: adds -slope * |i - j| */
+    /* Optional additive FP32 bias, per sequence a [n_heads, L, L] block
+     * starting at bias + bias_offsets[s] (MPNet/T5 relative buckets,
+     * DeBERTa, ...): bias dev, bias_offsets host and bias_offsets_dev. */
     const float *bias;
     const int64_t *bias_offsets;
-    /* Optional [T] flags: 0 = this token is never attended to as a key
+    const int64_t *bias_offsets_dev;
+    /* Optional dev [T] flags: 0 = this token is never attended to as a key
      * (ColBERT query-expansion [MASK]s); its own query row is still computed. */
     const uint8_t *key_mask;
     float softcap;            /* 0: none; else scores = softcap * tanh(scores / softcap) */
 } iv_attn_args;
 
 /* Rotary embedding applied in place to the heads of x (q or k). Rotates the
- * first rot_dim dims of each head. pos[t] is token t's position;
- * inv_freq[rot_dim/2] the frequencies (scaling variants are computed by the
- * caller, models/rope.c). interleaved=0: NeoX rotate_half pairs (i, i+rot/2);
- * interleaved=1: GPT-J pairs (2i, 2i+1). attn_factor scales cos and sin (YaRN). */
+ * first rot_dim dims of each head. pos (dev) [rows] gives each row's
+ * position; inv_freq (host) [rot_dim/2] the frequencies (scaling variants
+ * are computed by the caller, models/rope.c). interleaved=0: NeoX
+ * rotate_half pairs (i, i+rot/2); interleaved=1: GPT-J pairs (2i, 2i+1).
+ * attn_factor scales cos and sin (YaRN). */
+#define IV_ROPE_MAX_HALF 256
 typedef struct iv_rope_args {
     iv_view x;
     int n_heads, head_dim, rot_dim;
@@ -82,22 +132,58 @@ typedef struct iv_rope_args {
     float attn_factor;
 } iv_rope_args;
 
+/* Pooling of each sequence's rows into one row (sentence-transformers'
+ * Pooling): out [n_seqs, H] from x [T, H]. skip (dev, or NULL) leading rows
+ * of sequence s are left out (include_prompt=false; a skip that would leave
+ * nothing counts as 0); CLS takes the first row kept, LAST the last row. */
+typedef struct iv_pool_args {
+    iv_view out, x;
+    const int32_t *cu_seqlens;     /* host */
+    const int32_t *cu_seqlens_dev; /* dev */
+    const int32_t *skip;           /* dev [n_seqs] or NULL */
+    int n_seqs;
+    iv_pool_mode mode;
+} iv_pool_args;
+
 typedef struct iv_ops iv_ops;
 struct iv_ops {
     const char *name;
     iv_device device;
+    iv_dtype act_dtype;   /* storage of every activation view */
+    /* 1: device memory is host memory (the CPU), so host code may still
+     * read activations; mechanisms not yet behind ops run only there. */
+    int host_visible;
+    void *ctx;            /* the instance's state (stream, handles, buffers) */
 
-    /* y = act(x W^T + b) (+ residual when non-NULL, added after act).
-     * x [T, in], w [out, in] (PyTorch Linear layout), b [out] or NULL. */
+    /* ---- device memory ---- */
+    /* Returns bytes of device memory (256-byte aligned), or NULL. */
+    void *(*dev_alloc)(const iv_ops *ops, size_t bytes);
+    void (*dev_free)(const iv_ops *ops, void *p);
+    void (*upload)(const iv_ops *ops, void *dst_dev, const void *src_host, size_t bytes);
+    void (*download)(const iv_ops *ops, void *dst_host, const void *src_dev, size_t bytes);
+    /* Waits for queued work; 0, or -1 with err set when the device reported
+     * an error (out of memory, a fault) since the last sync. */
+    int (*sync)(const iv_ops *ops, iv_err *err);
+    /* Load time: the device's copy of weight w (host, FP32 row-major;
+     * `linear` 1 when it will be a linear op's weight), in its own dtype and
+     * layout; NULL with err set on failure. The table owns the copy (header
+     * and data) until iv_ops_close. The CPU tables keep host weights and
+     * pack linear ones in models/pack_weights.c, so theirs is NULL. */
+    const iv_tensor *(*prepare_weight)(const iv_ops *ops, const iv_tensor *w, int linear, iv_err *err);
+
+    /* ---- ops ---- */
+    /* y = act(x W^T + b) (+ residual when non-NULL, added after act; rows
+     * y.ld apart, y's dtype). x [T, in], w [out, in] (PyTorch Linear
+     * layout, as prepared), b [out] or NULL. */
     void (*linear)(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
-                   iv_act act, const float *residual_or_null);
+                   iv_act act, const void *residual_or_null);
 
-    /* y = LayerNorm(x + r) over cols; r, w, b may be NULL (no affine). */
-    void (*layer_norm)(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+    /* y = LayerNorm(x + r) over cols; r (rows x.ld apart), w, b may be NULL (no affine). */
+    void (*layer_norm)(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w,
                        const iv_tensor *b, float eps);
     /* y = x_hat * (w + w_offset) with x_hat = (x + r) / rms; w_offset is 1
      * for Gemma's zero-centred weights; w may be NULL (no scale). */
-    void (*rms_norm)(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+    void (*rms_norm)(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w,
                      float eps, float w_offset);
     /* Per-head RMSNorm (Qwen3/Gemma q_norm, k_norm): x viewed [T*n_heads, head_dim]. */
     void (*head_rms_norm)(const iv_ops *ops, iv_view x, int n_heads, int head_dim, const iv_tensor *w,
@@ -109,11 +195,11 @@ struct iv_ops {
     void (*glu)(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_first);
     /* y = a + b elementwise. */
     void (*add)(const iv_ops *ops, iv_view y, iv_view a, iv_view b);
-    /* y = x * s elementwise. */
+    /* y = x * s elementwise (s = 1: a strided copy). */
     void (*scale)(const iv_ops *ops, iv_view y, iv_view x, float s);
 
-    /* y[t] (+)= table[ids[t]]; accumulate=1 adds to y. ids must be in range
-     * (checked by the caller against the vocabulary). */
+    /* y[t] (+)= table[ids[t]] (ids dev); accumulate=1 adds to y. ids must be
+     * in range (checked by the caller against the vocabulary). */
     void (*embed)(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids,
                   int accumulate);
 
@@ -123,8 +209,9 @@ struct iv_ops {
     void (*softmax)(const iv_ops *ops, iv_view x);
     /* Row-wise L2 normalisation in place (eps guards zero rows, as torch's F.normalize 1e-12). */
     void (*l2_normalize)(const iv_ops *ops, iv_view x);
+    void (*pool)(const iv_ops *ops, const iv_pool_args *a);
 
-    /* Row stride, in floats, for a scratch activation of `cols` columns
+    /* Row stride, in elements, for a scratch activation of `cols` columns
      * that a linear op will read (>= cols); NULL: cols. */
     int64_t (*act_stride)(int64_t cols);
 };
@@ -135,7 +222,32 @@ static inline int64_t iv_ops_act_stride(const iv_ops *ops, int64_t cols)
     return ops->act_stride ? ops->act_stride(cols) : cols;
 }
 
+/* An activation of rows x cols (rows ld elements apart) from a device arena
+ * (iv_ops_arena_init); data NULL when out of memory. */
+iv_view iv_act_alloc(const iv_ops *ops, iv_arena *dev, int64_t rows, int64_t cols, int64_t ld);
+/* Raw device bytes from a device arena, NULL when out of memory. */
+void *iv_dev_arena_alloc(iv_arena *dev, size_t bytes);
+/* Copies n host elements of `size` bytes into a device arena; NULL on OOM. */
+void *iv_dev_upload_new(const iv_ops *ops, iv_arena *dev, const void *host, size_t bytes);
+/* Copies view v into host as dense FP32 rows [v.rows, v.cols] (converting
+ * 16-bit storage). Synchronous: host is ready on return. */
+void iv_ops_download_f32(const iv_ops *ops, iv_view v, float *host);
+/* v's rows as host FP32: v's own memory on host-visible FP32 tables (no
+ * copy; *ld = v.ld), else a dense copy into scratch [v.rows * v.cols]
+ * (*ld = v.cols). */
+const float *iv_ops_read_f32(const iv_ops *ops, iv_view v, float *scratch, int64_t *ld);
+/* An arena whose blocks are ops' device memory. */
+void iv_ops_arena_init(iv_arena *a, const iv_ops *ops);
+
 /* The CPU table (ops/cpu). */
 const iv_ops *iv_cpu_ops(void);
+
+/* Opens a table for a device name ("cpu", "emulated", "cuda", "cuda:N") and
+ * dtype ("float32", "int8", "bfloat16", "float16"; NULL: the device's
+ * default). The CPU tables are shared statics; others are instances freed
+ * by iv_ops_close. NULL with err set when the device or dtype is not
+ * available here. */
+const iv_ops *iv_ops_open(const char *device, const char *dtype, iv_err *err);
+void iv_ops_close(const iv_ops *ops);
 
 #endif

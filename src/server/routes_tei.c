@@ -629,7 +629,7 @@ void iv_route_info(iv_req *r)
     iv_sb_puts(&b, "{\"model_id\":");
     iv_sb_json_string(&b, m->model_id, strlen(m->model_id));
     iv_sb_puts(&b, ",\"model_sha\":null,\"model_dtype\":");
-    const char *dtype = s->o.engine.dtype ? s->o.engine.dtype : "float32";
+    const char *dtype = iv_engine_dtype_name(m->engine);
     iv_sb_json_string(&b, dtype, strlen(dtype));
     iv_sb_puts(&b, ",\"served_model_name\":");
     iv_sb_json_string(&b, m->served_name, strlen(m->served_name));

@@ -23,7 +23,7 @@ typedef enum iv_dtype {
     IV_DTYPE_COUNT
 } iv_dtype;
 
-typedef enum iv_device { IV_CPU = 0, IV_CUDA = 1 } iv_device;
+typedef enum iv_device { IV_CPU = 0, IV_CUDA = 1, IV_EMULATED = 2 } iv_device;
 
 /* How a 2-D weight's values are arranged in data. */
 typedef enum iv_layout {

@@ -1,5 +1,6 @@
 #include "golden_util.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +101,24 @@ int golden_compare(const char *what, const float *got, const float *want, int64_
         }
     }
     return fails;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int golden_fixture_names(char **names, int cap)
+{
+    char root[4096];
+    iv_path_join(root, sizeof root, iv_test_fixtures_dir(), "models");
+    DIR *d = opendir(root);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < cap) {
+        char cases[4096 + 300];
+        snprintf(cases, sizeof cases, "%s/%s/cases.json", root, de->d_name);
+        if (de->d_name[0] != '.' && iv_file_exists(cases)) names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    return n;
 }

@@ -23,6 +23,10 @@ const iv_tensor *golden_expected(golden_case *g, const char *name, int i);
 int golden_has_output(const golden_case *g, const char *name);
 /* Compares rows of got against want with cosine >= min_cos per row and max
  * abs error <= max_abs; reports failures naming what. Returns failures. */
+/* Names of the fixture directories under <fixtures>/models (those with a
+ * cases.json), sorted; returns the count (<= cap), each name malloc'd. */
+int golden_fixture_names(char **names, int cap);
+
 int golden_compare(const char *what, const float *got, const float *want, int64_t rows, int64_t cols,
                    double min_cos, double max_abs);
 

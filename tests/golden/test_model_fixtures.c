@@ -6,7 +6,6 @@
  * Inputs run with their cases.json key_mask; multi-vector outputs run a
  * second time without it, so the engine must derive the same mask from the
  * ids. FP32 tolerances: cosine >= 0.99999 per vector and max abs error <= 1e-4. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,24 +160,12 @@ static void check_fixture(const char *dir, const char *name)
     golden_free(&g);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 TEST(golden_tiny_model_fixtures)
 {
     char root[4096];
     iv_path_join(root, sizeof root, iv_test_fixtures_dir(), "models");
-    DIR *d = opendir(root);
-    REQUIRE(d != NULL);
     char *names[256];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 256) {
-        char cases[4096 + 300];
-        snprintf(cases, sizeof cases, "%s/%s/cases.json", root, de->d_name);
-        if (de->d_name[0] != '.' && iv_file_exists(cases)) names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    const int n = golden_fixture_names(names, 256);
     CHECK_MSG(n >= 10, "only %d fixtures found under %s", n, root);
     for (int i = 0; i < n; i++) {
         char dir[4096 + 300];

@@ -36,12 +36,12 @@ iv_view ops_wide_view(float **buf, ops_rng *r, int64_t rows, int64_t cols, int64
     for (int64_t t = 0; t < rows; t++)
         for (int64_t c = 0; c < cols; c++) b[t * ld + col + c] = ops_rng_uniform(r, lo, hi);
     *buf = b;
-    return (iv_view){b + col, rows, cols, ld};
+    return iv_view_make(b + col, IV_F32, rows, cols, ld);
 }
 
 int64_t ops_gap_writes(const float *buf, iv_view v)
 {
-    int64_t col = v.data - buf, bad = 0;
+    int64_t col = (const float *)v.data - buf, bad = 0;
     for (int64_t t = 0; t < v.rows; t++)
         for (int64_t c = 0; c < v.ld; c++)
             if ((c < col || c >= col + v.cols) && !isnan(buf[t * v.ld + c])) bad++;
@@ -53,7 +53,7 @@ double *ops_view_to_double(iv_view v)
     double *d = malloc((size_t)(v.rows * v.cols > 0 ? v.rows * v.cols : 1) * sizeof(double));
     if (!d) abort();
     for (int64_t t = 0; t < v.rows; t++)
-        for (int64_t c = 0; c < v.cols; c++) d[t * v.cols + c] = v.data[t * v.ld + c];
+        for (int64_t c = 0; c < v.cols; c++) d[t * v.cols + c] = ((const float *)v.data)[t * v.ld + c];
     return d;
 }
 
@@ -63,7 +63,7 @@ int64_t ops_check_close_at(const char *file, int line, const char *what, iv_view
     int64_t bad = 0;
     for (int64_t t = 0; t < got.rows; t++)
         for (int64_t c = 0; c < got.cols; c++) {
-            double g = got.data[t * got.ld + c], w = want[t * got.cols + c];
+            double g = ((const float *)got.data)[t * got.ld + c], w = want[t * got.cols + c];
             double err = fabs(g - w);
             int ok = err <= atol + rtol * fabs(w) || (isinf(w) && g == w) || (isnan(w) && isnan(g));
             if (!ok) {

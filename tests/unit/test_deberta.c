@@ -49,14 +49,16 @@ static float *deb_forward(const iv_model *m, iv_arena *arena, int64_t *n_values)
     int32_t ids[102], cu[4] = {0, 5, 95, 102};
     for (int t = 0; t < 102; t++) ids[t] = 4 + (t * 37 + 11) % 150;
     iv_batch b = {.n_seqs = 3, .n_tokens = 102, .ids = ids, .cu_seqlens = cu};
-    float *hidden = NULL;
+    iv_view hidden;
     iv_err err = {0};
-    if (iv_model_check_batch(m, &b, &err) || iv_model_forward(m, &b, arena, &hidden, &err)) {
+    const iv_fwd_mem mem = {arena, arena}; /* the CPU: host memory is device memory */
+    if (iv_model_check_batch(m, &b, &err) || iv_model_upload_batch(m, &b, arena, &err) ||
+        iv_model_forward(m, &b, &mem, &hidden, &err)) {
         iv_test_fail(__FILE__, __LINE__, "forward: %s", err.msg);
         return NULL;
     }
     *n_values = b.n_tokens * m->block.hidden;
-    return hidden;
+    return hidden.data;
 }
 
 /* One sequence per group (a tiny group size) gives what one group for the

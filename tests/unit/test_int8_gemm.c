@@ -131,7 +131,7 @@ static void check_linear_integers(int64_t rows, int64_t in, int64_t out, int pat
                                     : (k == 0 ? 127.0f : (float)((int)(ops_rng_next(r) % 255) - 127));
     qweight q = quantize_weight(w, out, in);
     float *y = malloc((size_t)(rows * out) * sizeof(float));
-    ops->linear(ops, (iv_view){y, rows, out, out}, (iv_view){x, rows, in, in}, &q.t, NULL, IV_ACT_NONE, NULL);
+    ops->linear(ops, (iv_view){y, rows, out, out, IV_F32}, (iv_view){x, rows, in, in, IV_F32}, &q.t, NULL, IV_ACT_NONE, NULL);
     int64_t bad = 0;
     for (int64_t t = 0; t < rows; t++)
         for (int64_t n = 0; n < out; n++) {
@@ -196,7 +196,7 @@ static void check_linear_int8(ops_rng *r, i8_case c)
     for (int64_t t = 0; t < c.rows; t++) {
         float sx;
         int32_t zx;
-        const float *xr = x.data + t * x.ld;
+        const float *xr = ((float *)x.data) + t * x.ld;
         iv_int8_quantize_row(xr, c.in, qx, &sx, &zx);
         for (int64_t o = 0; o < c.out; o++) {
             int64_t isum = 0;
@@ -222,7 +222,7 @@ static void check_linear_int8(ops_rng *r, i8_case c)
     for (int64_t t = 0; t < c.rows; t++)
         for (int64_t o = 0; o < c.out; o++) {
             const int64_t i = t * c.out + o;
-            double got = y.data[t * y.ld + o], tol = 2e-6 * pre[i] + 2e-6 * fabs(want[i]) + 1e-30;
+            double got = ((float *)y.data)[t * y.ld + o], tol = 2e-6 * pre[i] + 2e-6 * fabs(want[i]) + 1e-30;
             if (!(fabs(got - want[i]) <= tol) && bad++ < 3)
                 iv_test_fail(__FILE__, __LINE__,
                              "%s rows %lld in %lld out %lld bias %d act %d residual %d: [%lld][%lld] got %.9g want %.9g",
@@ -234,7 +234,7 @@ static void check_linear_int8(ops_rng *r, i8_case c)
         for (int64_t t = 0; t < c.rows; t++)
             for (int64_t o = 0; o < c.out; o++) {
                 const int64_t i = t * c.out + o;
-                double err = fabs(y.data[t * y.ld + o] - exact[i]);
+                double err = fabs(((float *)y.data)[t * y.ld + o] - exact[i]);
                 if (!(err <= bound[i] * (1 + 1e-5) + 1e-6 * fabs(exact[i])) && bad++ < 3)
                     iv_test_fail(__FILE__, __LINE__, "[%lld][%lld]: error %.3g over the quantization bound %.3g",
                                  (long long)t, (long long)o, err, bound[i]);
@@ -289,7 +289,7 @@ TEST(int8_linear_nan_row_stays_nan)
     x[40 + 7] = NAN;
     qweight q = quantize_weight(w, 20, 40);
     float y[60];
-    ops->linear(ops, (iv_view){y, 3, 20, 20}, (iv_view){x, 3, 40, 40}, &q.t, NULL, IV_ACT_NONE, NULL);
+    ops->linear(ops, (iv_view){y, 3, 20, 20, IV_F32}, (iv_view){x, 3, 40, 40, IV_F32}, &q.t, NULL, IV_ACT_NONE, NULL);
     for (int o = 0; o < 20; o++) {
         CHECK(isfinite(y[o]) && isfinite(y[40 + o]));
         CHECK(isnan(y[20 + o]));
@@ -304,7 +304,7 @@ TEST(int8_linear_zero_rows)
     const iv_ops *ops = iv_cpu_int8_ops();
     float w[6] = {1, 2, 3, 4, 5, 6}, dummy = 7.0f;
     qweight q = quantize_weight(w, 2, 3);
-    iv_view x = {&dummy, 0, 3, 3}, y = {&dummy, 0, 2, 2};
+    iv_view x = {&dummy, 0, 3, 3, IV_F32}, y = {&dummy, 0, 2, 2, IV_F32};
     ops->linear(ops, y, x, &q.t, NULL, IV_ACT_GELU, NULL);
     CHECK(dummy == 7.0f);
     qweight_free(&q);
@@ -324,12 +324,12 @@ TEST(int8_table_dispatches_on_weight_dtype)
     float *b = ops_rand(&r, 30, -1.0f, 1.0f);
     float y1[270], y2[270], y3[270];
     iv_tensor wt = iv_tensor_2d(w, 30, 50), bt = iv_tensor_1d(b, 30);
-    iv_view x_v = {x, 9, 50, 50};
-    f32->linear(f32, (iv_view){y1, 9, 30, 30}, x_v, &wt, &bt, IV_ACT_GELU, NULL);
-    i8->linear(i8, (iv_view){y2, 9, 30, 30}, x_v, &wt, &bt, IV_ACT_GELU, NULL);
+    iv_view x_v = {x, 9, 50, 50, IV_F32};
+    f32->linear(f32, (iv_view){y1, 9, 30, 30, IV_F32}, x_v, &wt, &bt, IV_ACT_GELU, NULL);
+    i8->linear(i8, (iv_view){y2, 9, 30, 30, IV_F32}, x_v, &wt, &bt, IV_ACT_GELU, NULL);
     CHECK(!memcmp(y1, y2, sizeof y1));
     qweight q = quantize_weight(w, 30, 50);
-    i8->linear(i8, (iv_view){y3, 9, 30, 30}, x_v, &q.t, &bt, IV_ACT_GELU, NULL);
+    i8->linear(i8, (iv_view){y3, 9, 30, 30, IV_F32}, x_v, &q.t, &bt, IV_ACT_GELU, NULL);
     CHECK(memcmp(y1, y3, sizeof y1) != 0);              /* really quantized */
     CHECK(iv_test_cosine(y1, y3, 270) > 0.999);         /* and still close */
     free(x);
@@ -350,7 +350,7 @@ TEST(int8_kernels_agree_bitwise)
     int have_ref = 0;
     FOR_EACH_KERNEL(k)
     {
-        ops->linear(ops, (iv_view){have_ref ? y : ref, rows, out, out}, (iv_view){x, rows, in, in}, &q.t, NULL,
+        ops->linear(ops, (iv_view){have_ref ? y : ref, rows, out, out, IV_F32}, (iv_view){x, rows, in, in, IV_F32}, &q.t, NULL,
                     IV_ACT_NONE, NULL);
         if (have_ref) CHECK_MSG(!memcmp(ref, y, (size_t)(rows * out) * sizeof(float)), "kernel %d differs", k);
         have_ref = 1;

@@ -33,7 +33,7 @@ static int64_t check_act_at(const char *file, int line, const char *what, iv_vie
     int64_t bad = 0;
     for (int64_t t = 0; t < y.rows; t++)
         for (int64_t c = 0; c < y.cols; c++) {
-            double xv = x[t * y.cols + c], want = ref_act(xv, act), got = y.data[t * y.ld + c];
+            double xv = x[t * y.cols + c], want = ref_act(xv, act), got = ((float *)y.data)[t * y.ld + c];
             double h = 1e-6 * (fabs(xv) > 1 ? fabs(xv) : 1.0);
             double slope = (ref_act(xv + h, act) - ref_act(xv - h, act)) / (2 * h);
             double tol = 5e-36 + 1e-6 * fabs(want) + 0x1p-23 * fabs(xv * slope);
@@ -92,7 +92,7 @@ TEST(ops_act_accuracy)
     for (int i = 0; i < 10000; i++) x[n++] = ops_rng_uniform(&r, -8.0f, 8.0f);
     for (int64_t i = 0; i < n; i++) xd[i] = x[i];
     for (int a = 0; a < N_ACTS; a++) {
-        iv_view xv = {x, 1, n, n}, yv = {y, 1, n, n};
+        iv_view xv = {x, 1, n, n, IV_F32}, yv = {y, 1, n, n, IV_F32};
         ops->act(ops, yv, xv, all_acts[a]);
         check_act("grid", yv, xd, all_acts[a]);
     }
@@ -105,7 +105,7 @@ TEST(ops_act_special_values)
 {
     const iv_ops *ops = iv_cpu_ops();
     float x[5] = {0.0f, -0.0f, INFINITY, NAN, 1e30f}, y[5];
-    iv_view xv = {x, 1, 5, 5}, yv = {y, 1, 5, 5};
+    iv_view xv = {x, 1, 5, 5, IV_F32}, yv = {y, 1, 5, 5, IV_F32};
     for (int a = 0; a < N_ACTS; a++) {
         ops->act(ops, yv, xv, all_acts[a]);
         CHECK_MSG(y[0] == (float)ref_act(0.0, all_acts[a]) && y[1] == (float)ref_act(0.0, all_acts[a]),
@@ -167,7 +167,7 @@ static void check_glu(ops_rng *r, int64_t rows, int64_t inter, iv_act act, int a
         }
     iv_view y;
     if (in_place) /* the output overwrites the first half of each x row */
-        y = (iv_view){x.data, rows, inter, x.ld};
+        y = (iv_view){x.data, rows, inter, x.ld, IV_F32};
     else
         y = ops_wide_view(&yb, r, rows, inter, 1, inter + 2, 0.0f, 1.0f);
     ops->glu(ops, y, x, act, act_on_first);

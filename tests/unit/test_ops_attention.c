@@ -55,13 +55,13 @@ static void make_views(att_problem *p, const att_case *c, ops_rng *r, int64_t ro
         for (int64_t k = 0; k < qw; k++) base[t * ld + k] = ops_rng_uniform(r, -c->q_range, c->q_range);
         for (int64_t k = qw; k < qw + 2 * kw; k++) base[t * ld + k] = ops_rng_uniform(r, -1.0f, 1.0f);
     }
-    p->args.q = (iv_view){base, rows, qw, ld};
-    p->args.k = (iv_view){base + qw, rows, kw, ld};
-    p->args.v = (iv_view){base + qw + kw, rows, kw, ld};
+    p->args.q = (iv_view){base, rows, qw, ld, IV_F32};
+    p->args.k = (iv_view){base + qw, rows, kw, ld, IV_F32};
+    p->args.v = (iv_view){base + qw + kw, rows, kw, ld, IV_F32};
     int64_t old = qw + 2;
     p->out_buf = malloc((size_t)(total * old) * sizeof(float));
     for (int64_t i = 0; i < total * old; i++) p->out_buf[i] = NAN;
-    p->args.out = (iv_view){p->out_buf + pad_rows * old + 1, rows, qw, old};
+    p->args.out = (iv_view){p->out_buf + pad_rows * old + 1, rows, qw, old, IV_F32};
 }
 
 static void fill_common_args(att_problem *p, const att_case *c)
@@ -133,14 +133,14 @@ static double *ref_attention(const iv_attn_args *a, const int64_t *rows, int n_r
             }
             for (int h = 0; h < a->n_heads; h++) {
                 int kvh = h / group;
-                const float *q = a->q.data + (base + i) * a->q.ld + h * d;
+                const float *q = ((float *)a->q.data) + (base + i) * a->q.ld + h * d;
                 double mx = -INFINITY;
                 for (int64_t j = 0; j < len; j++) {
                     vis[j] = (!a->causal || j <= i) && (a->window_left < 0 || i - j <= a->window_left) &&
                              (a->window_right < 0 || j - i <= a->window_right) &&
                              (!a->key_mask || a->key_mask[base + j]);
                     if (!vis[j]) continue;
-                    const float *k = a->k.data + (base + j) * a->k.ld + kvh * d;
+                    const float *k = ((float *)a->k.data) + (base + j) * a->k.ld + kvh * d;
                     double dot = 0;
                     for (int64_t c = 0; c < d; c++) dot += (double)q[c] * k[c];
                     double v = dot * a->scale;
@@ -156,7 +156,7 @@ static double *ref_attention(const iv_attn_args *a, const int64_t *rows, int n_r
                 double *o = out + (base + i) * qw + h * d;
                 for (int64_t j = 0; j < len; j++) {
                     if (!vis[j]) continue;
-                    const float *v = a->v.data + (base + j) * a->v.ld + kvh * d;
+                    const float *v = ((float *)a->v.data) + (base + j) * a->v.ld + kvh * d;
                     for (int64_t c = 0; c < d; c++) o[c] += sc[j] / sum * v[c];
                 }
             }
@@ -209,7 +209,7 @@ static void check_reference_cases(const iv_ops *ops)
         if (cases[ci].key_mask) {
             /* The 1-token sequence's only key is masked: a zero row. */
             int zero = 1;
-            for (int64_t c = 0; c < p.args.out.cols; c++) zero &= p.args.out.data[c] == 0.0f;
+            for (int64_t c = 0; c < p.args.out.cols; c++) zero &= ((float *)p.args.out.data)[c] == 0.0f;
             CHECK_MSG(zero, "%s: query with no visible key must give zeros", cases[ci].name);
         }
         free(want);
@@ -256,11 +256,11 @@ TEST(ops_attention_isolation)
             make_views(&one, c, &r, len, 2);
             fill_common_args(&one, c);
             for (int32_t t = 0; t < len; t++) {
-                memcpy(one.args.q.data + t * one.args.q.ld, packed.args.q.data + (base + t) * packed.args.q.ld,
+                memcpy(((float *)one.args.q.data) + t * one.args.q.ld, ((float *)packed.args.q.data) + (base + t) * packed.args.q.ld,
                        (size_t)one.args.q.cols * sizeof(float));
-                memcpy(one.args.k.data + t * one.args.k.ld, packed.args.k.data + (base + t) * packed.args.k.ld,
+                memcpy(((float *)one.args.k.data) + t * one.args.k.ld, ((float *)packed.args.k.data) + (base + t) * packed.args.k.ld,
                        (size_t)one.args.k.cols * sizeof(float));
-                memcpy(one.args.v.data + t * one.args.v.ld, packed.args.v.data + (base + t) * packed.args.v.ld,
+                memcpy(((float *)one.args.v.data) + t * one.args.v.ld, ((float *)packed.args.v.data) + (base + t) * packed.args.v.ld,
                        (size_t)one.args.v.cols * sizeof(float));
             }
             one.args.alibi_slopes = packed.slopes;
@@ -278,8 +278,8 @@ TEST(ops_attention_isolation)
                 one.args.key_mask = one.key_mask;
             }
             ops->attention(ops, &one.args);
-            iv_view got = {packed.args.out.data + base * packed.args.out.ld, len, packed.args.out.cols,
-                           packed.args.out.ld};
+            iv_view got = {((float *)packed.args.out.data) + base * packed.args.out.ld, len, packed.args.out.cols,
+                           packed.args.out.ld, IV_F32};
             double *want = ops_view_to_double(one.args.out);
             char what[96];
             snprintf(what, sizeof what, "isolation %s seq %d", c->name, s);
@@ -336,7 +336,7 @@ TEST(ops_attention_long)
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     double *want = ref_attention(&p.args, rows, n_rows);
     for (int k = 0; k < n_rows; k++) {
-        iv_view got = {p.args.out.data + rows[k] * p.args.out.ld, 1, p.args.out.cols, p.args.out.ld};
+        iv_view got = {((float *)p.args.out.data) + rows[k] * p.args.out.ld, 1, p.args.out.cols, p.args.out.ld, IV_F32};
         char what[64];
         snprintf(what, sizeof what, "long attention row %lld", (long long)rows[k]);
         ops_check_close(what, got, want + rows[k] * p.args.out.cols, 3e-6, 0);

@@ -66,7 +66,7 @@ static void check_linear(ops_rng *r, lin_case c)
         for (int64_t o = 0; o < c.out; o++) {
             double acc = c.bias ? b[o] : 0.0, m = c.bias ? fabs(b[o]) : 0.0;
             for (int64_t k = 0; k < c.in; k++) {
-                double p = (double)x.data[t * x.ld + k] * w[o * c.in + k];
+                double p = (double)((const float *)x.data)[t * x.ld + k] * w[o * c.in + k];
                 acc += p;
                 m += fabs(p);
             }
@@ -81,7 +81,7 @@ static void check_linear(ops_rng *r, lin_case c)
     int64_t bad = 0;
     for (int64_t t = 0; t < c.rows; t++)
         for (int64_t o = 0; o < c.out; o++) {
-            double got = y.data[t * y.ld + o], wv = want[t * c.out + o];
+            double got = ((float *)y.data)[t * y.ld + o], wv = want[t * c.out + o];
             double tol = 2e-6 * mag[t * c.out + o] + 2e-6 * fabs(wv) + 1e-30;
             if (!(fabs(got - wv) <= tol) && bad++ < 3)
                 iv_test_fail(__FILE__, __LINE__,
@@ -126,7 +126,7 @@ TEST(ops_linear_zero_rows)
     const iv_ops *ops = iv_cpu_ops();
     float w[6] = {1, 2, 3, 4, 5, 6}, dummy = 7.0f;
     iv_tensor wt = iv_tensor_2d(w, 2, 3);
-    iv_view x = {&dummy, 0, 3, 3}, y = {&dummy, 0, 2, 2};
+    iv_view x = {&dummy, 0, 3, 3, IV_F32}, y = {&dummy, 0, 2, 2, IV_F32};
     ops->linear(ops, y, x, &wt, NULL, IV_ACT_GELU, NULL);
     CHECK(dummy == 7.0f);
 }
@@ -215,14 +215,14 @@ TEST(ops_linear_panels_batch_invariant)
     const iv_ops *ops = iv_cpu_ops();
     float *full = malloc((size_t)(rows * out) * sizeof(float));
     float *part = malloc((size_t)(rows * out) * sizeof(float));
-    ops->linear(ops, (iv_view){full, rows, out, out}, (iv_view){x, rows, in, in}, &wt, &bt, IV_ACT_GELU, NULL);
+    ops->linear(ops, (iv_view){full, rows, out, out, IV_F32}, (iv_view){x, rows, in, in, IV_F32}, &wt, &bt, IV_ACT_GELU, NULL);
     const int64_t ranges[][2] = {{0, 1}, {5, 6}, {699, 700}, {3, 11}, {10, 23}, {100, 164}, {37, 437}};
     const char *kernels[] = {"auto", "avx2", "portable"};
     for (int kk = 0; kk < 3; kk++) {
         if (iv_cpu_panel_use(kernels[kk])) continue;
         for (int i = 0; i < 7; i++) {
             const int64_t r0 = ranges[i][0], n = ranges[i][1] - r0;
-            ops->linear(ops, (iv_view){part, n, out, out}, (iv_view){x + r0 * in, n, in, in}, &wt, &bt, IV_ACT_GELU,
+            ops->linear(ops, (iv_view){part, n, out, out, IV_F32}, (iv_view){x + r0 * in, n, in, in, IV_F32}, &wt, &bt, IV_ACT_GELU,
                         NULL);
             int64_t diff = 0;
             for (int64_t e = 0; e < n * out; e++) diff += memcmp(&part[e], &full[r0 * out + e], sizeof(float)) != 0;

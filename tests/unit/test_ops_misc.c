@@ -33,9 +33,9 @@ TEST(ops_add_scale)
         ops_check_close("add into b", b, want, 0, 0x1p-24);
         free(a2);
         for (int64_t i = 0; i < rows * cols; i++) want[i] = bd[i] * -0.37;
-        iv_view b2 = {bb, rows, cols, cols + 1};
+        iv_view b2 = {bb, rows, cols, cols + 1, IV_F32};
         for (int64_t t = 0; t < rows; t++)
-            for (int64_t c = 0; c < cols; c++) b2.data[t * b2.ld + c] = (float)bd[t * cols + c];
+            for (int64_t c = 0; c < cols; c++) ((float *)b2.data)[t * b2.ld + c] = (float)bd[t * cols + c];
         ops->scale(ops, y, b2, -0.37f);
         ops_check_close("scale", y, want, 0, 1.2e-7);
         ops->scale(ops, b2, b2, -0.37f);
@@ -100,7 +100,7 @@ TEST(ops_softmax)
             int64_t rows = shapes[s][0], cols = shapes[s][1];
             float *xb;
             iv_view x = ops_wide_view(&xb, &r, rows, cols, 3, cols + 4, -ranges[g], ranges[g]);
-            if (g == 2) x.data[0] = 1e30f; /* max subtraction keeps this finite */
+            if (g == 2) ((float *)x.data)[0] = 1e30f; /* max subtraction keeps this finite */
             double *want = ops_view_to_double(x);
             for (int64_t t = 0; t < rows; t++) {
                 double *v = want + t * cols, mx = -INFINITY, sum = 0;
@@ -125,9 +125,9 @@ TEST(ops_l2_normalize)
     float *xb;
     iv_view x = ops_wide_view(&xb, &r, 5, 37, 2, 41, -2.0f, 2.0f);
     for (int c = 0; c < 37; c++) {
-        x.data[1 * x.ld + c] = 0.0f;                       /* zero row stays zero */
-        x.data[2 * x.ld + c] = c == 3 ? 1e-14f : 0.0f;     /* below eps: divided by 1e-12 */
-        x.data[3 * x.ld + c] = (float)(c % 5) * 1e15f;     /* large but no overflow */
+        ((float *)x.data)[1 * x.ld + c] = 0.0f;                       /* zero row stays zero */
+        ((float *)x.data)[2 * x.ld + c] = c == 3 ? 1e-14f : 0.0f;     /* below eps: divided by 1e-12 */
+        ((float *)x.data)[3 * x.ld + c] = (float)(c % 5) * 1e15f;     /* large but no overflow */
     }
     double *want = ops_view_to_double(x);
     for (int t = 0; t < 5; t++) {
@@ -138,7 +138,7 @@ TEST(ops_l2_normalize)
     }
     ops->l2_normalize(ops, x);
     ops_check_close("l2_normalize", x, want, 1e-30, 1e-6);
-    CHECK(x.data[2 * x.ld + 3] > 0.0099f && x.data[2 * x.ld + 3] < 0.0101f);
+    CHECK(((float *)x.data)[2 * x.ld + 3] > 0.0099f && ((float *)x.data)[2 * x.ld + 3] < 0.0101f);
     CHECK_EQ_INT(ops_gap_writes(xb, x), 0);
     free(xb);
     free(want);

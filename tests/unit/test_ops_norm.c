@@ -22,7 +22,7 @@ static void check_norm(ops_rng *r, norm_case c)
     float *xb, *yb = NULL, *rb = NULL;
     iv_view x = ops_wide_view(&xb, r, c.rows, c.cols, 1, c.cols + 3, -2.0f, 2.0f);
     for (int64_t t = 0; t < c.rows; t++)
-        for (int64_t k = 0; k < c.cols; k++) x.data[t * x.ld + k] += c.offset;
+        for (int64_t k = 0; k < c.cols; k++) ((float *)x.data)[t * x.ld + k] += c.offset;
     const float *res = NULL;
     if (c.residual) res = ops_wide_view(&rb, r, c.rows, c.cols, 1, c.cols + 3, -1.0f, 1.0f).data;
     float *w = ops_rand(r, c.cols, 0.5f, 1.5f), *b = ops_rand(r, c.cols, -0.5f, 0.5f);
@@ -33,7 +33,7 @@ static void check_norm(ops_rng *r, norm_case c)
     for (int64_t t = 0; t < c.rows; t++) {
         /* The residual sum is rounded to float, as the op (and torch) do. */
         for (int64_t k = 0; k < c.cols; k++)
-            z[k] = res ? (double)(x.data[t * x.ld + k] + res[t * x.ld + k]) : x.data[t * x.ld + k];
+            z[k] = res ? (double)(((float *)x.data)[t * x.ld + k] + res[t * x.ld + k]) : ((float *)x.data)[t * x.ld + k];
         double mean = 0, var = 0, ms = 0;
         for (int64_t k = 0; k < c.cols; k++) mean += z[k];
         mean /= (double)c.cols;

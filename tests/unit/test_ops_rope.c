@@ -56,7 +56,7 @@ static void check_rope(ops_rng *r, rope_case c)
         for (int h = 0; h < c.n_heads; h++)
             for (int k = c.rot_dim; k < c.head_dim; k++) {
                 int64_t i = t * width + (int64_t)h * c.head_dim + k;
-                if (x.data[t * x.ld + (int64_t)h * c.head_dim + k] != (float)want[i]) changed++;
+                if (((float *)x.data)[t * x.ld + (int64_t)h * c.head_dim + k] != (float)want[i]) changed++;
             }
     CHECK_EQ_INT(changed, 0);
     CHECK_EQ_INT(ops_gap_writes(xb, x), 0);

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "base/file.h"
-#include "engine/st_meta.h"
+#include "heads/st_meta.h"
 #include "test.h"
 #include "unit/tmp_test_util.h"
 

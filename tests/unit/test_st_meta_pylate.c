@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/st_meta.h"
+#include "heads/st_meta.h"
 #include "test.h"
 
 static const char *k_dense_cfg =

@@ -92,7 +92,7 @@ void iv_cpu_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
     assert(y.rows == x.rows && y.cols == x.cols);
 #pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < x.rows; t++)
-        iv_cpu_act_row(y.data + t * y.ld, x.data + t * x.ld, NULL, act, NULL, x.cols);
+        iv_cpu_act_row(((float *)y.data) + t * y.ld, ((float *)x.data) + t * x.ld, NULL, act, NULL, x.cols);
 }
 
 /* One row of a gated unit: y = act(g) * u with g, u the two halves. Each
@@ -117,10 +117,10 @@ void iv_cpu_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_
     assert(x.cols == 2 * inter && y.rows == x.rows);
 #pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < x.rows; t++) {
-        const float *first = x.data + t * x.ld, *second = first + inter;
+        const float *first = ((float *)x.data) + t * x.ld, *second = first + inter;
         if (act_on_first)
-            glu_row(y.data + t * y.ld, first, second, inter, act);
+            glu_row(((float *)y.data) + t * y.ld, first, second, inter, act);
         else
-            glu_row(y.data + t * y.ld, second, first, inter, act);
+            glu_row(((float *)y.data) + t * y.ld, second, first, inter, act);
     }
 }

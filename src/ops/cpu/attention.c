@@ -370,8 +370,8 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
     const int kvh = h / (a->n_heads / a->n_kv_heads);
     const int64_t nq = i1 - i0, nq16 = round16(nq), dpad = round16(d);
     const int64_t jlo = key_lo(a, i0), jhi = key_hi(a, i1 - 1, len), nk = jhi - jlo + 1;
-    const float *kbase = a->k.data + (base + jlo) * a->k.ld + (int64_t)kvh * d;
-    const float *vbase = a->v.data + (base + jlo) * a->v.ld + (int64_t)kvh * d;
+    const float *kbase = ((float *)a->k.data) + (base + jlo) * a->k.ld + (int64_t)kvh * d;
+    const float *vbase = ((float *)a->v.data) + (base + jlo) * a->v.ld + (int64_t)kvh * d;
 
     /* Plain block: every query sees every key in jlo..jhi and nothing is
      * added to or done with the scaled scores (the encoders' usual case). */
@@ -381,7 +381,7 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
         for (int64_t r = 0; r < nq16; r++) w->mx[r] = -INFINITY;
 
     /* 1. Pack Q^T in panels of 16 queries (zeros past nq), then scores. */
-    pack_queries(w->qp, a->q.data + (base + i0) * a->q.ld + (int64_t)h * d, a->q.ld, nq, d);
+    pack_queries(w->qp, ((float *)a->q.data) + (base + i0) * a->q.ld + (int64_t)h * d, a->q.ld, nq, d);
     for (int64_t p = 0; p < nq16 / 16; p += ATT_PANELS) {
         const int P = nq16 / 16 - p < ATT_PANELS ? (int)(nq16 / 16 - p) : ATT_PANELS;
         for (int64_t jj = 0; jj < nk; jj += ATT_KR) {
@@ -427,7 +427,7 @@ static void attend_block(const iv_attn_args *a, int s, int h, int64_t i0, int64_
     }
 
     for (int64_t r = 0; r < nq; r++) {
-        float *dst = a->out.data + (base + i0 + r) * a->out.ld + (int64_t)h * d;
+        float *dst = ((float *)a->out.data) + (base + i0 + r) * a->out.ld + (int64_t)h * d;
         const float *src = w->o + r * dpad;
         const vf inv = v_set1(w->inv[r]);
         int c = 0;

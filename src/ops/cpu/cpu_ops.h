@@ -35,10 +35,10 @@ void iv_cpu_dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t 
                              iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n);
 
 void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
-                   iv_act act, const float *residual_or_null);
-void iv_cpu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+                   iv_act act, const void *residual_or_null);
+void iv_cpu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w,
                        const iv_tensor *b, float eps);
-void iv_cpu_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+void iv_cpu_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w,
                      float eps, float w_offset);
 void iv_cpu_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_dim, const iv_tensor *w,
                           float eps, float w_offset);
@@ -51,6 +51,7 @@ void iv_cpu_rope(const iv_ops *ops, const iv_rope_args *a);
 void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a);
 void iv_cpu_softmax(const iv_ops *ops, iv_view x);
 void iv_cpu_l2_normalize(const iv_ops *ops, iv_view x);
+void iv_cpu_pool(const iv_ops *ops, const iv_pool_args *a);
 int64_t iv_cpu_act_stride(int64_t cols);
 
 #endif

@@ -1,6 +1,7 @@
 /* The CPU op table: FP32 kernels on OpenBLAS and OpenMP. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/cpu/cpu_ops.h"
 
@@ -15,9 +16,34 @@ void *iv_cpu_scratch(size_t bytes)
     return p;
 }
 
+/* Device memory is host memory: allocations are aligned host blocks and
+ * copies are memcpy; there is nothing to wait for. */
+static void *cpu_dev_alloc(const iv_ops *ops, size_t bytes)
+{
+    void *p = NULL;
+    size_t rounded = (bytes + 255) & ~(size_t)255;
+    return posix_memalign(&p, 256, rounded ? rounded : 256) == 0 ? p : NULL;
+}
+
+static void cpu_dev_free(const iv_ops *ops, void *p) { free(p); }
+
+static void cpu_copy(const iv_ops *ops, void *dst, const void *src, size_t bytes)
+{
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+
+static int cpu_sync(const iv_ops *ops, iv_err *err) { return 0; }
+
 static const iv_ops cpu_ops = {
     .name = "cpu",
     .device = IV_CPU,
+    .act_dtype = IV_F32,
+    .host_visible = 1,
+    .dev_alloc = cpu_dev_alloc,
+    .dev_free = cpu_dev_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .sync = cpu_sync,
     .linear = iv_cpu_linear,
     .layer_norm = iv_cpu_layer_norm,
     .rms_norm = iv_cpu_rms_norm,
@@ -31,6 +57,7 @@ static const iv_ops cpu_ops = {
     .attention = iv_cpu_attention,
     .softmax = iv_cpu_softmax,
     .l2_normalize = iv_cpu_l2_normalize,
+    .pool = iv_cpu_pool,
     .act_stride = iv_cpu_act_stride,
 };
 

@@ -525,11 +525,11 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
         const int64_t mb = u / n_pg, pg = u % n_pg, m0 = mb * M / n_mb;
         const int rows = (int)((mb + 1) * M / n_mb - m0);
         const int64_t p0 = pg * n_panels / n_pg, p1 = (pg + 1) * n_panels / n_pg;
-        const float *a = x.data + m0 * x.ld;
+        const float *a = ((float *)x.data) + m0 * x.ld;
         for (int64_t p = p0; p < p1; p++) {
             const float *bp = packed + p * K * NR;
             const int64_t n0 = p * NR, off = m0 * y.ld + n0;
-            const panel_epi e = {y.data + off, bias ? bias + n0 : NULL, residual ? residual + off : NULL, y.ld, act,
+            const panel_epi e = {((float *)y.data) + off, bias ? bias + n0 : NULL, residual ? residual + off : NULL, y.ld, act,
                                  (int)(N - n0 < NR ? N - n0 : NR)};
             int done = 0;
             if (K == 0) memset(strip, 0, sizeof strip);

@@ -175,7 +175,7 @@ static void run_tile(const int8_call *c, int64_t t, int32_t *acc)
     }
     const int64_t cend = c1 < c->out ? c1 : c->out, n = cend - c0;
     if (n <= 0) return;
-    iv_cpu_dequant_act_rows(c->y.data + r0 * c->y.ld + c0, c->y.ld, acc, c->tile_n, c->a_zero + r0, c->a_scale + r0,
+    iv_cpu_dequant_act_rows(((float *)c->y.data) + r0 * c->y.ld + c0, c->y.ld, acc, c->tile_n, c->a_zero + r0, c->a_scale + r0,
                             c->w_sums + c0, c->w_scale + c0, c->bias ? c->bias + c0 : NULL, c->act,
                             c->residual ? c->residual + r0 * c->y.ld + c0 : NULL, c->y.ld, r1 - r0, n);
 }
@@ -198,8 +198,9 @@ static void plan_columns(int8_call *c, int threads)
 }
 
 void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
-                        iv_act act, const float *residual)
+                        iv_act act, const void *residual_or_null)
 {
+    const float *residual = residual_or_null;
     const int64_t rows = x.rows, in = x.cols, out = y.cols;
     assert(w->dtype == IV_I8 && w->scales && w->shape[0] == out && w->shape[1] == in);
     assert(in < IV_INT8_MAX_IN);
@@ -226,7 +227,7 @@ void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor
 
 #pragma omp parallel for schedule(static) if (rows * in >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < rows; t++)
-        quantize_row(x.data + t * x.ld, in, c.kp, aq + (size_t)t * c.a_stride, wide, &a_scale[t], &a_zero[t]);
+        quantize_row(((float *)x.data) + t * x.ld, in, c.kp, aq + (size_t)t * c.a_stride, wide, &a_scale[t], &a_zero[t]);
 
     const int par = (double)rows * (double)out * (double)in >= PAR_MIN_MACS;
     plan_columns(&c, par ? omp_get_max_threads() : 1);

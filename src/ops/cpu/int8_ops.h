@@ -74,7 +74,7 @@ void iv_int8_quantize_row(const float *x, int64_t n, uint8_t *q, float *scale, i
 
 /* The int8 linear: same contract as iv_ops.linear, w of dtype IV_I8. */
 void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
-                        iv_act act, const float *residual_or_null);
+                        iv_act act, const void *residual_or_null);
 
 /* Integer kernels. The best one compiled in is used; tests and benchmarks
  * may switch to another available one (not thread-safe: do it before use). */

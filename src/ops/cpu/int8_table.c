@@ -8,7 +8,7 @@
 #include "ops/cpu/int8_ops.h"
 
 static void linear_by_dtype(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
-                            iv_act act, const float *residual)
+                            iv_act act, const void *residual)
 {
     if (w->dtype == IV_I8)
         iv_cpu_linear_int8(ops, y, x, w, b, act, residual);

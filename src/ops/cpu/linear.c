@@ -20,8 +20,9 @@
 #include "ops/cpu/linear_small.h"
 
 void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
-                   iv_act act, const float *residual)
+                   iv_act act, const void *residual_or_null)
 {
+    const float *residual = residual_or_null;
     int64_t rows = x.rows, in = x.cols, out = y.cols;
     assert(w->dtype == IV_F32 && iv_tensor_rows(w) == out && iv_tensor_cols(w) == in);
     assert(!b || (b->dtype == IV_F32 && iv_tensor_numel(b) == out));
@@ -50,7 +51,7 @@ void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, 
     int64_t ldd = y.ld;
     float beta = 0.0f;
     float *tmp = NULL;
-    if (residual == y.data) {
+    if (residual == ((float *)y.data)) {
         if (act == IV_ACT_NONE) {
             beta = 1.0f;
             residual = NULL; /* already in y */
@@ -62,12 +63,12 @@ void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, 
     }
 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)rows, (blasint)out, (blasint)in, 1.0f,
-                x.data, (blasint)x.ld, iv_f32(w), (blasint)in, beta, dst, (blasint)ldd);
+                ((float *)x.data), (blasint)x.ld, iv_f32(w), (blasint)in, beta, dst, (blasint)ldd);
 
     if (bias || act != IV_ACT_NONE || residual || tmp) {
 #pragma omp parallel for schedule(static) if (rows * out >= IV_CPU_PAR_MIN)
         for (int64_t t = 0; t < rows; t++)
-            iv_cpu_act_row(y.data + t * y.ld, dst + t * ldd, bias, act, residual ? residual + t * y.ld : NULL,
+            iv_cpu_act_row(((float *)y.data) + t * y.ld, dst + t * ldd, bias, act, residual ? residual + t * y.ld : NULL,
                            out);
     }
     free(tmp);

@@ -139,14 +139,14 @@ SMALL_TARGET static void linear_small_avx2(iv_view y, iv_view x, const float *w,
              * memory once, and only the first pass prefetches. */
             for (int64_t t = 0; t < rows; t += TILE_ROWS) {
                 const int r_n = (int)(rows - t < TILE_ROWS ? rows - t : TILE_ROWS);
-                tile_any(x.data + t * x.ld, x.ld, w + j * in, in, tail_mask, t == 0 ? pf : NULL, &sums[t][j - j0],
+                tile_any(((float *)x.data) + t * x.ld, x.ld, w + j * in, in, tail_mask, t == 0 ? pf : NULL, &sums[t][j - j0],
                          CHUNK_COLS, r_n, cols);
             }
         }
         /* The residual may be y itself: act_row reads each element of it
          * before writing that element. */
         for (int64_t t = 0; t < rows; t++)
-            iv_cpu_act_row(y.data + t * y.ld + j0, sums[t], bias ? bias + j0 : NULL, act,
+            iv_cpu_act_row(((float *)y.data) + t * y.ld + j0, sums[t], bias ? bias + j0 : NULL, act,
                            residual ? residual + t * y.ld + j0 : NULL, n);
     }
 }

@@ -12,8 +12,8 @@ void iv_cpu_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
     assert(y.rows == a.rows && y.cols == a.cols && b.rows == a.rows && b.cols == a.cols);
 #pragma omp parallel for schedule(static) if (y.rows * y.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < y.rows; t++) {
-        float *yr = y.data + t * y.ld;
-        const float *ar = a.data + t * a.ld, *br = b.data + t * b.ld;
+        float *yr = ((float *)y.data) + t * y.ld;
+        const float *ar = ((float *)a.data) + t * a.ld, *br = ((float *)b.data) + t * b.ld;
 #pragma omp simd
         for (int64_t c = 0; c < y.cols; c++) yr[c] = ar[c] + br[c];
     }
@@ -24,8 +24,12 @@ void iv_cpu_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
     assert(y.rows == x.rows && y.cols == x.cols);
 #pragma omp parallel for schedule(static) if (y.rows * y.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < y.rows; t++) {
-        float *yr = y.data + t * y.ld;
-        const float *xr = x.data + t * x.ld;
+        float *yr = ((float *)y.data) + t * y.ld;
+        const float *xr = ((float *)x.data) + t * x.ld;
+        if (s == 1.0f) { /* a copy: x * 1 is x */
+            if (yr != xr) memcpy(yr, xr, (size_t)y.cols * sizeof(float));
+            continue;
+        }
 #pragma omp simd
         for (int64_t c = 0; c < y.cols; c++) yr[c] = xr[c] * s;
     }
@@ -44,7 +48,7 @@ void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const in
         const int64_t id = ids[t];
         const float *src = stride == 1 ? iv_f32(table) + id * h
                                        : iv_f32(table) + (id / IV_PANEL_COLS) * h * IV_PANEL_COLS + id % IV_PANEL_COLS;
-        float *dst = y.data + t * y.ld;
+        float *dst = ((float *)y.data) + t * y.ld;
         if (stride > 1 && accumulate) {
             for (int64_t c = 0; c < h; c++) dst[c] += src[c * stride];
         } else if (stride > 1) {
@@ -86,7 +90,7 @@ void iv_cpu_softmax(const iv_ops *ops, iv_view x)
 {
 #pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < x.rows; t++) {
-        float *row = x.data + t * x.ld;
+        float *row = ((float *)x.data) + t * x.ld;
         if (x.cols == 0) continue;
         float max = row[0];
         for (int64_t c = 1; c < x.cols; c++) max = row[c] > max ? row[c] : max;
@@ -101,7 +105,7 @@ void iv_cpu_l2_normalize(const iv_ops *ops, iv_view x)
 {
 #pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < x.rows; t++) {
-        float *row = x.data + t * x.ld;
+        float *row = ((float *)x.data) + t * x.ld;
         float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
         for (int64_t c = 0; c < x.cols; c++) ss += row[c] * row[c];

@@ -62,16 +62,17 @@ static void layer_norm_row(float *y, const float *x, const float *r, const float
     }
 }
 
-void iv_cpu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w,
+void iv_cpu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const void *res, const iv_tensor *w,
                        const iv_tensor *b, float eps)
 {
+    const float *r = res;
     assert(y.rows == x.rows && y.cols == x.cols);
     assert(!w || iv_tensor_numel(w) == x.cols);
     assert(!b || iv_tensor_numel(b) == x.cols);
     const float *wd = w ? iv_f32(w) : NULL, *bd = b ? iv_f32(b) : NULL;
 #pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < x.rows; t++)
-        layer_norm_row(y.data + t * y.ld, x.data + t * x.ld, r ? r + t * x.ld : NULL, wd, bd, eps, x.cols);
+        layer_norm_row(((float *)y.data) + t * y.ld, ((float *)x.data) + t * x.ld, r ? r + t * x.ld : NULL, wd, bd, eps, x.cols);
 }
 
 /* y = z / rms(z) * (w + w_offset), w NULL meaning a scale of 1. Torch order:
@@ -90,15 +91,16 @@ static void rms_norm_row(float *y, const float *x, const float *r, const float *
     }
 }
 
-void iv_cpu_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const float *r, const iv_tensor *w, float eps,
+void iv_cpu_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const void *res, const iv_tensor *w, float eps,
                      float w_offset)
 {
+    const float *r = res;
     assert(y.rows == x.rows && y.cols == x.cols);
     assert(!w || iv_tensor_numel(w) == x.cols);
     const float *wd = w ? iv_f32(w) : NULL;
 #pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < x.rows; t++)
-        rms_norm_row(y.data + t * y.ld, x.data + t * x.ld, r ? r + t * x.ld : NULL, wd, eps, w_offset, x.cols);
+        rms_norm_row(((float *)y.data) + t * y.ld, ((float *)x.data) + t * x.ld, r ? r + t * x.ld : NULL, wd, eps, w_offset, x.cols);
 }
 
 void iv_cpu_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_dim, const iv_tensor *w, float eps,
@@ -110,7 +112,7 @@ void iv_cpu_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_di
 #pragma omp parallel for schedule(static) if (x.rows * n_heads * head_dim >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < x.rows; t++)
         for (int h = 0; h < n_heads; h++) {
-            float *row = x.data + t * x.ld + (int64_t)h * head_dim;
+            float *row = ((float *)x.data) + t * x.ld + (int64_t)h * head_dim;
             rms_norm_row(row, row, NULL, wd, eps, w_offset, head_dim);
         }
 }

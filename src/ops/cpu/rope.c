@@ -32,7 +32,7 @@ void iv_cpu_rope(const iv_ops *ops, const iv_rope_args *a)
                 sn[i] = sinf(angle) * factor;
             }
             for (int h = 0; h < nh; h++) {
-                float *v = x.data + t * x.ld + (int64_t)h * hd;
+                float *v = ((float *)x.data) + t * x.ld + (int64_t)h * hd;
                 if (a->interleaved) {
                     for (int i = 0; i < half; i++) {
                         float x1 = v[2 * i], x2 = v[2 * i + 1];

@@ -13,7 +13,7 @@
  * "pylate.models.Dense.Dense" (older releases: "pylate.models.Dense"); it
  * projects token embeddings, and its settings sit in
  * config_sentence_transformers.json next to the prompts. */
-#include "engine/st_meta.h"
+#include "heads/st_meta.h"
 
 #include <cJSON.h>
 #include <limits.h>

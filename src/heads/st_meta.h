@@ -3,21 +3,13 @@
  * sentence_bert_config.json (max_seq_length) and
  * config_sentence_transformers.json (prompts; PyLate ColBERT settings).
  * Absent files give the defaults; unknown module types are rejected by name. */
-#ifndef IV_ENGINE_ST_META_H
-#define IV_ENGINE_ST_META_H
+#ifndef IV_HEADS_ST_META_H
+#define IV_HEADS_ST_META_H
 
 #include "base/err.h"
 #include "ops/ops.h"
 
-typedef enum iv_pool_mode {
-    IV_POOL_NONE = 0, /* no Pooling module: the model decides (e.g. classifiers) */
-    IV_POOL_CLS,
-    IV_POOL_MEAN,
-    IV_POOL_MAX,
-    IV_POOL_LAST,
-    IV_POOL_MEAN_SQRT_LEN,
-    IV_POOL_WEIGHTED_MEAN,
-} iv_pool_mode;
+/* iv_pool_mode: ops/ops.h (the pool op runs it on every device). */
 
 #define IV_ST_MAX_DENSE 4
 #define IV_ST_MAX_PROMPTS 32

@@ -1,0 +1,577 @@
+/* The CUDA table's kernels other than linear and attention: norms,
+ * activations, gated units, elementwise ops, embedding gather, rotary
+ * embedding, softmax, L2 normalisation and pooling. Each mirrors its CPU
+ * kernel (ops/cpu/norm.c, act.c, misc.c, rope.c, heads/pooling.c): inputs
+ * converted to float, FP32 maths in the CPU's order, one rounding at the
+ * store. Views are strided by their ld; y may alias x where the CPU allows
+ * it, because every element is read and written by the same thread.
+ *
+ * Row kernels (norms, softmax, L2) give each row one block and reduce with
+ * warp shuffles; elementwise kernels map columns to threads and rows to the
+ * grid's y (iv_cuda_ew_grid). */
+#include <math.h>
+
+#include "ops/cuda/cuda_internal.h"
+
+/* ---- reductions ---- */
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* The sum (max) of v over the block, in every thread, in a fixed order (so
+ * every thread holds the same bits). blockDim.x is a multiple of 32; red
+ * holds 32 floats of shared memory. */
+static __device__ float block_sum(float v, float *red)
+{
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); /* red may still be read by the previous reduction */
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    return warp_sum(lane < nw ? red[lane] : 0.0f);
+}
+
+static __device__ float block_max(float v, float *red)
+{
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    return warp_max(lane < nw ? red[lane] : -INFINITY);
+}
+
+/* Threads for a row of n: about 4 elements each, 32 to 1024. */
+static int row_threads(int64_t n)
+{
+    int64_t t = ((n + 3) / 4 + 31) / 32 * 32;
+    return t < 32 ? 32 : t > 1024 ? 1024 : (int)t;
+}
+
+/* One block per row, looping when rows exceed the grid. */
+static unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
+
+static int view_ok(const cuda_ctx *c, iv_view v)
+{
+    return v.dtype == c->dt && v.ld >= v.cols && v.rows >= 0 && v.cols >= 0;
+}
+static int weight_ok(const cuda_ctx *c, const iv_tensor *t, int64_t n)
+{
+    return !t || (t->device == IV_CUDA && t->dtype == c->dt && iv_tensor_numel(t) == n);
+}
+
+/* ---- LayerNorm and RMSNorm ---- */
+
+/* A row's z (float) is cached in shared memory when it fits, else re-read. */
+#define NORM_CACHE_MAX_COLS 10240
+
+/* y = LN(z) or RMSNorm(z), z = x + r. layer: mean-centred two-pass
+ * statistics (mean, then squared deviations); else mean(z^2). */
+static __global__ void __launch_bounds__(1024)
+    norm_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, const void *r, const void *w, const void *b,
+                float eps, float w_offset, int layer, int64_t rows, int64_t cols, int cache, int bf16)
+{
+    extern __shared__ float zs[];
+    __shared__ float red[32];
+    for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+        const int64_t xo = t * ldx;
+        float a1 = 0.0f;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            float z = iv_ld(x, xo + c, bf16);
+            if (r) z += iv_ld(r, xo + c, bf16);
+            if (cache) zs[c] = z;
+            a1 += layer ? z : z * z;
+        }
+        const float s1 = block_sum(a1, red);
+        float mean = 0.0f, var;
+        if (layer) {
+            mean = s1 / (float)cols;
+            float q = 0.0f;
+            for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+                float z;
+                if (cache)
+                    z = zs[c];
+                else {
+                    z = iv_ld(x, xo + c, bf16);
+                    if (r) z += iv_ld(r, xo + c, bf16);
+                }
+                const float d = z - mean;
+                q += d * d;
+            }
+            var = block_sum(q, red) / (float)cols;
+        } else {
+            var = s1 / (float)cols;
+        }
+        const float rstd = 1.0f / sqrtf(var + eps);
+        /* Each thread rewrites only the elements it read, so y may be x or r. */
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            float z;
+            if (cache)
+                z = zs[c];
+            else {
+                z = iv_ld(x, xo + c, bf16);
+                if (r) z += iv_ld(r, xo + c, bf16);
+            }
+            float v;
+            if (layer) {
+                v = (z - mean) * rstd;
+                if (w) v = v * iv_ld(w, c, bf16);
+                if (b) v = v + iv_ld(b, c, bf16);
+            } else {
+                v = z * rstd;
+                if (w) v = v * (iv_ld(w, c, bf16) + w_offset);
+            }
+            iv_st(y, t * ldy + c, v, bf16);
+        }
+    }
+}
+
+static void launch_norm(const iv_ops *ops, const char *name, iv_view y, iv_view x, const void *r, const iv_tensor *w,
+                        const iv_tensor *b, float eps, float w_offset, int layer)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || y.cols != x.cols || !weight_ok(c, w, x.cols) ||
+        !weight_ok(c, b, x.cols)) {
+        iv_cuda_note_invalid(ops, "%s: x [%lld, %lld], y [%lld, %lld], weight %lld, bias %lld do not match", name,
+                             (long long)x.rows, (long long)x.cols, (long long)y.rows, (long long)y.cols,
+                             w ? (long long)iv_tensor_numel(w) : -1LL, b ? (long long)iv_tensor_numel(b) : -1LL);
+        return;
+    }
+    if (x.rows == 0 || x.cols == 0) return;
+    const int cache = x.cols <= NORM_CACHE_MAX_COLS;
+    const size_t smem = cache ? (size_t)x.cols * sizeof(float) : 0;
+    norm_kernel<<<row_grid(x.rows), row_threads(x.cols), smem, c->stream>>>(
+        y.data, y.ld, x.data, x.ld, r, w ? w->data : NULL, b ? b->data : NULL, eps, w_offset, layer, x.rows, x.cols,
+        cache, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, name);
+}
+
+void iv_cuda_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w, const iv_tensor *b,
+                        float eps)
+{
+    launch_norm(ops, "layer_norm", y, x, r, w, b, eps, 0.0f, 1);
+}
+
+void iv_cuda_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w, float eps,
+                      float w_offset)
+{
+    launch_norm(ops, "rms_norm", y, x, r, w, NULL, eps, w_offset, 0);
+}
+
+/* One warp per (row, head), in place. */
+static __global__ void head_rms_norm_kernel(void *x, int64_t ldx, int64_t rows, int n_heads, int head_dim,
+                                            const void *w, float eps, float w_offset, int bf16)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t units = rows * n_heads, nwarps = (int64_t)gridDim.x * (blockDim.x >> 5);
+    for (int64_t u = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); u < units; u += nwarps) {
+        const int64_t t = u / n_heads;
+        const int64_t base = t * ldx + (u - t * n_heads) * head_dim;
+        float q = 0.0f;
+        for (int i = lane; i < head_dim; i += 32) {
+            const float v = iv_ld(x, base + i, bf16);
+            q += v * v;
+        }
+        const float rstd = 1.0f / sqrtf(warp_sum(q) / (float)head_dim + eps);
+        for (int i = lane; i < head_dim; i += 32) {
+            float v = iv_ld(x, base + i, bf16) * rstd;
+            if (w) v = v * (iv_ld(w, i, bf16) + w_offset);
+            iv_st(x, base + i, v, bf16);
+        }
+    }
+}
+
+void iv_cuda_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_dim, const iv_tensor *w, float eps,
+                           float w_offset)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, x) || n_heads < 0 || head_dim < 0 || x.cols < (int64_t)n_heads * head_dim ||
+        !weight_ok(c, w, head_dim)) {
+        iv_cuda_note_invalid(ops, "head_rms_norm: x [%lld, %lld] has no %d heads of %d, or weight %lld != %d",
+                             (long long)x.rows, (long long)x.cols, n_heads, head_dim,
+                             w ? (long long)iv_tensor_numel(w) : -1LL, head_dim);
+        return;
+    }
+    const int64_t units = x.rows * n_heads;
+    if (units == 0 || head_dim == 0) return;
+    const int warps = 8;
+    int64_t blocks = (units + warps - 1) / warps;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    head_rms_norm_kernel<<<(unsigned)blocks, warps * 32, 0, c->stream>>>(x.data, x.ld, x.rows, n_heads, head_dim,
+                                                                         w ? w->data : NULL, eps, w_offset, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "head_rms_norm");
+}
+
+/* ---- elementwise ---- */
+
+#define EW_COL()                                                      \
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; \
+    if (c >= cols) return
+
+static __global__ void act_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t rows, int64_t cols, int act,
+                                  int bf16)
+{
+    EW_COL();
+    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y)
+        iv_st(y, t * ldy + c, iv_act_f(iv_ld(x, t * ldx + c, bf16), act), bf16);
+}
+
+void iv_cuda_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || y.cols != x.cols) {
+        iv_cuda_note_invalid(ops, "act: x [%lld, %lld] and y [%lld, %lld] differ", (long long)x.rows, (long long)x.cols,
+                             (long long)y.rows, (long long)y.cols);
+        return;
+    }
+    if (x.rows == 0 || x.cols == 0) return;
+    act_kernel<<<iv_cuda_ew_grid(x.rows, x.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
+        y.data, y.ld, x.data, x.ld, x.rows, x.cols, (int)act, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "act");
+}
+
+/* y = act(g) * u, g and u the two halves of x's row (y may be x's first
+ * half with x's ld: each thread reads both before it writes). */
+static __global__ void glu_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t rows, int64_t cols, int act,
+                                  int act_on_first, int bf16)
+{
+    EW_COL();
+    const int64_t go = act_on_first ? c : c + cols, uo = act_on_first ? c + cols : c;
+    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
+        const float g = iv_ld(x, t * ldx + go, bf16), u = iv_ld(x, t * ldx + uo, bf16);
+        iv_st(y, t * ldy + c, iv_act_f(g, act) * u, bf16);
+    }
+}
+
+void iv_cuda_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_first)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || x.cols != 2 * y.cols) {
+        iv_cuda_note_invalid(ops, "glu: x [%lld, %lld] is not y [%lld, %lld] with twice the columns", (long long)x.rows,
+                             (long long)x.cols, (long long)y.rows, (long long)y.cols);
+        return;
+    }
+    if (y.rows == 0 || y.cols == 0) return;
+    glu_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
+        y.data, y.ld, x.data, x.ld, y.rows, y.cols, (int)act, act_on_first, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "glu");
+}
+
+static __global__ void add_kernel(void *y, int64_t ldy, const void *a, int64_t lda, const void *b, int64_t ldb,
+                                  int64_t rows, int64_t cols, int bf16)
+{
+    EW_COL();
+    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y)
+        iv_st(y, t * ldy + c, iv_ld(a, t * lda + c, bf16) + iv_ld(b, t * ldb + c, bf16), bf16);
+}
+
+void iv_cuda_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, y) || !view_ok(c, a) || !view_ok(c, b) || a.rows != y.rows || a.cols != y.cols ||
+        b.rows != y.rows || b.cols != y.cols) {
+        iv_cuda_note_invalid(ops, "add: y [%lld, %lld], a [%lld, %lld], b [%lld, %lld] differ", (long long)y.rows,
+                             (long long)y.cols, (long long)a.rows, (long long)a.cols, (long long)b.rows,
+                             (long long)b.cols);
+        return;
+    }
+    if (y.rows == 0 || y.cols == 0) return;
+    add_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
+        y.data, y.ld, a.data, a.ld, b.data, b.ld, y.rows, y.cols, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "add");
+}
+
+static __global__ void scale_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t rows, int64_t cols,
+                                    float s, int bf16)
+{
+    EW_COL();
+    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) iv_st(y, t * ldy + c, iv_ld(x, t * ldx + c, bf16) * s, bf16);
+}
+
+void iv_cuda_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || y.cols != x.cols) {
+        iv_cuda_note_invalid(ops, "scale: x [%lld, %lld] and y [%lld, %lld] differ", (long long)x.rows,
+                             (long long)x.cols, (long long)y.rows, (long long)y.cols);
+        return;
+    }
+    if (y.rows == 0 || y.cols == 0) return;
+    scale_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(y.data, y.ld, x.data, x.ld,
+                                                                                        y.rows, y.cols, s, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "scale");
+}
+
+/* y[t] (+)= table[ids[t]]; the sum is formed in float and rounded once. */
+static __global__ void embed_kernel(void *y, int64_t ldy, const void *table, const int32_t *ids, int64_t rows,
+                                    int64_t cols, int accumulate, int bf16)
+{
+    EW_COL();
+    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
+        float v = iv_ld(table, (int64_t)ids[t] * cols + c, bf16);
+        if (accumulate) v = iv_ld(y, t * ldy + c, bf16) + v;
+        iv_st(y, t * ldy + c, v, bf16);
+    }
+}
+
+void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, y) || table->device != IV_CUDA || table->dtype != c->dt || iv_tensor_cols(table) != y.cols) {
+        iv_cuda_note_invalid(ops, "embed: table [%lld, %lld] %s does not fit y [%lld, %lld]",
+                             (long long)iv_tensor_rows(table), (long long)iv_tensor_cols(table),
+                             iv_dtype_name(table->dtype), (long long)y.rows, (long long)y.cols);
+        return;
+    }
+    if (y.rows == 0 || y.cols == 0) return;
+    embed_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
+        y.data, y.ld, table->data, ids, y.rows, y.cols, accumulate, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "embed");
+}
+
+/* ---- rotary embedding ---- */
+
+/* inv_freq travels by value, in the kernel's parameters. */
+typedef struct cuda_rope_freqs {
+    float f[IV_ROPE_MAX_HALF];
+} cuda_rope_freqs;
+
+/* One block per row: the row's cos/sin (shared by its heads) into shared
+ * memory, then every (head, pair) rotated in place. Angles as the CPU and
+ * transformers: float(pos) * inv_freq in float, cos/sin of that. */
+static __global__ void rope_kernel(void *x, int64_t ldx, int64_t rows, int n_heads, int head_dim, int npairs,
+                                   const int32_t *pos, cuda_rope_freqs inv, int interleaved, float factor, int bf16)
+{
+    __shared__ float cs[IV_ROPE_MAX_HALF], sn[IV_ROPE_MAX_HALF];
+    const int work = n_heads * npairs;
+    for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+        const float p = (float)pos[t];
+        for (int i = threadIdx.x; i < npairs; i += blockDim.x) {
+            const float angle = p * inv.f[i];
+            cs[i] = cosf(angle) * factor;
+            sn[i] = sinf(angle) * factor;
+        }
+        __syncthreads();
+        for (int j = threadIdx.x; j < work; j += blockDim.x) {
+            const int h = j / npairs, i = j - h * npairs;
+            const int64_t base = t * ldx + (int64_t)h * head_dim;
+            const int64_t i1 = base + (interleaved ? 2 * i : i), i2 = base + (interleaved ? 2 * i + 1 : i + npairs);
+            const float x1 = iv_ld(x, i1, bf16), x2 = iv_ld(x, i2, bf16);
+            iv_st(x, i1, x1 * cs[i] - x2 * sn[i], bf16);
+            iv_st(x, i2, x2 * cs[i] + x1 * sn[i], bf16);
+        }
+        __syncthreads(); /* the next row's cos/sin overwrite these */
+    }
+}
+
+void iv_cuda_rope(const iv_ops *ops, const iv_rope_args *a)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    const iv_view x = a->x;
+    const int npairs = a->rot_dim / 2;
+    if (!view_ok(c, x) || a->rot_dim < 0 || a->rot_dim % 2 || a->rot_dim > a->head_dim || npairs > IV_ROPE_MAX_HALF ||
+        a->n_heads < 0 || x.cols < (int64_t)a->n_heads * a->head_dim) {
+        iv_cuda_note_invalid(ops, "rope: rot_dim %d of head_dim %d (at most %d pairs), %d heads, x [%lld, %lld]",
+                             a->rot_dim, a->head_dim, IV_ROPE_MAX_HALF, a->n_heads, (long long)x.rows,
+                             (long long)x.cols);
+        return;
+    }
+    if (npairs == 0 || x.rows == 0 || a->n_heads == 0) return;
+    cuda_rope_freqs inv;
+    for (int i = 0; i < IV_ROPE_MAX_HALF; i++) inv.f[i] = i < npairs ? a->inv_freq[i] : 0.0f;
+    const float factor = a->attn_factor == 0.0f ? 1.0f : a->attn_factor;
+    const int work = a->n_heads * npairs;
+    const int threads = work >= 256 ? 256 : (work + 31) / 32 * 32;
+    rope_kernel<<<row_grid(x.rows), threads, 0, c->stream>>>(x.data, x.ld, x.rows, a->n_heads, a->head_dim, npairs,
+                                                             a->pos, inv, a->interleaved, factor, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "rope");
+}
+
+/* ---- softmax and L2 normalisation ---- */
+
+/* exp(x - max) / sum, multiplying by 1/sum as the CPU does. A row of -inf
+ * (or with a NaN) becomes NaN, as in torch. */
+static __global__ void __launch_bounds__(1024)
+    softmax_kernel(void *x, int64_t ldx, int64_t rows, int64_t cols, int bf16)
+{
+    __shared__ float red[32];
+    for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+        const int64_t xo = t * ldx;
+        float m = -INFINITY;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, iv_ld(x, xo + c, bf16));
+        m = block_max(m, red);
+        float s = 0.0f;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += expf(iv_ld(x, xo + c, bf16) - m);
+        const float inv = 1.0f / block_sum(s, red);
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+            iv_st(x, xo + c, expf(iv_ld(x, xo + c, bf16) - m) * inv, bf16);
+    }
+}
+
+void iv_cuda_softmax(const iv_ops *ops, iv_view x)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, x)) {
+        iv_cuda_note_invalid(ops, "softmax: bad view [%lld, %lld] ld %lld", (long long)x.rows, (long long)x.cols,
+                             (long long)x.ld);
+        return;
+    }
+    if (x.rows == 0 || x.cols == 0) return;
+    softmax_kernel<<<row_grid(x.rows), row_threads(x.cols), 0, c->stream>>>(x.data, x.ld, x.rows, x.cols, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "softmax");
+}
+
+/* x / max(||x||, 1e-12), dividing as torch's F.normalize. */
+static __global__ void __launch_bounds__(1024)
+    l2_normalize_kernel(void *x, int64_t ldx, int64_t rows, int64_t cols, int bf16)
+{
+    __shared__ float red[32];
+    for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+        const int64_t xo = t * ldx;
+        float ss = 0.0f;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const float v = iv_ld(x, xo + c, bf16);
+            ss += v * v;
+        }
+        const float norm = sqrtf(block_sum(ss, red));
+        const float denom = norm > 1e-12f ? norm : 1e-12f;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) iv_st(x, xo + c, iv_ld(x, xo + c, bf16) / denom, bf16);
+    }
+}
+
+void iv_cuda_l2_normalize(const iv_ops *ops, iv_view x)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, x)) {
+        iv_cuda_note_invalid(ops, "l2_normalize: bad view [%lld, %lld] ld %lld", (long long)x.rows, (long long)x.cols,
+                             (long long)x.ld);
+        return;
+    }
+    if (x.rows == 0 || x.cols == 0) return;
+    l2_normalize_kernel<<<row_grid(x.rows), row_threads(x.cols), 0, c->stream>>>(x.data, x.ld, x.rows, x.cols, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "l2_normalize");
+}
+
+/* ---- pooling ---- */
+
+/* A block pools POOL_COLS columns of one sequence: POOL_LANES lanes of
+ * threads take every POOL_LANES-th kept row, then lane 0 combines them. */
+#define POOL_COLS 32
+#define POOL_LANES 8
+
+/* heads/pooling.c's rules: skip[s] leading rows left out (a skip that
+ * would leave nothing counts as 0); CLS the first row kept, LAST the last
+ * row; MEAN sums in float then divides by n (sqrt(n)); WEIGHTED_MEAN
+ * weighs row i of the sequence by i + 1; NONE gives zeros. An empty
+ * sequence pools to NaN. */
+static __global__ void pool_kernel(void *out, int64_t ldo, const void *x, int64_t ldx, int64_t H, const int32_t *cu,
+                                   const int32_t *skip, int mode, int bf16)
+{
+    __shared__ float part[POOL_LANES][POOL_COLS + 1];
+    const int s = blockIdx.x, tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t c = (int64_t)blockIdx.y * POOL_COLS + tx;
+    const int active = c < H;
+    const int start = cu[s], len = cu[s + 1] - start;
+    int sk = skip ? skip[s] : 0;
+    if (sk >= len || sk < 0) sk = 0;
+    const int n = len - sk;
+    const int64_t first = (int64_t)start + sk;
+    const int64_t o = (int64_t)s * ldo + c;
+    /* Block-uniform exits: no thread is left waiting at the barrier below. */
+    if (mode == IV_POOL_NONE) { /* as the CPU: no pooling rule pools to zeros */
+        if (ty == 0 && active) iv_st(out, o, 0.0f, bf16);
+        return;
+    }
+    if (n <= 0) {
+        if (ty == 0 && active) iv_st(out, o, NAN, bf16);
+        return;
+    }
+    if (mode == IV_POOL_CLS || mode == IV_POOL_LAST) {
+        const int64_t row = mode == IV_POOL_CLS ? first : (int64_t)start + len - 1;
+        if (ty == 0 && active) iv_st(out, o, iv_ld(x, row * ldx + c, bf16), bf16);
+        return;
+    }
+    float acc = 0.0f;
+    if (active) {
+        for (int i = ty; i < n; i += POOL_LANES) {
+            const float v = iv_ld(x, (first + i) * ldx + c, bf16);
+            if (mode == IV_POOL_MAX)
+                acc = i == ty || v > acc ? v : acc; /* starts from the lane's first row */
+            else if (mode == IV_POOL_WEIGHTED_MEAN)
+                acc += (float)(i + sk + 1) * v;
+            else
+                acc += v;
+        }
+    }
+    part[ty][tx] = acc;
+    __syncthreads();
+    if (ty != 0 || !active) return;
+    float r = part[0][tx];
+    for (int k = 1; k < POOL_LANES && k < n; k++) {
+        const float v = part[k][tx];
+        if (mode == IV_POOL_MAX)
+            r = v > r ? v : r;
+        else
+            r += v;
+    }
+    if (mode == IV_POOL_MEAN)
+        r = r / (float)n;
+    else if (mode == IV_POOL_MEAN_SQRT_LEN)
+        r = r / sqrtf((float)n);
+    else if (mode == IV_POOL_WEIGHTED_MEAN) {
+        /* Sum of the weights sk+1 .. sk+n: exact (the CPU's float sum is too while below 2^24). */
+        const double wsum = (double)n * sk + (double)n * (n + 1) / 2.0;
+        r = r / (float)wsum;
+    }
+    iv_st(out, o, r, bf16);
+}
+
+void iv_cuda_pool(const iv_ops *ops, const iv_pool_args *a)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    const int64_t H = a->x.cols;
+    const int mode_ok = a->mode == IV_POOL_NONE || a->mode == IV_POOL_CLS || a->mode == IV_POOL_MEAN ||
+                        a->mode == IV_POOL_MAX || a->mode == IV_POOL_LAST || a->mode == IV_POOL_MEAN_SQRT_LEN ||
+                        a->mode == IV_POOL_WEIGHTED_MEAN;
+    if (!view_ok(c, a->x) || !view_ok(c, a->out) || a->out.cols != H || a->out.rows != a->n_seqs || a->n_seqs < 0 ||
+        !mode_ok || (H + POOL_COLS - 1) / POOL_COLS > 65535) {
+        iv_cuda_note_invalid(ops, "pool: mode %d, x [%lld, %lld] into out [%lld, %lld] for %d sequences", (int)a->mode,
+                             (long long)a->x.rows, (long long)H, (long long)a->out.rows, (long long)a->out.cols,
+                             a->n_seqs);
+        return;
+    }
+    if (a->n_seqs == 0 || H == 0) return;
+    const dim3 grid((unsigned)a->n_seqs, (unsigned)((H + POOL_COLS - 1) / POOL_COLS)), block(POOL_COLS, POOL_LANES);
+    pool_kernel<<<grid, block, 0, c->stream>>>(a->out.data, a->out.ld, a->x.data, a->x.ld, H, a->cu_seqlens_dev,
+                                               a->skip, (int)a->mode, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "pool");
+}
+
+/* ---- weight conversion ---- */
+
+static __global__ void to_act_kernel(void *dst, const void *src, int src_dt, int64_t n, int bf16)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float v = src_dt == IV_F32 ? ((const float *)src)[i] : iv_ld(src, i, src_dt == IV_BF16);
+        iv_st(dst, i, v, bf16);
+    }
+}
+
+void iv_cuda_to_act(const iv_ops *ops, void *dst, const void *src, iv_dtype src_dt, int64_t n)
+{
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (n <= 0) return;
+    int64_t blocks = (n + 255) / 256;
+    if (blocks > 4096) blocks = 4096;
+    to_act_kernel<<<(unsigned)blocks, 256, 0, c->stream>>>(dst, src, (int)src_dt, n, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "prepare_weight (convert)");
+}

@@ -1,0 +1,796 @@
+/* The emulated device (emu_ops.h): BF16/FP16 storage that the host cannot
+ * touch, FP32 maths through the CPU table, one rounding per store.
+ *
+ * Memory. Every dev_alloc is its own anonymous mapping and prepared weights
+ * are bump-allocated from 64 MiB slabs (a model is then a handful of
+ * mappings, not hundreds). All of them are registered in a sorted region
+ * list and stay PROT_NONE: host code that reads or writes device memory
+ * without going through the table faults at once, as it would on a GPU.
+ * The table itself opens only the pages it is about to access (a view's
+ * span, an index array), for reading or for writing, copies them to or from
+ * host temporaries and closes them again before the op returns, so between
+ * calls everything is PROT_NONE again. A pointer an op is given that lies
+ * outside every region, or an access that runs past its region's end, is a
+ * caller bug that would fault on a GPU: it aborts with the op named.
+ * Fresh dev_alloc memory is filled with 0xff bytes (NaN in every float
+ * dtype), so reading device memory nothing wrote poisons the result instead
+ * of finding zeros; a GPU gives no zeros either.
+ *
+ * Ops. Each op converts its input views and weights to dense FP32 host
+ * temporaries, runs the CPU op on them, and rounds the FP32 result once into
+ * the output view (only its rows x cols elements: the gaps of a strided
+ * view are left alone, as a kernel leaves them). Index arrays are copied
+ * too, and where an op has both a host and a device copy of the same array
+ * (cu_seqlens, bias offsets) the two are compared: a GPU indexes with one
+ * and launches with the other.
+ *
+ * Threads: the region list (and with it every access to device memory) is
+ * guarded by a mutex; the CPU op runs outside it on host memory only. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ops/cpu/cpu_ops.h"
+#include "ops/emu/emu_ops.h"
+
+#define EMU_SLAB_BYTES ((size_t)64 << 20)
+/* Weights above this get a mapping of their own instead of slab space, so a
+ * large table (a 250k-row embedding) does not waste most of a slab. */
+#define EMU_SLAB_MAX_OBJECT (EMU_SLAB_BYTES / 4)
+#define EMU_ALIGN 256 /* what dev_alloc promises */
+#define EMU_POISON 0xff
+
+typedef enum { REGION_ALLOC, REGION_SLAB } region_kind;
+
+typedef struct emu_region {
+    uintptr_t base;
+    size_t len; /* whole pages */
+    region_kind kind;
+} emu_region;
+
+typedef struct emu_ctx {
+    iv_ops ops; /* handed out; ops.ctx points back here */
+    iv_dtype dt;
+    size_t page;
+    pthread_mutex_t lock;
+    emu_region *regions; /* sorted by base */
+    size_t n_regions, cap_regions;
+    /* The slab weights are bump-allocated from (0 bytes left: none yet). */
+    uintptr_t slab_next;
+    size_t slab_left;
+    /* Headers prepare_weight made (their data lives in the regions). */
+    iv_tensor **weights;
+    size_t n_weights, cap_weights;
+} emu_ctx;
+
+static emu_ctx *ctx_of(const iv_ops *ops) { return ops->ctx; }
+
+/* A caller bug the emulated GPU would fault on: there is no error channel
+ * out of an op, and continuing would hide it. */
+static _Noreturn __attribute__((format(printf, 2, 3))) void emu_die(const char *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "infinity_v3: emulated device: %s: ", op);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+
+/* ---- regions ---- */
+
+static size_t page_round(const emu_ctx *c, size_t bytes)
+{
+    if (bytes == 0) bytes = 1;
+    return (bytes + c->page - 1) & ~(c->page - 1);
+}
+
+/* Maps len bytes (whole pages) PROT_NONE and registers them; NULL when out
+ * of memory. Called with the lock held. */
+static void *region_new(emu_ctx *c, size_t len, region_kind kind)
+{
+    /* Slabs need no poison: every weight is written whole when it is
+     * placed, and untouched slab pages then never get faulted in. */
+    const int poison = kind == REGION_ALLOC;
+    void *p = mmap(NULL, len, poison ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    /* Opening a few pages of a transparent huge page would split it. */
+    madvise(p, len, MADV_NOHUGEPAGE);
+    if (poison) {
+        memset(p, EMU_POISON, len);
+        if (mprotect(p, len, PROT_NONE) != 0) {
+            munmap(p, len);
+            return NULL;
+        }
+    }
+    if (c->n_regions == c->cap_regions) {
+        size_t cap = c->cap_regions ? 2 * c->cap_regions : 32;
+        emu_region *r = realloc(c->regions, cap * sizeof *r);
+        if (!r) {
+            munmap(p, len);
+            return NULL;
+        }
+        c->regions = r;
+        c->cap_regions = cap;
+    }
+    size_t i = c->n_regions;
+    while (i > 0 && c->regions[i - 1].base > (uintptr_t)p) {
+        c->regions[i] = c->regions[i - 1];
+        i--;
+    }
+    c->regions[i] = (emu_region){(uintptr_t)p, len, kind};
+    c->n_regions++;
+    return p;
+}
+
+/* Index of the region holding address a, or -1. Called with the lock held. */
+static ptrdiff_t region_find(const emu_ctx *c, uintptr_t a)
+{
+    size_t lo = 0, hi = c->n_regions;
+    while (lo < hi) { /* first region with base > a */
+        size_t mid = (lo + hi) / 2;
+        if (c->regions[mid].base <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0) return -1;
+    const emu_region *r = &c->regions[lo - 1];
+    return a - r->base < r->len ? (ptrdiff_t)(lo - 1) : -1;
+}
+
+/* Opens the pages of [p, p + bytes) with prot for the caller's access;
+ * the range must lie in one region. Returns the page range through *lo
+ * and *len for access_end. Called with the lock held. */
+static void access_begin(emu_ctx *c, const void *p, size_t bytes, int prot, const char *op, const char *what,
+                         uintptr_t *lo, size_t *len)
+{
+    const uintptr_t a = (uintptr_t)p;
+    const ptrdiff_t i = region_find(c, a);
+    if (i < 0) emu_die(op, "%s (%p) is not device memory of this table", what, p);
+    const emu_region *r = &c->regions[i];
+    if (bytes > r->len - (a - r->base))
+        emu_die(op, "%s: %zu bytes at %p run %zu bytes past the end of its device allocation", what, bytes, p,
+                bytes - (r->len - (a - r->base)));
+    *lo = a & ~(uintptr_t)(c->page - 1);
+    *len = ((a + bytes + c->page - 1) & ~(uintptr_t)(c->page - 1)) - *lo;
+    if (mprotect((void *)*lo, *len, prot) != 0) emu_die(op, "mprotect failed opening %s", what);
+}
+
+static void access_end(uintptr_t lo, size_t len, const char *op)
+{
+    if (mprotect((void *)lo, len, PROT_NONE) != 0) emu_die(op, "mprotect failed closing device memory");
+}
+
+/* memcpy into device memory (to_dev 1) or out of it (to_dev 0). */
+static void dev_copy(emu_ctx *c, void *dst, const void *src, size_t bytes, int to_dev, const char *op, const char *what)
+{
+    if (bytes == 0) return;
+    uintptr_t lo;
+    size_t len;
+    pthread_mutex_lock(&c->lock);
+    access_begin(c, to_dev ? dst : src, bytes, to_dev ? PROT_READ | PROT_WRITE : PROT_READ, op, what, &lo, &len);
+    memcpy(dst, src, bytes);
+    access_end(lo, len, op);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- conversions between device dtypes and FP32 ---- */
+
+static void check_float_dtype(iv_dtype dt, const char *op, const char *what)
+{
+    if (dt != IV_F32 && dt != IV_F16 && dt != IV_BF16)
+        emu_die(op, "%s has dtype %s; the emulated device stores float32, float16 or bfloat16", what,
+                iv_dtype_name(dt));
+}
+
+static void store_row(void *dst, const float *src, iv_dtype dt, int64_t n)
+{
+    if (dt == IV_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (dt == IV_BF16) {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = iv_f32_to_bf16(src[i]);
+    } else {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = iv_f32_to_f16(src[i]);
+    }
+}
+
+static size_t view_span_bytes(iv_view v) { return (size_t)((v.rows - 1) * v.ld + v.cols) * iv_dtype_size(v.dtype); }
+
+/* v's elements as dense FP32 rows [v.rows, v.cols] (iv_cpu_scratch; free()). */
+static float *read_view(emu_ctx *c, iv_view v, const char *op, const char *what)
+{
+    float *h = iv_cpu_scratch((size_t)(v.rows * v.cols) * sizeof(float));
+    if (v.rows <= 0 || v.cols <= 0) return h;
+    check_float_dtype(v.dtype, op, what);
+    if (v.ld < v.cols)
+        emu_die(op, "%s: row stride %lld below its %lld columns", what, (long long)v.ld, (long long)v.cols);
+    const size_t es = iv_dtype_size(v.dtype);
+    uintptr_t lo;
+    size_t len;
+    pthread_mutex_lock(&c->lock);
+    access_begin(c, v.data, view_span_bytes(v), PROT_READ, op, what, &lo, &len);
+    for (int64_t r = 0; r < v.rows; r++)
+        iv_convert_to_f32(h + r * v.cols, (const char *)v.data + (size_t)(r * v.ld) * es, v.dtype, v.cols);
+    access_end(lo, len, op);
+    pthread_mutex_unlock(&c->lock);
+    return h;
+}
+
+/* Rounds FP32 rows [v.rows, v.cols] of h (rows ldh apart) once into v's elements. */
+static void write_view_ld(emu_ctx *c, iv_view v, const float *h, int64_t ldh, const char *op, const char *what)
+{
+    if (v.rows <= 0 || v.cols <= 0) return;
+    check_float_dtype(v.dtype, op, what);
+    if (v.ld < v.cols)
+        emu_die(op, "%s: row stride %lld below its %lld columns", what, (long long)v.ld, (long long)v.cols);
+    const size_t es = iv_dtype_size(v.dtype);
+    uintptr_t lo;
+    size_t len;
+    pthread_mutex_lock(&c->lock);
+    access_begin(c, v.data, view_span_bytes(v), PROT_READ | PROT_WRITE, op, what, &lo, &len);
+    for (int64_t r = 0; r < v.rows; r++)
+        store_row((char *)v.data + (size_t)(r * v.ld) * es, h + r * ldh, v.dtype, v.cols);
+    access_end(lo, len, op);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void write_view(emu_ctx *c, iv_view v, const float *h, const char *op, const char *what)
+{
+    write_view_ld(c, v, h, v.cols, op, what);
+}
+
+/* A weight (any shape, row-major) as dense FP32, or NULL for NULL. */
+static float *read_weight(emu_ctx *c, const iv_tensor *w, const char *op, const char *what)
+{
+    if (!w) return NULL;
+    if (w->layout != IV_LAYOUT_ROWS || w->scales) emu_die(op, "%s is not a row-major float weight", what);
+    const int64_t n = iv_tensor_numel(w);
+    return read_view(c, iv_view_make(w->data, w->dtype, 1, n, n), op, what);
+}
+
+/* A host copy of a device index array (iv_cpu_scratch; free()). */
+static void *read_array(emu_ctx *c, const void *dev, size_t bytes, const char *op, const char *what)
+{
+    void *h = iv_cpu_scratch(bytes);
+    dev_copy(c, h, dev, bytes, 0, op, what);
+    return h;
+}
+
+static iv_view dense(float *p, int64_t rows, int64_t cols) { return iv_view_make(p, IV_F32, rows, cols, cols); }
+
+static void check_act_view(const emu_ctx *c, iv_view v, const char *op, const char *what)
+{
+    if (v.dtype != c->dt)
+        emu_die(op, "%s has dtype %s, not the table's %s", what, iv_dtype_name(v.dtype), iv_dtype_name(c->dt));
+}
+
+/* ---- device memory ---- */
+
+static void *emu_dev_alloc(const iv_ops *ops, size_t bytes)
+{
+    emu_ctx *c = ctx_of(ops);
+    pthread_mutex_lock(&c->lock);
+    void *p = region_new(c, page_round(c, bytes), REGION_ALLOC);
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}
+
+static void emu_dev_free(const iv_ops *ops, void *p)
+{
+    if (!p) return;
+    emu_ctx *c = ctx_of(ops);
+    pthread_mutex_lock(&c->lock);
+    const ptrdiff_t i = region_find(c, (uintptr_t)p);
+    if (i < 0 || c->regions[i].base != (uintptr_t)p || c->regions[i].kind != REGION_ALLOC)
+        emu_die("dev_free", "%p was not returned by dev_alloc", p);
+    munmap(p, c->regions[i].len);
+    memmove(&c->regions[i], &c->regions[i + 1], (c->n_regions - (size_t)i - 1) * sizeof *c->regions);
+    c->n_regions--;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void emu_upload(const iv_ops *ops, void *dst_dev, const void *src_host, size_t bytes)
+{
+    dev_copy(ctx_of(ops), dst_dev, src_host, bytes, 1, "upload", "destination");
+}
+
+static void emu_download(const iv_ops *ops, void *dst_host, const void *src_dev, size_t bytes)
+{
+    dev_copy(ctx_of(ops), dst_host, src_dev, bytes, 0, "download", "source");
+}
+
+static int emu_sync(const iv_ops *ops, iv_err *err) { return 0; }
+
+/* Slab space for a weight of `bytes` (EMU_ALIGN-aligned), or NULL. Called with the lock held. */
+static void *weight_alloc(emu_ctx *c, size_t bytes)
+{
+    bytes = (bytes + EMU_ALIGN - 1) & ~(size_t)(EMU_ALIGN - 1);
+    if (bytes == 0) bytes = EMU_ALIGN;
+    if (bytes > EMU_SLAB_MAX_OBJECT) return region_new(c, page_round(c, bytes), REGION_SLAB);
+    if (bytes > c->slab_left) {
+        void *s = region_new(c, EMU_SLAB_BYTES, REGION_SLAB);
+        if (!s) return NULL;
+        c->slab_next = (uintptr_t)s;
+        c->slab_left = EMU_SLAB_BYTES;
+    }
+    void *p = (void *)c->slab_next;
+    c->slab_next += bytes;
+    c->slab_left -= bytes;
+    return p;
+}
+
+static const iv_tensor *emu_prepare_weight(const iv_ops *ops, const iv_tensor *w, int linear, iv_err *err)
+{
+    emu_ctx *c = ctx_of(ops);
+    if (w->layout != IV_LAYOUT_ROWS || w->scales || (w->dtype != IV_F32 && w->dtype != IV_F16 && w->dtype != IV_BF16))
+        return iv_errf(err, IV_E_UNSUPPORTED, "the emulated device takes row-major float weights, not %s%s",
+                       iv_dtype_name(w->dtype), w->layout != IV_LAYOUT_ROWS ? " in a packed layout" : ""),
+               NULL;
+    const int64_t n = iv_tensor_numel(w);
+    const size_t bytes = (size_t)n * iv_dtype_size(c->dt);
+    iv_tensor *t = malloc(sizeof *t);
+    float *f32 = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!t || !f32) {
+        free(t);
+        free(f32);
+        return iv_errf(err, IV_E_NOMEM, "out of memory preparing a weight for the emulated device"), NULL;
+    }
+    *t = *w;
+    t->dtype = c->dt;
+    t->device = IV_EMULATED;
+    t->scales = NULL;
+    iv_convert_to_f32(f32, w->data, w->dtype, n);
+
+    pthread_mutex_lock(&c->lock);
+    if (c->n_weights == c->cap_weights) {
+        const size_t cap = c->cap_weights ? 2 * c->cap_weights : 64;
+        iv_tensor **grown = realloc(c->weights, cap * sizeof *grown);
+        if (grown) {
+            c->weights = grown;
+            c->cap_weights = cap;
+        }
+    }
+    t->data = c->n_weights < c->cap_weights ? weight_alloc(c, bytes) : NULL;
+    if (t->data) {
+        if (n > 0) {
+            uintptr_t lo;
+            size_t len;
+            access_begin(c, t->data, bytes, PROT_READ | PROT_WRITE, "prepare_weight", "weight", &lo, &len);
+            store_row(t->data, f32, c->dt, n); /* the one rounding of the weight */
+            access_end(lo, len, "prepare_weight");
+        }
+        c->weights[c->n_weights++] = t;
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(f32);
+    if (!t->data) {
+        free(t);
+        return iv_errf(err, IV_E_NOMEM, "out of emulated device memory for a weight of %lld elements", (long long)n),
+               NULL;
+    }
+    return t;
+}
+
+/* ---- ops ---- */
+
+static void emu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b, iv_act act,
+                       const void *residual_or_null)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "linear", "y");
+    check_act_view(c, x, "linear", "x");
+    const int64_t rows = x.rows, in = x.cols, out = y.cols;
+    if (!w) emu_die("linear", "no weight");
+    if (y.rows != rows || iv_tensor_rows(w) != out || iv_tensor_cols(w) != in || (b && iv_tensor_numel(b) != out))
+        emu_die("linear", "shapes do not match: x [%lld, %lld], y [%lld, %lld], w [%lld, %lld]", (long long)rows,
+                (long long)in, (long long)y.rows, (long long)out, (long long)iv_tensor_rows(w),
+                (long long)iv_tensor_cols(w));
+    if (rows == 0 || out == 0) return;
+    float *xf = read_view(c, x, "linear", "x");
+    float *wf = read_weight(c, w, "linear", "weight");
+    float *bf = read_weight(c, b, "linear", "bias");
+    /* The residual has y's layout and may be y itself: read it before y is written. */
+    float *rf = residual_or_null ? read_view(c, iv_view_make((void *)residual_or_null, y.dtype, rows, out, y.ld),
+                                             "linear", "residual")
+                                 : NULL;
+    float *yf = iv_cpu_scratch((size_t)(rows * out) * sizeof(float));
+    iv_tensor wt = iv_tensor_2d(wf, out, in), bt = iv_tensor_1d(bf, out);
+    cpu->linear(cpu, dense(yf, rows, out), dense(xf, rows, in), &wt, bf ? &bt : NULL, act, rf);
+    write_view(c, y, yf, "linear", "y");
+    free(xf);
+    free(wf);
+    free(bf);
+    free(rf);
+    free(yf);
+}
+
+static void emu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w,
+                           const iv_tensor *b, float eps)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "layer_norm", "y");
+    check_act_view(c, x, "layer_norm", "x");
+    if (y.rows != x.rows || y.cols != x.cols || (w && iv_tensor_numel(w) != x.cols) ||
+        (b && iv_tensor_numel(b) != x.cols))
+        emu_die("layer_norm", "shapes do not match");
+    if (x.rows == 0 || x.cols == 0) return;
+    float *xf = read_view(c, x, "layer_norm", "x");
+    float *rf =
+        r ? read_view(c, iv_view_make((void *)r, x.dtype, x.rows, x.cols, x.ld), "layer_norm", "residual") : NULL;
+    float *wf = read_weight(c, w, "layer_norm", "weight"), *bf = read_weight(c, b, "layer_norm", "bias");
+    iv_tensor wt = iv_tensor_1d(wf, x.cols), bt = iv_tensor_1d(bf, x.cols);
+    /* In place on the temporary: the CPU norm allows y == x. */
+    cpu->layer_norm(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), rf, wf ? &wt : NULL, bf ? &bt : NULL,
+                    eps);
+    write_view(c, y, xf, "layer_norm", "y");
+    free(xf);
+    free(rf);
+    free(wf);
+    free(bf);
+}
+
+static void emu_rms_norm(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w, float eps,
+                         float w_offset)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "rms_norm", "y");
+    check_act_view(c, x, "rms_norm", "x");
+    if (y.rows != x.rows || y.cols != x.cols || (w && iv_tensor_numel(w) != x.cols))
+        emu_die("rms_norm", "shapes do not match");
+    if (x.rows == 0 || x.cols == 0) return;
+    float *xf = read_view(c, x, "rms_norm", "x");
+    float *rf = r ? read_view(c, iv_view_make((void *)r, x.dtype, x.rows, x.cols, x.ld), "rms_norm", "residual") : NULL;
+    float *wf = read_weight(c, w, "rms_norm", "weight");
+    iv_tensor wt = iv_tensor_1d(wf, x.cols);
+    cpu->rms_norm(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), rf, wf ? &wt : NULL, eps, w_offset);
+    write_view(c, y, xf, "rms_norm", "y");
+    free(xf);
+    free(rf);
+    free(wf);
+}
+
+static void emu_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_dim, const iv_tensor *w, float eps,
+                              float w_offset)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, x, "head_rms_norm", "x");
+    const int64_t cols = (int64_t)n_heads * head_dim;
+    if (x.cols < cols || (w && iv_tensor_numel(w) != head_dim)) emu_die("head_rms_norm", "shapes do not match");
+    if (x.rows == 0 || cols == 0) return;
+    /* Only the heads' columns: the rest of x is not the op's to rewrite. */
+    const iv_view xs = iv_view_cols(x, 0, cols);
+    float *xf = read_view(c, xs, "head_rms_norm", "x");
+    float *wf = read_weight(c, w, "head_rms_norm", "weight");
+    iv_tensor wt = iv_tensor_1d(wf, head_dim);
+    cpu->head_rms_norm(cpu, dense(xf, x.rows, cols), n_heads, head_dim, wf ? &wt : NULL, eps, w_offset);
+    write_view(c, xs, xf, "head_rms_norm", "x");
+    free(xf);
+    free(wf);
+}
+
+static void emu_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "act", "y");
+    check_act_view(c, x, "act", "x");
+    if (y.rows != x.rows || y.cols != x.cols) emu_die("act", "shapes do not match");
+    float *xf = read_view(c, x, "act", "x");
+    cpu->act(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), act);
+    write_view(c, y, xf, "act", "y");
+    free(xf);
+}
+
+static void emu_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_first)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "glu", "y");
+    check_act_view(c, x, "glu", "x");
+    if (x.cols != 2 * y.cols || y.rows != x.rows) emu_die("glu", "shapes do not match");
+    float *xf = read_view(c, x, "glu", "x");
+    float *yf = iv_cpu_scratch((size_t)(y.rows * y.cols) * sizeof(float));
+    cpu->glu(cpu, dense(yf, y.rows, y.cols), dense(xf, x.rows, x.cols), act, act_on_first);
+    write_view(c, y, yf, "glu", "y");
+    free(xf);
+    free(yf);
+}
+
+static void emu_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "add", "y");
+    check_act_view(c, a, "add", "a");
+    check_act_view(c, b, "add", "b");
+    if (y.rows != a.rows || y.cols != a.cols || b.rows != a.rows || b.cols != a.cols)
+        emu_die("add", "shapes do not match");
+    float *af = read_view(c, a, "add", "a"), *bf = read_view(c, b, "add", "b");
+    cpu->add(cpu, dense(af, a.rows, a.cols), dense(af, a.rows, a.cols), dense(bf, b.rows, b.cols));
+    write_view(c, y, af, "add", "y");
+    free(af);
+    free(bf);
+}
+
+static void emu_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "scale", "y");
+    check_act_view(c, x, "scale", "x");
+    if (y.rows != x.rows || y.cols != x.cols) emu_die("scale", "shapes do not match");
+    float *xf = read_view(c, x, "scale", "x");
+    cpu->scale(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), s);
+    write_view(c, y, xf, "scale", "y");
+    free(xf);
+}
+
+static void emu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "embed", "y");
+    const int64_t vocab = iv_tensor_rows(table), h = y.cols;
+    if (iv_tensor_cols(table) != h || table->layout != IV_LAYOUT_ROWS) emu_die("embed", "table shape does not match y");
+    if (y.rows == 0 || h == 0) return;
+    int32_t *id = read_array(c, ids, (size_t)y.rows * sizeof(int32_t), "embed", "ids");
+    int32_t lo_id = id[0], hi_id = id[0];
+    for (int64_t t = 0; t < y.rows; t++) {
+        if (id[t] < 0 || id[t] >= vocab)
+            emu_die("embed", "id %d of row %lld outside the table's %lld rows", id[t], (long long)t, (long long)vocab);
+        lo_id = id[t] < lo_id ? id[t] : lo_id;
+        hi_id = id[t] > hi_id ? id[t] : hi_id;
+    }
+    /* Only the rows the ids name, gathered into a [rows, h] table the CPU
+     * op indexes with 0..rows-1: converting a whole vocabulary per call
+     * would dominate the forward. */
+    const iv_view span = iv_view_make((char *)table->data + (size_t)lo_id * (size_t)h * iv_dtype_size(table->dtype),
+                                      table->dtype, hi_id - lo_id + 1, h, h);
+    float *rows = read_view(c, span, "embed", "table");
+    float *gathered = iv_cpu_scratch((size_t)(y.rows * h) * sizeof(float));
+    for (int64_t t = 0; t < y.rows; t++) {
+        memcpy(gathered + t * h, rows + (int64_t)(id[t] - lo_id) * h, (size_t)h * sizeof(float));
+        id[t] = (int32_t)t;
+    }
+    free(rows);
+    float *yf = accumulate ? read_view(c, y, "embed", "y") : iv_cpu_scratch((size_t)(y.rows * h) * sizeof(float));
+    iv_tensor tt = iv_tensor_2d(gathered, y.rows, h);
+    cpu->embed(cpu, dense(yf, y.rows, h), &tt, id, accumulate);
+    write_view(c, y, yf, "embed", "y");
+    free(yf);
+    free(gathered);
+    free(id);
+}
+
+static void emu_rope(const iv_ops *ops, const iv_rope_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, a->x, "rope", "x");
+    const int64_t cols = (int64_t)a->n_heads * a->head_dim;
+    if (a->x.cols < cols || a->rot_dim > a->head_dim || a->rot_dim % 2) emu_die("rope", "shapes do not match");
+    if (a->x.rows == 0 || a->rot_dim == 0) return;
+    const iv_view xs = iv_view_cols(a->x, 0, cols);
+    float *xf = read_view(c, xs, "rope", "x");
+    int32_t *pos = read_array(c, a->pos, (size_t)a->x.rows * sizeof(int32_t), "rope", "pos");
+    iv_rope_args h = *a;
+    h.x = dense(xf, xs.rows, cols);
+    h.pos = pos;
+    cpu->rope(cpu, &h);
+    write_view(c, xs, xf, "rope", "x");
+    free(xf);
+    free(pos);
+}
+
+/* The device copy of cu_seqlens must hold the host's values: kernels index
+ * with one and are launched with the other. */
+static void check_cu_seqlens(emu_ctx *c, const int32_t *host, const int32_t *dev, int n_seqs, int64_t rows,
+                             const char *op)
+{
+    if (!host || !dev) emu_die(op, "cu_seqlens and cu_seqlens_dev are both required");
+    int32_t *d = read_array(c, dev, (size_t)(n_seqs + 1) * sizeof(int32_t), op, "cu_seqlens_dev");
+    for (int s = 0; s <= n_seqs; s++)
+        if (d[s] != host[s]) emu_die(op, "cu_seqlens_dev[%d] = %d but cu_seqlens[%d] = %d", s, d[s], s, host[s]);
+    free(d);
+    for (int s = 0; s < n_seqs; s++)
+        if (host[s + 1] < host[s]) emu_die(op, "cu_seqlens decreases at sequence %d", s);
+    if (n_seqs > 0 && (host[0] < 0 || host[n_seqs] > rows))
+        emu_die(op, "cu_seqlens spans rows %d..%d of a view of %lld", host[0], host[n_seqs], (long long)rows);
+}
+
+static void emu_attention(const iv_ops *ops, const iv_attn_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, a->q, "attention", "q");
+    check_act_view(c, a->k, "attention", "k");
+    check_act_view(c, a->v, "attention", "v");
+    check_act_view(c, a->out, "attention", "out");
+    const int64_t T = a->q.rows, d = a->head_dim;
+    if (a->n_heads <= 0 || a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || d <= 0 || a->q.cols < a->n_heads * d ||
+        a->k.cols < a->n_kv_heads * d || a->v.cols < a->n_kv_heads * d || a->out.cols < a->n_heads * d ||
+        a->k.rows != T || a->v.rows != T || a->out.rows != T)
+        emu_die("attention", "shapes do not match");
+    if (a->n_seqs <= 0) return;
+    check_cu_seqlens(c, a->cu_seqlens, a->cu_seqlens_dev, a->n_seqs, T, "attention");
+    int64_t longest = 0;
+    for (int s = 0; s < a->n_seqs; s++)
+        if (a->cu_seqlens[s + 1] - a->cu_seqlens[s] > longest) longest = a->cu_seqlens[s + 1] - a->cu_seqlens[s];
+    if (a->max_seqlen < longest)
+        emu_die("attention", "max_seqlen %d is below the longest sequence (%lld)", a->max_seqlen, (long long)longest);
+
+    iv_attn_args h = *a;
+    float *qf = read_view(c, a->q, "attention", "q");
+    float *kf = read_view(c, a->k, "attention", "k");
+    float *vf = read_view(c, a->v, "attention", "v");
+    h.q = dense(qf, T, a->q.cols);
+    h.k = dense(kf, T, a->k.cols);
+    h.v = dense(vf, T, a->v.cols);
+    float *of = iv_cpu_scratch((size_t)(T * a->out.cols) * sizeof(float));
+    h.out = dense(of, T, a->out.cols);
+    h.cu_seqlens_dev = h.cu_seqlens;
+
+    /* Each sequence's bias block, copied to a packed host buffer with its
+     * own offsets; the device offsets must equal the host ones. */
+    float *bias = NULL;
+    int64_t *offs = NULL;
+    if (a->bias) {
+        if (!a->bias_offsets || !a->bias_offsets_dev)
+            emu_die("attention", "bias needs bias_offsets and bias_offsets_dev");
+        int64_t *dev_offs =
+            read_array(c, a->bias_offsets_dev, (size_t)a->n_seqs * sizeof(int64_t), "attention", "bias_offsets_dev");
+        offs = iv_cpu_scratch((size_t)a->n_seqs * sizeof(int64_t));
+        int64_t total = 0;
+        for (int s = 0; s < a->n_seqs; s++) {
+            if (dev_offs[s] != a->bias_offsets[s])
+                emu_die("attention", "bias_offsets_dev[%d] = %lld but bias_offsets[%d] = %lld", s,
+                        (long long)dev_offs[s], s, (long long)a->bias_offsets[s]);
+            const int64_t len = a->cu_seqlens[s + 1] - a->cu_seqlens[s];
+            offs[s] = total;
+            total += (int64_t)a->n_heads * len * len;
+        }
+        free(dev_offs);
+        bias = iv_cpu_scratch((size_t)total * sizeof(float));
+        for (int s = 0; s < a->n_seqs; s++) {
+            const int64_t len = a->cu_seqlens[s + 1] - a->cu_seqlens[s];
+            dev_copy(c, bias + offs[s], a->bias + a->bias_offsets[s], (size_t)(a->n_heads * len * len) * sizeof(float),
+                     0, "attention", "bias block");
+        }
+        h.bias = bias;
+        h.bias_offsets = h.bias_offsets_dev = offs;
+    }
+    uint8_t *mask = a->key_mask ? read_array(c, a->key_mask, (size_t)T, "attention", "key_mask") : NULL;
+    h.key_mask = mask;
+
+    cpu->attention(cpu, &h);
+    /* Only the sequences' rows and the heads' columns are the op's output. */
+    const int32_t r0 = a->cu_seqlens[0], r1 = a->cu_seqlens[a->n_seqs];
+    write_view_ld(c, iv_view_sub(a->out, r0, r1, 0, (int64_t)a->n_heads * d), of + (int64_t)r0 * a->out.cols,
+                  a->out.cols, "attention", "out");
+    free(qf);
+    free(kf);
+    free(vf);
+    free(of);
+    free(bias);
+    free(offs);
+    free(mask);
+}
+
+static void emu_softmax(const iv_ops *ops, iv_view x)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, x, "softmax", "x");
+    float *xf = read_view(c, x, "softmax", "x");
+    cpu->softmax(cpu, dense(xf, x.rows, x.cols));
+    write_view(c, x, xf, "softmax", "x");
+    free(xf);
+}
+
+static void emu_l2_normalize(const iv_ops *ops, iv_view x)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, x, "l2_normalize", "x");
+    float *xf = read_view(c, x, "l2_normalize", "x");
+    cpu->l2_normalize(cpu, dense(xf, x.rows, x.cols));
+    write_view(c, x, xf, "l2_normalize", "x");
+    free(xf);
+}
+
+static void emu_pool(const iv_ops *ops, const iv_pool_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, a->out, "pool", "out");
+    check_act_view(c, a->x, "pool", "x");
+    if (a->out.rows != a->n_seqs || a->out.cols != a->x.cols) emu_die("pool", "shapes do not match");
+    if (a->n_seqs <= 0) return;
+    check_cu_seqlens(c, a->cu_seqlens, a->cu_seqlens_dev, a->n_seqs, a->x.rows, "pool");
+    iv_pool_args h = *a;
+    float *xf = read_view(c, a->x, "pool", "x");
+    float *of = iv_cpu_scratch((size_t)(a->out.rows * a->out.cols) * sizeof(float));
+    int32_t *skip = a->skip ? read_array(c, a->skip, (size_t)a->n_seqs * sizeof(int32_t), "pool", "skip") : NULL;
+    h.x = dense(xf, a->x.rows, a->x.cols);
+    h.out = dense(of, a->out.rows, a->out.cols);
+    h.cu_seqlens_dev = h.cu_seqlens;
+    h.skip = skip;
+    cpu->pool(cpu, &h);
+    write_view(c, a->out, of, "pool", "out");
+    free(xf);
+    free(of);
+    free(skip);
+}
+
+/* ---- the table ---- */
+
+const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
+{
+    if (dt != IV_BF16 && dt != IV_F16)
+        return iv_errf(err, IV_E_UNSUPPORTED, "the emulated device runs bfloat16 or float16, not %s",
+                       iv_dtype_name(dt)),
+               NULL;
+    emu_ctx *c = calloc(1, sizeof *c);
+    if (!c) return iv_errf(err, IV_E_NOMEM, "out of memory opening the emulated device"), NULL;
+    if (pthread_mutex_init(&c->lock, NULL) != 0) {
+        free(c);
+        return iv_errf(err, IV_E_INTERNAL, "cannot create the emulated device's lock"), NULL;
+    }
+    c->dt = dt;
+    const long page = sysconf(_SC_PAGESIZE);
+    c->page = page > 0 ? (size_t)page : 4096;
+    c->ops = (iv_ops){
+        .name = "emulated",
+        .device = IV_EMULATED,
+        .act_dtype = dt,
+        .host_visible = 0,
+        .ctx = c,
+        .dev_alloc = emu_dev_alloc,
+        .dev_free = emu_dev_free,
+        .upload = emu_upload,
+        .download = emu_download,
+        .sync = emu_sync,
+        .prepare_weight = emu_prepare_weight,
+        .linear = emu_linear,
+        .layer_norm = emu_layer_norm,
+        .rms_norm = emu_rms_norm,
+        .head_rms_norm = emu_head_rms_norm,
+        .act = emu_act,
+        .glu = emu_glu,
+        .add = emu_add,
+        .scale = emu_scale,
+        .embed = emu_embed,
+        .rope = emu_rope,
+        .attention = emu_attention,
+        .softmax = emu_softmax,
+        .l2_normalize = emu_l2_normalize,
+        .pool = emu_pool,
+        .act_stride = NULL,
+    };
+    return &c->ops;
+}
+
+void iv_emu_ops_close(const iv_ops *ops)
+{
+    if (!ops) return;
+    emu_ctx *c = ctx_of(ops);
+    for (size_t i = 0; i < c->n_weights; i++) free(c->weights[i]);
+    free(c->weights);
+    /* Slabs, and any allocation the caller did not free. */
+    for (size_t i = 0; i < c->n_regions; i++) munmap((void *)c->regions[i].base, c->regions[i].len);
+    free(c->regions);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
