@@ -136,14 +136,15 @@ endif
 NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
 NVCC_FLAGS  = -std=c++17 -O3 -g -lineinfo -Isrc $(NVCC_ARCH) -DIV_WITH_CUDA \
-	-Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter
+	-Xcompiler -fPIC,-fopenmp,-Wall,-Wextra,-Wno-unused-parameter
 
 .PHONY: cuda
 cuda:
 ifeq ($(NVCC_BIN),)
 	@echo "make cuda: $(NVCC) is not on the PATH (install the CUDA toolkit, or pass NVCC=/path/to/nvcc)"; exit 1
 else
-	$(MAKE) BUILD=build/cuda IV_CUDA_BUILD=1 build/cuda/infinity_v3 build/cuda/run_tests
+	$(MAKE) BUILD=build/cuda IV_CUDA_BUILD=1 build/cuda/infinity_v3 build/cuda/run_tests build/cuda/bench_engine \
+		build/cuda/attention_check
 endif
 
 # Only in the sub-make above (BUILD=build/cuda).
@@ -159,6 +160,10 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
 	@$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
+
+# The attention kernel's GPU harness (tests/gpu/attention_check.cu), run by scripts/gpu-check.
+$(BUILD)/attention_check: $(BUILD)/tests/gpu/attention_check.cu.o $(BUILD)/libiv.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 endif
 # ---- end of the CUDA build ----
 

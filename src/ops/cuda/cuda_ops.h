@@ -5,11 +5,13 @@
 #ifndef IV_OPS_CUDA_CUDA_OPS_H
 #define IV_OPS_CUDA_CUDA_OPS_H
 
-#include "ops/ops.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Inside the extern "C" block: ops.h's inline helpers call C functions
+ * (iv_dtype_size) that a C++ file must see with C linkage. */
+#include "ops/ops.h"
 
 /* dt: IV_BF16 or IV_F16. NULL with err set when no such GPU, the build has
  * no CUDA, or the dtype is not supported. */
