@@ -122,6 +122,8 @@ def main():
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES))
     ap.add_argument("--out")
+    ap.add_argument("--profile", action="store_true",
+                    help="also run the mixed and equal workloads once more with IV_CUDA_PROFILE=sync and print the per-op GPU time")
     args = ap.parse_args()
     import numpy as np
 
@@ -145,6 +147,19 @@ def main():
                 results["shapes"][name] = {"error": proc.stderr[-2000:]}
                 continue
             ours = json.loads(proc.stdout.strip().splitlines()[-1])["workloads"]
+            if args.profile:
+                for wname in ("mixed", "equal"):
+                    one = os.path.join(root, f"{name}-{wname}.json")
+                    with open(one, "w") as f:
+                        json.dump({"workloads": [dict(wl[wname], name=wname, warmup=1, min_runs=3, max_runs=3)]}, f)
+                    prof = subprocess.run(
+                        [args.bench_engine, "--model-id", path, "--workloads", one, "--device", "cuda", "--dtype", args.dtype],
+                        capture_output=True, text=True, env=dict(os.environ, IV_CUDA_PROFILE="sync"),
+                    )
+                    lines = [l for l in prof.stderr.splitlines() if "IV_CUDA_PROFILE" in l or l.startswith("  ")]
+                    print(f"gpu-profile {name} {wname} (4 runs):", flush=True)
+                    for l in lines[:24]:
+                        print(f"gpu-profile   {l.strip()}", flush=True)
             model = model.to("cuda", dtype=tdtype).eval()
             model.config._attn_implementation = "sdpa"
             rec = {}

@@ -34,16 +34,25 @@ typedef struct block_scratch {
     iv_view ple_pair; /* [T, 2P] per-layer input gate | the layer's input (layers with one) */
     iv_view ple_prod; /* [T, P] their product */
     iv_mlp_scratch mlp;
-    /* Per-layer dynamic attention bias (layers with a dyn_bias hook only;
-     * host-visible tables). */
-    float *dyn_bias;      /* [dyn_cap] FP32 bias blocks of one group of sequences */
+    /* Per-layer dynamic attention bias (layers with a dyn_bias hook only). */
+    float *dyn_bias;      /* dev [dyn_cap] FP32 bias blocks of one group of sequences */
     int64_t dyn_cap;
-    int64_t *dyn_offsets; /* [n_seqs + 1] block offsets within the group */
-    int32_t *group_cu;    /* [n_seqs + 1] the group's cu_seqlens, rebased to its first token */
+    struct dyn_group *groups; /* the batch's groups, the same for every layer */
+    int n_groups;
     void *dyn_state;      /* the hooks' per-forward slot */
     int layer;            /* the layer running (activation taps) */
-    iv_arena *arena;
+    iv_arena *arena, *dev;
 } block_scratch;
+
+/* Whole sequences [s0, s1) whose bias blocks fit dyn_cap together (or one
+ * sequence), with their tables on the host and on the device. */
+typedef struct dyn_group {
+    int s0, s1;
+    int64_t *offsets;           /* [s1 - s0 + 1] block offsets within the group */
+    const int64_t *offsets_dev;
+    int32_t *cu;                /* [s1 - s0 + 1] the group's cu_seqlens, rebased to its first token */
+    const int32_t *cu_dev;
+} dyn_group;
 
 /* Default bias floats one group of sequences may use at once (64 MiB),
  * unless a single sequence needs more; the groups bound the memory of
@@ -107,23 +116,22 @@ static void scale_queries_by_length(const iv_ops *ops, const iv_block_spec *s, c
     }
 }
 
-/* Attention over sequences [s0, s1) only: rows rebased to the group's first token. */
-static void attend_group(const iv_ops *ops, const iv_attn_args *all, const iv_batch *b, int s0, int s1,
-                         block_scratch *sc)
+/* Attention over one group's sequences only: rows rebased to its first token. */
+static void attend_group(const iv_ops *ops, const iv_attn_args *all, const iv_batch *b, const dyn_group *g,
+                         const block_scratch *sc)
 {
-    const int64_t r0 = b->cu_seqlens[s0], r1 = b->cu_seqlens[s1];
-    for (int i = s0; i <= s1; i++) sc->group_cu[i - s0] = b->cu_seqlens[i] - (int32_t)r0;
+    const int64_t r0 = b->cu_seqlens[g->s0], r1 = b->cu_seqlens[g->s1];
     iv_attn_args a = *all;
     a.q = rows_of(all->q, r0, r1);
     a.k = rows_of(all->k, r0, r1);
     a.v = rows_of(all->v, r0, r1);
     a.out = rows_of(all->out, r0, r1);
-    /* Host-visible tables only (dynamic biases run on the host): the host
-     * arrays are the device's. */
-    a.cu_seqlens = a.cu_seqlens_dev = sc->group_cu;
-    a.n_seqs = s1 - s0;
+    a.cu_seqlens = g->cu;
+    a.cu_seqlens_dev = g->cu_dev;
+    a.n_seqs = g->s1 - g->s0;
     a.bias = sc->dyn_bias;
-    a.bias_offsets = a.bias_offsets_dev = sc->dyn_offsets;
+    a.bias_offsets = g->offsets;
+    a.bias_offsets_dev = g->offsets_dev;
     a.key_mask = all->key_mask ? all->key_mask + r0 : NULL;
     ops->attention(ops, &a);
 }
@@ -135,32 +143,23 @@ static int attention_dynamic_bias(const iv_ops *ops, const iv_block_spec *s, con
                                   const iv_batch *b, const iv_attn_extras *ex, const iv_attn_args *all,
                                   block_scratch *sc)
 {
-    for (int s0 = 0; s0 < b->n_seqs;) {
-        int s1 = s0;
-        int64_t total = 0;
-        while (s1 < b->n_seqs) {
-            const int64_t len = iv_batch_seqlen(b, s1), need = (int64_t)s->n_heads * len * len;
-            if (s1 > s0 && total + need > sc->dyn_cap) break;
-            sc->dyn_offsets[s1 - s0] = total;
-            total += need;
-            s1++;
-        }
-        sc->dyn_offsets[s1 - s0] = total;
+    for (int gi = 0; gi < sc->n_groups; gi++) {
+        const dyn_group *g = &sc->groups[gi];
         iv_dyn_bias_args d = {
-            .batch = b, .seq_begin = s0, .seq_end = s1, .q = all->q, .k = all->k,
-            .n_heads = s->n_heads, .head_dim = s->head_dim,
-            .bias = sc->dyn_bias, .offsets = sc->dyn_offsets, .state = &sc->dyn_state, .arena = sc->arena,
+            .batch = b, .seq_begin = g->s0, .seq_end = g->s1, .cu_seqlens = g->cu, .cu_seqlens_dev = g->cu_dev,
+            .q = all->q, .k = all->k, .n_heads = s->n_heads, .head_dim = s->head_dim,
+            .bias = sc->dyn_bias, .offsets = g->offsets, .offsets_dev = g->offsets_dev, .w = L->dyn_bias_w,
+            .state = &sc->dyn_state, .arena = sc->arena, .dev = sc->dev,
         };
         if (L->dyn_bias(ops, L->dyn_bias_ctx, &d)) return -1;
         if (ex->bias)
-            for (int i = s0; i < s1; i++) {
-                const int64_t n = sc->dyn_offsets[i - s0 + 1] - sc->dyn_offsets[i - s0];
-                iv_view dst = iv_view_make(sc->dyn_bias + sc->dyn_offsets[i - s0], IV_F32, 1, n, n);
+            for (int i = g->s0; i < g->s1; i++) {
+                const int64_t n = g->offsets[i - g->s0 + 1] - g->offsets[i - g->s0];
+                iv_view dst = iv_view_make(sc->dyn_bias + g->offsets[i - g->s0], IV_F32, 1, n, n);
                 iv_view add = iv_view_make((float *)ex->bias + ex->bias_offsets[i], IV_F32, 1, n, n);
                 ops->add(ops, dst, dst, add);
             }
-        attend_group(ops, all, b, s0, s1, sc);
-        s0 = s1;
+        attend_group(ops, all, b, g, sc);
     }
     return 0;
 }
@@ -278,9 +277,10 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
 }
 
 /* Scratch for layers with a dynamic attention bias: the bias of one group
- * of sequences (at most the spec's group size, or the longest sequence's). */
-static int dyn_bias_scratch_alloc(block_scratch *sc, const iv_block_spec *spec, const iv_layer *layers,
-                                  int n_layers, const iv_batch *b, iv_arena *arena)
+ * of sequences (at most the spec's group size, or the longest sequence's),
+ * and the groups' tables, uploaded once for all layers. */
+static int dyn_bias_scratch_alloc(const iv_ops *ops, block_scratch *sc, const iv_block_spec *spec,
+                                  const iv_layer *layers, int n_layers, const iv_batch *b)
 {
     int any = 0;
     for (int l = 0; l < n_layers; l++) any |= layers[l].dyn_bias != NULL;
@@ -294,10 +294,40 @@ static int dyn_bias_scratch_alloc(block_scratch *sc, const iv_block_spec *spec, 
     const int64_t group = spec->dyn_bias_group_floats > 0 ? spec->dyn_bias_group_floats : IV_DYN_BIAS_GROUP_FLOATS;
     sc->dyn_cap = total < group ? total : group;
     if (sc->dyn_cap < largest) sc->dyn_cap = largest;
-    sc->dyn_bias = iv_arena_alloc(arena, (size_t)sc->dyn_cap * sizeof(float));
-    sc->dyn_offsets = iv_arena_alloc(arena, (size_t)(b->n_seqs + 1) * sizeof(int64_t));
-    sc->group_cu = iv_arena_alloc(arena, (size_t)(b->n_seqs + 1) * sizeof(int32_t));
-    return sc->dyn_bias && sc->dyn_offsets && sc->group_cu ? 0 : -1;
+    sc->dyn_bias = iv_dev_arena_alloc(sc->dev, (size_t)sc->dyn_cap * sizeof(float));
+    sc->groups = iv_arena_alloc(sc->arena, (size_t)(b->n_seqs > 0 ? b->n_seqs : 1) * sizeof *sc->groups);
+    if (!sc->dyn_bias || !sc->groups) return -1;
+    sc->n_groups = 0;
+    for (int s0 = 0; s0 < b->n_seqs;) {
+        int s1 = s0;
+        int64_t used = 0;
+        while (s1 < b->n_seqs) {
+            const int64_t len = iv_batch_seqlen(b, s1), need = (int64_t)spec->n_heads * len * len;
+            if (s1 > s0 && used + need > sc->dyn_cap) break;
+            used += need;
+            s1++;
+        }
+        dyn_group *g = &sc->groups[sc->n_groups++];
+        const int n = s1 - s0;
+        g->s0 = s0;
+        g->s1 = s1;
+        g->offsets = iv_arena_alloc(sc->arena, (size_t)(n + 1) * sizeof(int64_t));
+        g->cu = iv_arena_alloc(sc->arena, (size_t)(n + 1) * sizeof(int32_t));
+        if (!g->offsets || !g->cu) return -1;
+        g->offsets[0] = 0;
+        for (int i = s0; i <= s1; i++) {
+            g->cu[i - s0] = b->cu_seqlens[i] - b->cu_seqlens[s0];
+            if (i > s0) {
+                const int64_t len = iv_batch_seqlen(b, i - 1);
+                g->offsets[i - s0] = g->offsets[i - s0 - 1] + (int64_t)spec->n_heads * len * len;
+            }
+        }
+        g->offsets_dev = iv_dev_upload_new(ops, sc->dev, g->offsets, (size_t)(n + 1) * sizeof(int64_t));
+        g->cu_dev = iv_dev_upload_new(ops, sc->dev, g->cu, (size_t)(n + 1) * sizeof(int32_t));
+        if (!g->offsets_dev || !g->cu_dev) return -1;
+        s0 = s1;
+    }
+    return 0;
 }
 
 /* The spec as layer L sees it: its own attention geometry where it has one. */
@@ -340,16 +370,17 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
         sc.ple_prod = iv_act_alloc(ops, arena, T, spec->ple_dim, spec->ple_dim);
         if (!sc.ple_pair.data || !sc.ple_prod.data) return -1;
     }
-    if (iv_mlp_scratch_alloc(&sc.mlp, ops, spec, layers, n_layers, T, arena)) return -1;
-    if (dyn_bias_scratch_alloc(&sc, spec, layers, n_layers, batch, mem->host)) return -1;
+    if (iv_mlp_scratch_alloc(&sc.mlp, ops, spec, layers, n_layers, T, mem)) return -1;
     sc.arena = mem->host;
+    sc.dev = mem->dev;
+    if (dyn_bias_scratch_alloc(ops, &sc, spec, layers, n_layers, batch)) return -1;
     for (int l = 0; l < n_layers; l++) {
         const iv_block_spec ls = layer_spec(spec, &layers[l]);
-        sc.layer = l;
+        sc.layer = extras->first_layer + l;
         const int rc = spec->norm_place == IV_NORM_POST ? layer_post_norm(ops, &ls, &layers[l], batch, extras, x, &sc)
                                                         : layer_pre_norm(ops, &ls, &layers[l], batch, extras, x, &sc);
         if (rc) return -1;
-        iv_tap(ops, "layer", l, x);
+        iv_tap(ops, "layer", sc.layer, x);
     }
     return 0;
 }

@@ -93,25 +93,29 @@ typedef struct iv_moe {
 
 /* A per-layer attention bias computed from the layer's own queries and keys
  * (DeBERTa's disentangled content->position / position->content terms),
- * which therefore cannot be a table built once per forward. Its hooks still
- * run on the host: only host-visible tables (the CPU) run them. The block calls
+ * which therefore cannot be a table built once per forward. The block calls
  * the layer's hook after QKV (and any q/k norm, RoPE or query scaling), for
  * groups of whole sequences at a time, then runs attention over that group
  * with the bias added to the scaled scores (plus the static extras bias, if
- * any). */
+ * any). Hooks compute through ops, on device memory. */
 typedef struct iv_dyn_bias_args {
     const iv_batch *batch;
     int seq_begin, seq_end;     /* sequences to fill: [seq_begin, seq_end) of batch */
+    /* The group's cu_seqlens rebased to its first token (host, dev). */
+    const int32_t *cu_seqlens, *cu_seqlens_dev;
     iv_view q, k;               /* all tokens' queries and keys as the attention op sees them */
     int n_heads, head_dim;
-    /* Out: sequence s's FP32 [n_heads, L, L] block (query rows, key columns) at
-     * bias + offsets[s - seq_begin]. */
+    /* Out: sequence s's FP32 [n_heads, L, L] block (query rows, key columns) in
+     * device memory at bias + offsets[s - seq_begin] (offsets host, offsets_dev
+     * the same values on the device). */
     float *bias;
-    const int64_t *offsets;
+    const int64_t *offsets, *offsets_dev;
+    const iv_tensor *const *w;  /* the layer's dyn_bias_w */
     /* A slot kept for one stack forward and shared by all its layers (NULL at
-     * the first call): per-batch tables and scratch the hook reuses. */
+     * the first call): per-batch tables and scratch the hook reuses, from
+     * arena (host) and dev (device memory). */
     void **state;
-    iv_arena *arena;
+    iv_arena *arena, *dev;
 } iv_dyn_bias_args;
 /* Returns 0, or -1 when out of memory. */
 typedef int (*iv_dyn_bias_fn)(const iv_ops *ops, const void *ctx, const iv_dyn_bias_args *a);
@@ -134,7 +138,10 @@ typedef struct iv_layer {
     float rope_attn_factor;           /* scales cos/sin (YaRN); 0 means 1 */
     const iv_moe *moe;                /* routed MLP instead of up/down, or NULL */
     iv_dyn_bias_fn dyn_bias;          /* per-layer dynamic attention bias, or NULL */
-    const void *dyn_bias_ctx;         /* its context (weights, settings) */
+    const void *dyn_bias_ctx;         /* its context (settings) */
+    /* Weights the hook reads through ops (NULL when unused): row-major, kept
+     * as they are on the CPU and prepared like the rest for a device. */
+    const iv_tensor *dyn_bias_w[2];
     /* This layer's attention geometry where it differs from the spec's
      * (EmbeddingGemma 2's full layers: wider heads, fewer key/value heads);
      * 0: the spec's. */
@@ -151,6 +158,7 @@ typedef struct iv_layer {
 
 /* Per-forward attention extras shared by all layers. */
 typedef struct iv_attn_extras {
+    int first_layer;              /* the model's index of layers[0] (taps name layers by it) */
     const float *alibi_slopes;    /* host */
     const float *bias;            /* dev FP32 bias blocks (iv_attn_args.bias) */
     const int64_t *bias_offsets;  /* host */

@@ -2,12 +2,10 @@
 
 #include <string.h>
 
-/* A dense FP32 view of host scratch (the routed path runs on host-visible tables). */
-static iv_view view(float *p, int64_t rows, int64_t cols) { return iv_view_make(p, IV_F32, rows, cols, cols); }
-
 int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_spec *s, const iv_layer *layers,
-                         int n_layers, int64_t T, iv_arena *arena)
+                         int n_layers, int64_t T, const iv_fwd_mem *mem)
 {
+    iv_arena *arena = mem->dev;
     memset(sc, 0, sizeof *sc);
     int any_dense = 0, max_e = 0, max_k = 0, max_i = 0;
     for (int l = 0; l < n_layers; l++) {
@@ -28,15 +26,18 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
         if (!sc->up.data || !sc->gated.data) return -1;
     }
     if (max_e) {
-        sc->logits = iv_arena_alloc(arena, (size_t)(T * max_e) * sizeof(float));
-        sc->choice = iv_arena_alloc(arena, (size_t)(T * max_k) * sizeof(int32_t));
-        sc->weight = iv_arena_alloc(arena, (size_t)(T * max_k) * sizeof(float));
-        sc->count = iv_arena_alloc(arena, (size_t)(max_e + 1) * sizeof(int32_t));
-        sc->slot = iv_arena_alloc(arena, (size_t)(T * max_k) * sizeof(int32_t));
-        sc->xe = iv_arena_alloc(arena, (size_t)(T * s->hidden) * sizeof(float));
-        sc->upe = iv_arena_alloc(arena, (size_t)(T * 2 * max_i) * sizeof(float));
-        sc->ge = iv_arena_alloc(arena, (size_t)(T * max_i) * sizeof(float));
-        if (!sc->logits || !sc->choice || !sc->weight || !sc->count || !sc->slot || !sc->xe || !sc->upe || !sc->ge)
+        /* Dense rows throughout, as the routed path has always had them. */
+        sc->logits = iv_act_alloc(ops, arena, T, max_e, max_e);
+        sc->choice = iv_dev_arena_alloc(arena, (size_t)(T * max_k) * sizeof(int32_t));
+        sc->weight = iv_dev_arena_alloc(arena, (size_t)(T * max_k) * sizeof(float));
+        sc->offsets = iv_dev_arena_alloc(arena, (size_t)(max_e + 1) * sizeof(int32_t));
+        sc->offsets_host = iv_arena_alloc(mem->host, (size_t)(max_e + 1) * sizeof(int32_t));
+        sc->slots = iv_dev_arena_alloc(arena, (size_t)(T * max_k) * sizeof(int32_t));
+        sc->xe = iv_act_alloc(ops, arena, T, s->hidden, s->hidden);
+        sc->upe = iv_act_alloc(ops, arena, T, 2 * (int64_t)max_i, 2 * (int64_t)max_i);
+        sc->ge = iv_act_alloc(ops, arena, T, max_i, max_i);
+        if (!sc->logits.data || !sc->choice || !sc->weight || !sc->offsets || !sc->offsets_host || !sc->slots ||
+            !sc->xe.data || !sc->upe.data || !sc->ge.data)
             return -1;
     }
     return 0;
@@ -58,88 +59,46 @@ static void dense_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer 
     ops->linear(ops, out, mid, L->down_w, L->down_b, IV_ACT_NONE, residual);
 }
 
-/* Top-k experts of each token from its router probabilities (largest first,
- * the lower index on ties), renormalised when the model asks. */
-static void moe_route(const iv_moe *m, int64_t T, iv_mlp_scratch *sc)
+/* Dense [rows, cols] at the start of a scratch view. */
+static iv_view head_rows(iv_view v, int64_t rows, int64_t cols)
 {
-    const int E = m->n_experts, k = m->top_k;
-    for (int64_t t = 0; t < T; t++) {
-        const float *p = sc->logits + t * E;
-        int32_t *ch = sc->choice + t * k;
-        float *w = sc->weight + t * k;
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++) taken |= ch[i] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            ch[j] = best;
-            w[j] = p[best];
-        }
-        if (m->norm_topk_prob) {
-            float sum = 0;
-            for (int j = 0; j < k; j++) sum += w[j];
-            for (int j = 0; j < k; j++) w[j] /= sum;
-        }
-    }
-    /* Counting sort of the T * k (token, choice) slots by expert; tokens stay ascending per expert. */
-    memset(sc->count, 0, (size_t)(E + 1) * sizeof(int32_t));
-    for (int64_t i = 0; i < T * k; i++) sc->count[sc->choice[i] + 1]++;
-    for (int e = 0; e < E; e++) sc->count[e + 1] += sc->count[e];
-    /* count[e] is now expert e's first slot; advance a cursor per expert, then shift back. */
-    for (int64_t i = 0; i < T * k; i++) sc->slot[sc->count[sc->choice[i]]++] = (int32_t)i;
-    for (int e = E; e > 0; e--) sc->count[e] = sc->count[e - 1];
-    sc->count[0] = 0;
+    return iv_view_make(v.data, v.dtype, rows, cols, cols);
 }
 
-/* Each expert runs as three GEMMs (two for plain experts) over the rows routed to it. */
+/* Routing, then each expert as two or three linears over the rows routed to
+ * it, gathered before and scattered back (weighted) after; the scatters run
+ * in ascending expert order and finish each token with bias and residual. */
 static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, iv_view in, iv_view out,
-                    const float *residual, iv_mlp_scratch *sc)
+                    const void *residual, iv_mlp_scratch *sc)
 {
-    float *const out_rows = out.data;
-    const float *const in_rows = in.data;
     const int64_t T = in.rows, H = s->hidden;
-    const int k = m->top_k;
-    ops->linear(ops, view(sc->logits, T, m->n_experts), in, m->router_w, NULL, IV_ACT_NONE, NULL);
-    ops->softmax(ops, view(sc->logits, T, m->n_experts));
-    moe_route(m, T, sc);
-    for (int64_t t = 0; t < T; t++) memset(out_rows + t * out.ld, 0, (size_t)H * sizeof(float));
-    for (int e = 0; e < m->n_experts; e++) {
-        const int32_t first = sc->count[e], n = sc->count[e + 1] - first;
-        if (n == 0) continue;
-        for (int32_t r = 0; r < n; r++) {
-            const int64_t tok = sc->slot[first + r] / k;
-            memcpy(sc->xe + (int64_t)r * H, in_rows + tok * in.ld, (size_t)H * sizeof(float));
-        }
-        iv_view g = view(sc->ge, n, m->intermediate);
+    const int E = m->n_experts, k = m->top_k;
+    const iv_view logits = head_rows(sc->logits, T, E);
+    ops->linear(ops, logits, in, m->router_w, NULL, IV_ACT_NONE, NULL);
+    const iv_moe_route_args route = {logits, k, m->norm_topk_prob, sc->choice, sc->weight, sc->offsets, sc->slots};
+    ops->moe_route(ops, &route);
+    /* The linears are sized on the host, so the run lengths come back: one
+     * small download, a sync point per routed layer on a GPU. */
+    ops->download(ops, sc->offsets_host, sc->offsets, (size_t)(E + 1) * sizeof(int32_t));
+    for (int e = 0; e < E; e++) {
+        const int32_t first = sc->offsets_host[e], n = sc->offsets_host[e + 1] - first;
+        if (n <= 0) continue;
+        const iv_view xe = head_rows(sc->xe, n, H), g = head_rows(sc->ge, n, m->intermediate);
+        ops->moe_gather(ops, xe, in, sc->slots + first, k);
         if (m->plain_experts) {
-            ops->linear(ops, g, view(sc->xe, n, H), m->up_w[e], NULL, s->act, NULL);
+            ops->linear(ops, g, xe, m->up_w[e], NULL, s->act, NULL);
         } else {
-            iv_view up = view(sc->upe, n, 2 * (int64_t)m->intermediate);
-            ops->linear(ops, up, view(sc->xe, n, H), m->up_w[e], NULL, IV_ACT_NONE, NULL);
+            const iv_view up = head_rows(sc->upe, n, 2 * (int64_t)m->intermediate);
+            ops->linear(ops, up, xe, m->up_w[e], NULL, IV_ACT_NONE, NULL);
             ops->glu(ops, g, up, s->act, s->act_on_first);
         }
-        ops->linear(ops, view(sc->xe, n, H), g, m->down_w[e], NULL, IV_ACT_NONE, NULL);
-        for (int32_t r = 0; r < n; r++) {
-            const int32_t slot = sc->slot[first + r];
-            const float w = sc->weight[slot];
-            const float *y = sc->xe + (int64_t)r * H;
-            float *o = out_rows + (int64_t)(slot / k) * out.ld;
-            for (int64_t c = 0; c < H; c++) o[c] += y[c] * w;
-        }
+        ops->linear(ops, xe, g, m->down_w[e], NULL, IV_ACT_NONE, NULL);
+        const iv_moe_scatter_args sa = {
+            .out = out, .y = xe, .slots = sc->slots + first, .weight = sc->weight, .choice = sc->choice,
+            .top_k = k, .expert = e, .bias = m->out_bias, .residual = residual,
+        };
+        ops->moe_scatter(ops, &sa);
     }
-    const float *bias = m->out_bias ? iv_f32(m->out_bias) : NULL;
-    if (bias || residual)
-        for (int64_t t = 0; t < T; t++) {
-            float *o = out_rows + t * out.ld;
-            if (bias)
-                for (int64_t c = 0; c < H; c++) o[c] += bias[c];
-            if (residual) {
-                const float *r = residual + t * out.ld;
-                for (int64_t c = 0; c < H; c++) o[c] += r[c];
-            }
-        }
 }
 
 void iv_block_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,

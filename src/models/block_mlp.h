@@ -9,18 +9,18 @@
 typedef struct iv_mlp_scratch {
     iv_view up;    /* [T, I or 2I] dense up projection */
     iv_view gated; /* [T, I] GLU output */
-    /* Mixture of experts (NULL when no layer routes; routing runs on the
-     * host, so only host-visible tables run routed layers). */
-    float *logits;        /* [T, E] router probabilities */
-    int32_t *choice;      /* [T, k] chosen experts per token */
-    float *weight;        /* [T, k] their weights */
-    int32_t *count;       /* [E + 1] tokens per expert, then start offsets */
-    int32_t *slot;        /* [T * k] (token, choice) slots grouped by expert */
-    float *xe, *upe, *ge; /* [T, H], [T, 2I_moe], [T, I_moe] rows of one expert */
+    /* Mixture of experts (data NULL when no layer routes); see iv_moe_route_args. */
+    iv_view logits;        /* [T, E] router logits */
+    int32_t *choice;       /* dev [T * k] chosen experts per token */
+    float *weight;         /* dev [T * k] their weights */
+    int32_t *offsets;      /* dev [E + 1] each expert's run of slots */
+    int32_t *offsets_host; /* host copy of offsets: the per-expert linears' row counts */
+    int32_t *slots;        /* dev [T * k] (token, choice) slots grouped by expert */
+    iv_view xe, upe, ge;   /* [T, H], [T, 2I_moe], [T, I_moe]: rows of one expert */
 } iv_mlp_scratch;
 
 int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_spec *s, const iv_layer *layers,
-                         int n_layers, int64_t n_tokens, iv_arena *arena);
+                         int n_layers, int64_t n_tokens, const iv_fwd_mem *mem);
 
 /* out = MLP(in) (+ residual when non-NULL, same layout as out). out must not
  * alias in. */

@@ -11,8 +11,9 @@
  *   p2c(d) = clamp(-bucket(-d) + span, 0, 2 span - 1)
  * (bucket = make_log_bucket_position, or the identity without buckets).
  * The first term is the block's attention (scale 1 / c); the others are the
- * bias computed here: per head, one GEMM of the queries (keys) against the
- * rows of Pk (Pq) any index of the batch reaches, then a gather. */
+ * bias computed here, through ops: per head, one linear of the queries
+ * (keys) against the rows of Pk (Pq) any index of the batch reaches, then
+ * the rel_bias gather into the bias blocks. */
 #ifndef IV_MODELS_DEBERTA_ATTN_H
 #define IV_MODELS_DEBERTA_ATTN_H
 
@@ -27,11 +28,11 @@ typedef struct iv_deberta_rel {
     float scale;       /* c = sqrt(head_dim * scale_factor); both terms are divided by it */
 } iv_deberta_rel;
 
-/* One layer's hook context. */
+/* One layer's hook context. The layer's dyn_bias_w hold its projections,
+ * [n_heads * 2 span, head_dim] (head h's rows from h * 2 span): Pk in w[0]
+ * (NULL without c2p), Pq in w[1] (NULL without p2c). */
 typedef struct iv_deberta_layer {
     const iv_deberta_rel *rel;
-    const float *pos_key;   /* [n_heads][2 span][head_dim]: Pk per head (NULL without c2p) */
-    const float *pos_query; /* [n_heads][2 span][head_dim]: Pq per head (NULL without p2c) */
 } iv_deberta_layer;
 
 /* transformers' make_log_bucket_position for one distance, in the same
@@ -42,10 +43,10 @@ int iv_deberta_bucket(int rel, int buckets, int max_position);
 int iv_deberta_attn_bias(const iv_ops *ops, const void *ctx, const iv_dyn_bias_args *a);
 
 /* Projects the relative embeddings rel [2 span, H] through w [n_heads *
- * head_dim, H] (+ b) and stores the result per head, [n_heads][2 span][head_dim],
- * in model-owned memory: the projections depend only on weights, so each
- * layer's Pk / Pq is computed once at load. */
+ * head_dim, H] (+ b) and stores the result per head, a model-owned
+ * [n_heads * 2 span, head_dim] tensor: the projections depend only on
+ * weights, so each layer's Pk / Pq is computed once at load. */
 int iv_deberta_project_rel(iv_model *m, const iv_tensor *rel, const iv_tensor *w, const iv_tensor *b, int n_heads,
-                           int head_dim, const float **out, iv_err *err);
+                           int head_dim, const iv_tensor **out, iv_err *err);
 
 #endif

@@ -210,7 +210,7 @@ static int load_rel_embeddings(iv_model *m, const deberta_cfg *d, int span, cons
  * key / query projection (share_att_key; rows of the fused QKV weight) or
  * through pos_key_proj / pos_query_proj. */
 static int layer_rel_projection(iv_model *m, const deberta_cfg *d, int layer, int key, const iv_tensor *rel,
-                                const float **out, iv_err *err)
+                                const iv_tensor **out, iv_err *err)
 {
     const int64_t H = m->cfg.hidden_size, W = (int64_t)m->block.n_heads * m->block.head_dim;
     const iv_layer *L = &m->layers[layer];
@@ -250,8 +250,8 @@ static int load_relative_attention(iv_model *m, const deberta_cfg *d, iv_err *er
     if (load_rel_embeddings(m, d, r->span, &rel, err)) return -1;
     for (int l = 0; l < m->n_layers; l++) {
         ctx[l].rel = r;
-        if (d->c2p && layer_rel_projection(m, d, l, 1, rel, &ctx[l].pos_key, err)) return -1;
-        if (d->p2c && layer_rel_projection(m, d, l, 0, rel, &ctx[l].pos_query, err)) return -1;
+        if (d->c2p && layer_rel_projection(m, d, l, 1, rel, &m->layers[l].dyn_bias_w[0], err)) return -1;
+        if (d->p2c && layer_rel_projection(m, d, l, 0, rel, &m->layers[l].dyn_bias_w[1], err)) return -1;
         m->layers[l].dyn_bias = iv_deberta_attn_bias;
         m->layers[l].dyn_bias_ctx = &ctx[l];
     }

@@ -60,7 +60,7 @@ static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos
 }
 
 /* The block stack, with the token convolution after layer 0 when the model
- * has one (host-visible tables only: iv_model_to_device refuses others). */
+ * has one. */
 static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, iv_view x,
                       const iv_fwd_mem *mem)
 {
@@ -70,9 +70,11 @@ static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras
     if (!emb.data) return -1;
     m->ops->scale(m->ops, emb, x, 1.0f);
     if (iv_block_stack_forward(m->ops, &m->block, m->layers, 1, b, ex, x, mem) ||
-        iv_token_conv_apply(m->ops, &m->conv, m->block.norm_eps, b, emb.data, x.data, m->block.hidden, mem->host))
+        iv_token_conv_apply(m->ops, &m->conv, m->block.norm_eps, b, emb, x, mem->dev))
         return -1;
-    return iv_block_stack_forward(m->ops, &m->block, m->layers + 1, m->n_layers - 1, b, ex, x, mem);
+    iv_attn_extras rest = *ex;
+    rest.first_layer = 1;
+    return iv_block_stack_forward(m->ops, &m->block, m->layers + 1, m->n_layers - 1, b, &rest, x, mem);
 }
 
 /* T5-style bidirectional bucket of relative position (key - query), in

@@ -94,9 +94,12 @@ static int swap_vectors(walk *wk, iv_err *err)
              swap(wk, &m->embed.token_type, -1, "token type embeddings", err) ||
              swap_norm(wk, &m->embed.norm, -1, "embedding norm", err) ||
              swap_norm(wk, &m->final_norm, -1, "final norm", err) ||
-             swap(wk, &m->ple_norm_w, -1, "per-layer input norm", err);
+             swap(wk, &m->ple_norm_w, -1, "per-layer input norm", err) ||
+             swap(wk, &m->conv.b, -1, "token convolution bias", err) ||
+             swap_norm(wk, &m->conv.norm, -1, "token convolution norm", err);
     for (int l = 0; l < m->n_layers && !rc; l++) {
         iv_layer *L = &m->layers[l];
+        iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
         rc = swap(wk, &L->qkv_b, l, "attention QKV bias", err) || swap(wk, &L->o_b, l, "attention output bias", err) ||
              swap(wk, &L->up_b, l, "MLP up bias", err) || swap(wk, &L->down_b, l, "MLP down bias", err) ||
              swap(wk, &L->q_norm_w, l, "q norm", err) || swap(wk, &L->k_norm_w, l, "k norm", err) ||
@@ -105,7 +108,11 @@ static int swap_vectors(walk *wk, iv_err *err)
              swap_norm(wk, &L->post_attn_norm, l, "post-attention norm", err) ||
              swap_norm(wk, &L->post_mlp_norm, l, "post-MLP norm", err) ||
              swap_norm(wk, &L->attn_outer_norm, l, "outer attention norm", err) ||
-             swap_norm(wk, &L->ple_norm, l, "per-layer input norm", err);
+             swap_norm(wk, &L->ple_norm, l, "per-layer input norm", err) ||
+             (moe && swap(wk, &moe->out_bias, l, "expert output bias", err)) ||
+             /* Row-major on purpose: the hooks slice rows out of them. */
+             swap(wk, &L->dyn_bias_w[0], l, "dynamic attention bias weight", err) ||
+             swap(wk, &L->dyn_bias_w[1], l, "dynamic attention bias weight", err);
     }
     iv_head *heads[] = {&m->seq_head, &m->token_head, &m->mlm_head, &m->token_proj};
     for (int h = 0; h < 4 && !rc; h++)

@@ -26,7 +26,9 @@ enum {
      * device's embedding op must read that layout. */
     IV_LW_HEADS = 4,
     /* Everything else an op reads: embedding tables, norm weights and
-     * biases, linear biases (1-D tensors included; for device tables). */
+     * biases, linear biases, expert output biases, the weights layers'
+     * dynamic-bias hooks slice (1-D tensors included; for device tables,
+     * which keep them row-major). */
     IV_LW_VECTORS = 8,
 };
 

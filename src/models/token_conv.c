@@ -1,7 +1,7 @@
-/* DeBERTa-v2's ConvLayer as one GEMM: each token's row of the im2col
- * matrix holds the embeddings of its kernel window (zeros past either end
- * of its own sequence, so packed sequences never mix), and the weight is
- * laid out to match. */
+/* DeBERTa-v2's ConvLayer as one linear op: each token's row of the im2col
+ * matrix (the im2col op) holds the embeddings of its kernel window (zeros
+ * past either end of its own sequence, so packed sequences never mix), and
+ * the weight is laid out to match. */
 #include "models/token_conv.h"
 
 #include <string.h>
@@ -34,26 +34,14 @@ int iv_token_conv_weight(iv_model *m, iv_token_conv *c, const iv_tensor *conv_w,
     return 0;
 }
 
-int iv_token_conv_apply(const iv_ops *ops, const iv_token_conv *c, float eps, const iv_batch *b, const float *emb,
-                        float *x, int64_t H, iv_arena *arena)
+int iv_token_conv_apply(const iv_ops *ops, const iv_token_conv *c, float eps, const iv_batch *b, iv_view emb,
+                        iv_view x, iv_arena *dev)
 {
-    const int64_t T = b->n_tokens, K = c->kernel, pad = (K - 1) / 2;
-    float *cols = iv_arena_alloc(arena, (size_t)(T * K * H) * sizeof(float));
-    float *out = iv_arena_alloc(arena, (size_t)(T * H) * sizeof(float));
-    if (!cols || !out) return -1;
-    for (int s = 0; s < b->n_seqs; s++) {
-        const int64_t t0 = b->cu_seqlens[s], len = iv_batch_seqlen(b, s);
-        for (int64_t i = 0; i < len; i++)
-            for (int64_t k = 0; k < K; k++) {
-                float *dst = cols + ((t0 + i) * K + k) * H;
-                const int64_t src = i + k - pad;
-                if (src < 0 || src >= len) memset(dst, 0, (size_t)H * sizeof(float));
-                else memcpy(dst, emb + (t0 + src) * H, (size_t)H * sizeof(float));
-            }
-    }
-    const iv_view ov = iv_view_make(out, IV_F32, T, H, H), cv = iv_view_make(cols, IV_F32, T, K * H, K * H),
-                  xv = iv_view_make(x, IV_F32, T, H, H);
-    ops->linear(ops, ov, cv, c->w, c->b, c->act, NULL);
-    ops->layer_norm(ops, xv, xv, out, c->norm.w, c->norm.b, eps);
+    const int64_t T = b->n_tokens, H = x.cols, K = c->kernel;
+    const iv_view cols = iv_act_alloc(ops, dev, T, K * H, K * H), out = iv_act_alloc(ops, dev, T, H, H);
+    if (!cols.data || !out.data) return -1;
+    ops->im2col(ops, cols, emb, c->kernel, b->cu_seqlens, b->cu_seqlens_dev, b->n_seqs);
+    ops->linear(ops, out, cols, c->w, c->b, c->act, NULL);
+    ops->layer_norm(ops, x, x, out.data, c->norm.w, c->norm.b, eps);
     return 0;
 }

@@ -12,8 +12,9 @@
 int iv_token_conv_weight(iv_model *m, iv_token_conv *c, const iv_tensor *conv_w, int groups, iv_err *err);
 
 /* x [T, H] = LN(x + act(conv1d(emb))), per sequence of b, zero padded at
- * the sequence ends. */
-int iv_token_conv_apply(const iv_ops *ops, const iv_token_conv *c, float eps, const iv_batch *b, const float *emb,
-                        float *x, int64_t H, iv_arena *arena);
+ * the sequence ends; x and emb dense activations, scratch from dev. The
+ * batch's device arrays must be filled. Returns -1 when out of memory. */
+int iv_token_conv_apply(const iv_ops *ops, const iv_token_conv *c, float eps, const iv_batch *b, iv_view emb,
+                        iv_view x, iv_arena *dev);
 
 #endif

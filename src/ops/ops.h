@@ -145,6 +145,63 @@ typedef struct iv_pool_args {
     iv_pool_mode mode;
 } iv_pool_args;
 
+/* Mixture-of-experts routing (iv_ops.moe_route): per token, a softmax in
+ * FP32 over its router logits, then its top_k experts, largest probability
+ * first and the lower index on ties, their probabilities divided by their
+ * sum when renormalize; then a stable counting sort of the (token, choice)
+ * slots t * top_k + j by expert, so each expert's tokens form one run in
+ * token order. The per-expert linears need each run's length on the host:
+ * offsets is the one array the caller downloads. */
+typedef struct iv_moe_route_args {
+    iv_view logits;   /* [T, E] router logits (left unchanged) */
+    int top_k;        /* 1 <= top_k <= E */
+    int renormalize;
+    int32_t *choice;  /* dev out [T * top_k]: token t's experts at t * top_k + j */
+    float *weight;    /* dev out [T * top_k]: their weights */
+    int32_t *offsets; /* dev out [E + 1]: expert e's run is slots[offsets[e] .. offsets[e + 1]) */
+    int32_t *slots;   /* dev out [T * top_k]: slot indices grouped by expert */
+} iv_moe_route_args;
+
+/* One expert's outputs y [n, H] added back into their tokens' rows of out
+ * (iv_ops.moe_scatter). Row r is slot s = slots[r] (the expert's run), token
+ * t = s / top_k, weight w = weight[s]:
+ *   out[t] = (expert is t's lowest choice ? 0 : out[t]) + y[r] * w
+ * and where expert is t's highest choice, then + bias and then + residual[t].
+ * Called for the experts in ascending order, every token's row becomes the
+ * sum of its experts' weighted rows in ascending expert order (as
+ * transformers adds them), plus bias and residual, with no pass to clear
+ * out first. Within one call a token appears at most once. */
+typedef struct iv_moe_scatter_args {
+    iv_view out, y;
+    const int32_t *slots;   /* dev [n]: the expert's run */
+    const float *weight;    /* dev [T * top_k] (iv_moe_route_args.weight) */
+    const int32_t *choice;  /* dev [T * top_k] (iv_moe_route_args.choice) */
+    int top_k, expert;
+    const iv_tensor *bias;  /* [H] or NULL */
+    const void *residual;   /* out's layout, or NULL; may be the gathered input, not out */
+} iv_moe_scatter_args;
+
+/* A relative-position attention bias gathered from per-token products
+ * (iv_ops.rel_bias; DeBERTa's disentangled c2p / p2c terms). Sequence s owns
+ * rows [cu_seqlens[s], cu_seqlens[s+1]) of c2p and p2c; for its query i, key
+ * j (L tokens, both counted from its start) and d = idx_mid + i - j, head
+ * `head`'s rows of its FP32 [n_heads, L, L] block get
+ *   bias[offsets[s] + (head * L + i) * L + j] =
+ *       0 + c2p[cu_seqlens[s] + i, c2p_idx[d]] / scale + p2c[cu_seqlens[s] + j, p2c_idx[d]] / scale
+ * summed in that order, a term left out when its view's data is NULL. */
+typedef struct iv_rel_bias_args {
+    float *bias;                   /* dev FP32 blocks */
+    const int64_t *offsets;        /* host [n_seqs] */
+    const int64_t *offsets_dev;    /* dev, the same values */
+    const int32_t *cu_seqlens;     /* host [n_seqs + 1] */
+    const int32_t *cu_seqlens_dev; /* dev, the same values */
+    int n_seqs, head;
+    iv_view c2p, p2c;              /* [T, cols] */
+    const int32_t *c2p_idx, *p2c_idx; /* dev [2 idx_mid + 1] columns of c2p / p2c */
+    int idx_mid;                   /* index of distance 0; at least the longest sequence - 1 */
+    float scale;
+} iv_rel_bias_args;
+
 typedef struct iv_ops iv_ops;
 struct iv_ops {
     const char *name;
@@ -193,7 +250,7 @@ struct iv_ops {
     /* Gated unit: x [T, 2I] -> y [T, I]. act_on_first=1: y = act(x[:, :I]) * x[:, I:];
      * 0: y = x[:, :I] * act(x[:, I:]). */
     void (*glu)(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_first);
-    /* y = a + b elementwise. */
+    /* y = a + b elementwise; all three in the act dtype, or all FP32 (attention bias blocks). */
     void (*add)(const iv_ops *ops, iv_view y, iv_view a, iv_view b);
     /* y = x * s elementwise (s = 1: a strided copy). */
     void (*scale)(const iv_ops *ops, iv_view y, iv_view x, float s);
@@ -210,6 +267,20 @@ struct iv_ops {
     /* Row-wise L2 normalisation in place (eps guards zero rows, as torch's F.normalize 1e-12). */
     void (*l2_normalize)(const iv_ops *ops, iv_view x);
     void (*pool)(const iv_ops *ops, const iv_pool_args *a);
+
+    /* Mixture of experts: routing, then per expert a gather of its tokens'
+     * rows, its MLP (linear ops) and a weighted scatter back. */
+    void (*moe_route)(const iv_ops *ops, const iv_moe_route_args *a);
+    /* y [n, H] = rows slots[r] / top_k of x, r < n (slots dev: an expert's run). */
+    void (*moe_gather)(const iv_ops *ops, iv_view y, iv_view x, const int32_t *slots, int top_k);
+    void (*moe_scatter)(const iv_ops *ops, const iv_moe_scatter_args *a);
+    void (*rel_bias)(const iv_ops *ops, const iv_rel_bias_args *a);
+    /* Im2col of a 1-D convolution over packed sequences (as attention's):
+     * y [T, kernel * H] with y[t, k * H + c] = x[t + k - (kernel - 1) / 2, c]
+     * where that row is in t's own sequence, else 0 (zero padding at both
+     * ends of each sequence). x [T, H]; kernel odd; cu_seqlens cover all T rows. */
+    void (*im2col)(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
+                   const int32_t *cu_seqlens_dev, int n_seqs);
 
     /* Row stride, in elements, for a scratch activation of `cols` columns
      * that a linear op will read (>= cols); NULL: cols. */

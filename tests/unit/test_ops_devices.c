@@ -845,6 +845,297 @@ TEST(devices_pool)
     for_each_table("pool", run_pool, cases, sizeof cases[0], n);
 }
 
+/* ---- index and FP32 outputs (routing, bias blocks) ---- */
+
+/* A device array holding a copy of host, downloaded into a new host array by dev_get. */
+static void *dev_get(dctx *d, const void *dev, size_t bytes)
+{
+    void *h = xmalloc(bytes);
+    if (bytes) d->ops->download(d->ops, h, dev, bytes);
+    return h;
+}
+
+static void check_i32(dctx *d, const char *name, const int32_t *got, const int32_t *want, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != want[i]) {
+            iv_test_fail(__FILE__, __LINE__, "%s %s %s[%lld]: %d, the CPU op gives %d", d->label, d->what, name,
+                         (long long)i, got[i], want[i]);
+            return;
+        }
+}
+
+/* FP32 results: the same bits on the CPU and the emulated tables (which run
+ * the CPU op on the same values); on a GPU within 2^-17 of the largest. */
+static void check_f32(dctx *d, const char *name, const float *got, const float *want, int64_t n)
+{
+    const int gpu = d->dt != IV_F32 && !d->emulated;
+    double maxref = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(want[i])) maxref = fmax(maxref, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++) {
+        const int same = (isnan(got[i]) && isnan(want[i])) || (!gpu && !memcmp(&got[i], &want[i], sizeof(float))) ||
+                         (gpu && fabs((double)got[i] - want[i]) <= 0x1p-17 * maxref);
+        if (!same) {
+            iv_test_fail(__FILE__, __LINE__, "%s %s %s[%lld]: %.9g, the CPU op gives %.9g", d->label, d->what, name,
+                         (long long)i, got[i], want[i]);
+            return;
+        }
+    }
+}
+
+/* ---- mixture of experts ---- */
+
+typedef struct moe_case {
+    int64_t tokens;
+    int experts, top_k, renormalize;
+    int ties; /* 1: rows repeat their first three logits, so probabilities tie */
+} moe_case;
+
+/* Router logits [T, E] in a padded buffer, ties as the case asks. */
+static abuf *moe_logits(dctx *d, ops_rng *r, const moe_case *c)
+{
+    abuf *x = abuf_new(d, r, "logits", c->tokens, c->experts, 1, c->experts + 3, -3.0f, 3.0f);
+    if (c->ties) {
+        for (int64_t t = 0; t < c->tokens; t++)
+            for (int e = 3; e < c->experts; e++) x->host[t * x->ld + 1 + e] = x->host[t * x->ld + 1 + e % 3];
+        for (int e = 0; e < c->experts; e++) x->host[1 + e] = 0.5f; /* a row of equal logits */
+        abuf_upload(d, x);
+    }
+    return x;
+}
+
+static void run_moe_route(dctx *d, const void *cv)
+{
+    const moe_case *c = cv;
+    ops_rng r = {11000 + (uint64_t)(c->tokens * 64 + c->experts * 4 + c->top_k)};
+    case_begin(d, "moe_route %lld tokens, %d experts, top %d, renormalize %d, ties %d", (long long)c->tokens,
+               c->experts, c->top_k, c->renormalize, c->ties);
+    const int64_t slots = c->tokens * c->top_k, E = c->experts;
+    abuf *x = moe_logits(d, &r, c);
+    int32_t *choice = xmalloc((size_t)slots * sizeof(int32_t)), *offsets = xmalloc((size_t)(E + 1) * sizeof(int32_t));
+    int32_t *order = xmalloc((size_t)slots * sizeof(int32_t));
+    float *weight = xmalloc((size_t)slots * sizeof(float));
+    /* Outputs start as garbage the op must overwrite whole. */
+    memset(choice, 0x7f, (size_t)slots * sizeof(int32_t));
+    memset(offsets, 0x7f, (size_t)(E + 1) * sizeof(int32_t));
+    memset(order, 0x7f, (size_t)slots * sizeof(int32_t));
+    memset(weight, 0xff, (size_t)slots * sizeof(float));
+    iv_moe_route_args a = {hview(x), c->top_k, c->renormalize, dev_put(d, choice, (size_t)slots * sizeof(int32_t)),
+                           dev_put(d, weight, (size_t)slots * sizeof(float)),
+                           dev_put(d, offsets, (size_t)(E + 1) * sizeof(int32_t)),
+                           dev_put(d, order, (size_t)slots * sizeof(int32_t))};
+    if (!d->broken) {
+        const iv_moe_route_args h = {hview(x), c->top_k, c->renormalize, choice, weight, offsets, order};
+        d->cpu->moe_route(d->cpu, &h);
+        a.logits = dview(d, x);
+        d->ops->moe_route(d->ops, &a);
+        int32_t *got_choice = dev_get(d, a.choice, (size_t)slots * sizeof(int32_t));
+        float *got_weight = dev_get(d, a.weight, (size_t)slots * sizeof(float));
+        int32_t *got_offsets = dev_get(d, a.offsets, (size_t)(E + 1) * sizeof(int32_t));
+        int32_t *got_slots = dev_get(d, a.slots, (size_t)slots * sizeof(int32_t));
+        check_i32(d, "choice", got_choice, choice, slots);
+        check_f32(d, "weight", got_weight, weight, slots);
+        check_i32(d, "offsets", got_offsets, offsets, E + 1);
+        check_i32(d, "slots", got_slots, order, slots);
+        free(got_choice);
+        free(got_weight);
+        free(got_offsets);
+        free(got_slots);
+    }
+    case_end(d);
+    free(choice);
+    free(weight);
+    free(offsets);
+    free(order);
+}
+
+static const moe_case MOE_CASES[] = {
+    {9, 8, 2, 1, 0}, {17, 6, 1, 0, 0}, {5, 4, 4, 1, 1}, {33, 64, 8, 1, 0}, {12, 5, 3, 0, 1}, {1, 3, 2, 0, 0},
+};
+
+TEST(devices_moe_route) { FOR_EACH_TABLE("moe_route", run_moe_route, MOE_CASES); }
+
+/* One layer's gathers and scatters, experts in ascending order, routed by
+ * the CPU op (the route itself is tested above). */
+static void run_moe_gather_scatter(dctx *d, const void *cv)
+{
+    const moe_case *c = cv;
+    ops_rng r = {12000 + (uint64_t)(c->tokens * 64 + c->experts * 4 + c->top_k)};
+    const int64_t T = c->tokens, H = 24, slots = T * c->top_k, E = c->experts;
+    const int with_bias = c->top_k % 2 == 0, with_residual = c->renormalize;
+    case_begin(d, "moe gather/scatter %lld tokens, %d experts, top %d, bias %d, residual %d", (long long)T,
+               c->experts, c->top_k, with_bias, with_residual);
+    abuf *x = abuf_new(d, &r, "x", T, H, 2, H + 3, -2.0f, 2.0f);
+    abuf *xe = abuf_new(d, &r, "gathered", slots, H, 1, H + 1, -1.0f, 1.0f);
+    abuf *ye = abuf_new(d, &r, "expert outputs", slots, H, 0, H, -2.0f, 2.0f);
+    abuf *out = abuf_new(d, &r, "out", T, H, 1, H + 2, 0.0f, 1.0f);
+    for (int64_t t = 0; t < T; t++) /* never read: each token's first expert starts from 0 */
+        for (int64_t k = 0; k < H; k++) out->host[t * out->ld + out->col + k] = NAN;
+    abuf_upload(d, out);
+    abuf *res = with_residual ? abuf_new(d, &r, "residual", T, H, out->col, out->ld, -1.0f, 1.0f) : NULL;
+    wbuf *bias = with_bias ? wbuf_new(d, &r, 0, H, -0.5f, 0.5f, 0) : NULL;
+    abuf *logits = moe_logits(d, &r, c);
+    int32_t *choice = xmalloc((size_t)slots * sizeof(int32_t)), *offsets = xmalloc((size_t)(E + 1) * sizeof(int32_t));
+    int32_t *order = xmalloc((size_t)slots * sizeof(int32_t));
+    float *weight = xmalloc((size_t)slots * sizeof(float));
+    const iv_moe_route_args route = {hview(logits), c->top_k, c->renormalize, choice, weight, offsets, order};
+    d->cpu->moe_route(d->cpu, &route);
+    const int32_t *choice_dev = dev_put(d, choice, (size_t)slots * sizeof(int32_t));
+    const float *weight_dev = dev_put(d, weight, (size_t)slots * sizeof(float));
+    const int32_t *order_dev = dev_put(d, order, (size_t)slots * sizeof(int32_t));
+    int last = -1;
+    for (int e = 0; e < E; e++)
+        if (offsets[e + 1] > offsets[e]) last = e;
+    for (int e = 0; e < E && !d->broken; e++) {
+        const int64_t r0 = offsets[e], r1 = offsets[e + 1];
+        if (r1 == r0) continue;
+        d->cpu->moe_gather(d->cpu, iv_view_rows(hview(xe), r0, r1), hview(x), order + r0, c->top_k);
+        d->ops->moe_gather(d->ops, iv_view_rows(dview(d, xe), r0, r1), dview(d, x), order_dev + r0, c->top_k);
+        iv_moe_scatter_args a = {hview(out), iv_view_rows(hview(ye), r0, r1), order + r0, weight, choice,
+                                 c->top_k, e, bias ? &bias->ht : NULL, res ? hview(res).data : NULL};
+        d->cpu->moe_scatter(d->cpu, &a);
+        a = (iv_moe_scatter_args){dview(d, out), iv_view_rows(dview(d, ye), r0, r1), order_dev + r0, weight_dev,
+                                  choice_dev, c->top_k, e, bias ? bias->dev : NULL, res ? dview(d, res).data : NULL};
+        d->ops->moe_scatter(d->ops, &a);
+        /* The device stores out between experts: so does the reference,
+         * all but the last store, which compare() rounds. */
+        if (e != last)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t k = 0; k < H; k++)
+                    out->host[t * out->ld + out->col + k] = rnd(d->dt, out->host[t * out->ld + out->col + k]);
+    }
+    case_end(d);
+    free(choice);
+    free(weight);
+    free(offsets);
+    free(order);
+}
+
+TEST(devices_moe_gather_scatter) { FOR_EACH_TABLE("moe_gather/scatter", run_moe_gather_scatter, MOE_CASES); }
+
+/* ---- relative-position bias ---- */
+
+typedef struct rel_case {
+    int c2p, p2c, head;
+} rel_case;
+
+static void run_rel_bias(dctx *d, const void *cv)
+{
+    const rel_case *c = cv;
+    static const int lens[] = {5, 1, 9, 0, 3};
+    enum { N_SEQS = 5, N_HEADS = 3, COLS = 7, MID = 10 };
+    ops_rng r = {13000 + (uint64_t)(c->c2p * 4 + c->p2c * 2 + c->head)};
+    case_begin(d, "rel_bias c2p %d p2c %d head %d", c->c2p, c->p2c, c->head);
+    int32_t cu[N_SEQS + 1] = {0};
+    int64_t offs[N_SEQS + 1] = {0};
+    for (int s = 0; s < N_SEQS; s++) {
+        cu[s + 1] = cu[s] + lens[s];
+        offs[s + 1] = offs[s] + (int64_t)N_HEADS * lens[s] * lens[s] + 5; /* gaps between blocks */
+    }
+    const int64_t T = cu[N_SEQS], total = offs[N_SEQS];
+    abuf *c2p = c->c2p ? abuf_new(d, &r, "c2p", T, COLS, 1, COLS + 2, -3.0f, 3.0f) : NULL;
+    abuf *p2c = c->p2c ? abuf_new(d, &r, "p2c", T, COLS, 0, COLS + 1, -3.0f, 3.0f) : NULL;
+    int32_t idx[2][2 * MID + 1];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2 * MID + 1; k++) idx[i][k] = (int32_t)(ops_rng_next(&r) % COLS);
+    float *bias = xmalloc((size_t)total * sizeof(float));
+    for (int64_t i = 0; i < total; i++) bias[i] = NAN; /* only head `head`'s rows may change */
+    iv_rel_bias_args a = {
+        .bias = dev_put(d, bias, (size_t)total * sizeof(float)), .offsets = offs,
+        .offsets_dev = dev_put(d, offs, sizeof offs), .cu_seqlens = cu, .cu_seqlens_dev = dev_put(d, cu, sizeof cu),
+        .n_seqs = N_SEQS, .head = c->head, .c2p_idx = dev_put(d, idx[0], sizeof idx[0]),
+        .p2c_idx = dev_put(d, idx[1], sizeof idx[1]), .idx_mid = MID, .scale = sqrtf(24.0f),
+    };
+    if (!d->broken) {
+        iv_rel_bias_args h = a;
+        h.bias = bias;
+        h.offsets_dev = offs;
+        h.cu_seqlens_dev = cu;
+        h.c2p = c2p ? hview(c2p) : (iv_view){0};
+        h.p2c = p2c ? hview(p2c) : (iv_view){0};
+        h.c2p_idx = idx[0];
+        h.p2c_idx = idx[1];
+        d->cpu->rel_bias(d->cpu, &h);
+        a.c2p = c2p ? dview(d, c2p) : (iv_view){0};
+        a.p2c = p2c ? dview(d, p2c) : (iv_view){0};
+        d->ops->rel_bias(d->ops, &a);
+        float *got = dev_get(d, a.bias, (size_t)total * sizeof(float));
+        check_f32(d, "bias", got, bias, total);
+        free(got);
+    }
+    case_end(d);
+    free(bias);
+}
+
+TEST(devices_rel_bias)
+{
+    static const rel_case cases[] = {{1, 1, 0}, {1, 1, 2}, {1, 0, 1}, {0, 1, 0}};
+    FOR_EACH_TABLE("rel_bias", run_rel_bias, cases);
+}
+
+/* ---- im2col ---- */
+
+static void run_im2col(dctx *d, const void *cv)
+{
+    const int kernel = *(const int *)cv;
+    static const int lens[] = {4, 1, 7, 2};
+    enum { N_SEQS = 4, H = 12 };
+    ops_rng r = {14000 + (uint64_t)kernel};
+    case_begin(d, "im2col kernel %d", kernel);
+    int32_t cu[N_SEQS + 1] = {0};
+    for (int s = 0; s < N_SEQS; s++) cu[s + 1] = cu[s] + lens[s];
+    const int64_t T = cu[N_SEQS];
+    abuf *x = abuf_new(d, &r, "x", T, H, 1, H + 2, -2.0f, 2.0f);
+    abuf *y = abuf_new(d, &r, "y", T, (int64_t)kernel * H, 2, (int64_t)kernel * H + 3, -1.0f, 1.0f);
+    const int32_t *cu_dev = dev_put(d, cu, sizeof cu);
+    if (!d->broken) {
+        d->cpu->im2col(d->cpu, hview(y), hview(x), kernel, cu, cu, N_SEQS);
+        d->ops->im2col(d->ops, dview(d, y), dview(d, x), kernel, cu, cu_dev, N_SEQS);
+    }
+    case_end(d);
+}
+
+TEST(devices_im2col)
+{
+    static const int kernels[] = {1, 3, 5};
+    FOR_EACH_TABLE("im2col", run_im2col, kernels);
+}
+
+/* ---- add on FP32 views (attention bias blocks) ---- */
+
+static void run_add_f32(dctx *d, const void *cv)
+{
+    const int in_place = *(const int *)cv;
+    enum { ROWS = 3, COLS = 50, LD = 53 };
+    ops_rng r = {15000 + (uint64_t)in_place};
+    case_begin(d, "add float32 views, in place %d", in_place);
+    float *a = ops_rand(&r, ROWS * LD, -2.0f, 2.0f), *b = ops_rand(&r, ROWS * LD, -2.0f, 2.0f);
+    float *y = ops_rand(&r, ROWS * LD, -1.0f, 1.0f);
+    float *a_dev = dev_put(d, a, sizeof(float) * ROWS * LD), *b_dev = dev_put(d, b, sizeof(float) * ROWS * LD);
+    float *y_dev = in_place ? a_dev : dev_put(d, y, sizeof(float) * ROWS * LD);
+    float *yh = in_place ? a : y;
+    if (!d->broken) {
+        d->cpu->add(d->cpu, iv_view_make(yh + 1, IV_F32, ROWS, COLS, LD), iv_view_make(a + 1, IV_F32, ROWS, COLS, LD),
+                    iv_view_make(b + 2, IV_F32, ROWS, COLS, LD));
+        d->ops->add(d->ops, iv_view_make(y_dev + 1, IV_F32, ROWS, COLS, LD),
+                    iv_view_make(a_dev + 1, IV_F32, ROWS, COLS, LD), iv_view_make(b_dev + 2, IV_F32, ROWS, COLS, LD));
+        float *got = dev_get(d, y_dev, sizeof(float) * ROWS * LD);
+        check_f32(d, "y", got, yh, ROWS * LD); /* the gaps included */
+        free(got);
+    }
+    case_end(d);
+    free(a);
+    free(b);
+    free(y);
+}
+
+TEST(devices_add_f32)
+{
+    static const int cases[] = {0, 1};
+    FOR_EACH_TABLE("add float32", run_add_f32, cases);
+}
+
 /* ---- the emulated table itself ---- */
 
 TEST(devices_emulated_table)

@@ -34,6 +34,9 @@ void iv_cpu_dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t 
                              const float *scale, const int32_t *sums, const float *wscale, const float *b,
                              iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n);
 
+/* One row of iv_cpu_softmax, in place (the MoE router's softmax is the same function). */
+void iv_cpu_softmax_row(float *row, int64_t n);
+
 void iv_cpu_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
                    iv_act act, const void *residual_or_null);
 void iv_cpu_layer_norm(const iv_ops *ops, iv_view y, iv_view x, const void *r, const iv_tensor *w,
@@ -52,6 +55,12 @@ void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a);
 void iv_cpu_softmax(const iv_ops *ops, iv_view x);
 void iv_cpu_l2_normalize(const iv_ops *ops, iv_view x);
 void iv_cpu_pool(const iv_ops *ops, const iv_pool_args *a);
+void iv_cpu_moe_route(const iv_ops *ops, const iv_moe_route_args *a);
+void iv_cpu_moe_gather(const iv_ops *ops, iv_view y, iv_view x, const int32_t *slots, int top_k);
+void iv_cpu_moe_scatter(const iv_ops *ops, const iv_moe_scatter_args *a);
+void iv_cpu_rel_bias(const iv_ops *ops, const iv_rel_bias_args *a);
+void iv_cpu_im2col(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
+                   const int32_t *cu_seqlens_dev, int n_seqs);
 int64_t iv_cpu_act_stride(int64_t cols);
 
 #endif

@@ -58,6 +58,11 @@ static const iv_ops cpu_ops = {
     .softmax = iv_cpu_softmax,
     .l2_normalize = iv_cpu_l2_normalize,
     .pool = iv_cpu_pool,
+    .moe_route = iv_cpu_moe_route,
+    .moe_gather = iv_cpu_moe_gather,
+    .moe_scatter = iv_cpu_moe_scatter,
+    .rel_bias = iv_cpu_rel_bias,
+    .im2col = iv_cpu_im2col,
     .act_stride = iv_cpu_act_stride,
 };
 

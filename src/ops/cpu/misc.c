@@ -86,18 +86,20 @@ static float exp_shifted_row(float *x, int64_t n, float max)
 /* Row softmax with max subtraction; multiplies by 1/sum as torch's CPU
  * kernel does. A row of all -inf has no defined softmax: it becomes NaN,
  * as in torch. */
+void iv_cpu_softmax_row(float *row, int64_t n)
+{
+    if (n == 0) return;
+    float max = row[0];
+    for (int64_t c = 1; c < n; c++) max = row[c] > max ? row[c] : max;
+    float inv = 1.0f / exp_shifted_row(row, n, max);
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) row[c] *= inv;
+}
+
 void iv_cpu_softmax(const iv_ops *ops, iv_view x)
 {
 #pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
-    for (int64_t t = 0; t < x.rows; t++) {
-        float *row = ((float *)x.data) + t * x.ld;
-        if (x.cols == 0) continue;
-        float max = row[0];
-        for (int64_t c = 1; c < x.cols; c++) max = row[c] > max ? row[c] : max;
-        float inv = 1.0f / exp_shifted_row(row, x.cols, max);
-#pragma omp simd
-        for (int64_t c = 0; c < x.cols; c++) row[c] *= inv;
-    }
+    for (int64_t t = 0; t < x.rows; t++) iv_cpu_softmax_row(((float *)x.data) + t * x.ld, x.cols);
 }
 
 /* x / max(||x||, 1e-12), as torch.nn.functional.normalize (which divides). */

@@ -45,6 +45,12 @@ typedef struct cuda_algo_entry {
 } cuda_algo_entry;
 
 #define IV_CUDA_ALGO_CACHE 64
+/* Timed choices, one per shape with the token count n rounded up to a power
+ * of two (key.n holds the bucket): batches of every size reuse them. */
+#define IV_CUDA_TUNED_CACHE 64
+
+/* Per-op GPU timing (IV_CUDA_PROFILE=1, cuda_profile.cu). */
+typedef struct cuda_profile cuda_profile;
 
 typedef struct cuda_ctx {
     iv_ops ops; /* the table handed out; ops.ctx points back here */
@@ -62,12 +68,20 @@ typedef struct cuda_ctx {
     iv_tensor **weights;
     size_t n_weights, cap_weights;
     cuda_algo_entry algos[IV_CUDA_ALGO_CACHE];
+    cuda_algo_entry tuned[IV_CUDA_TUNED_CACHE];
     uint64_t algo_clock;
+    int tune; /* 0: take the heuristic's first choice (IV_CUDA_TUNE=0) */
     int linear_fused; /* 0: every linear goes through the FP32 scratch (IV_CUDA_LINEAR_FUSED=0) */
+    cuda_profile *profile; /* IV_CUDA_PROFILE=1, else NULL */
     /* The first error since the last sync: an iv_err code (0 = none) and message. */
     int err_code;
     char err_msg[512];
 } cuda_ctx;
+
+/* IV_CUDA_PROFILE: wraps the table's ops with timing; the report goes to
+ * stderr when the table closes. */
+void iv_cuda_profile_install(cuda_ctx *c, int sync);
+void iv_cuda_profile_finish(cuda_ctx *c);
 
 /* The instance behind ops, with its GPU made the calling thread's current
  * device (a stream only accepts work from its own device's context). */
@@ -170,6 +184,13 @@ void iv_cuda_attention(const iv_ops *ops, const iv_attn_args *a);
 void iv_cuda_softmax(const iv_ops *ops, iv_view x);
 void iv_cuda_l2_normalize(const iv_ops *ops, iv_view x);
 void iv_cuda_pool(const iv_ops *ops, const iv_pool_args *a);
+/* cuda_moe.cu, cuda_gather.cu; put in the table by cuda_table_ext.cu. */
+void iv_cuda_moe_route(const iv_ops *ops, const iv_moe_route_args *a);
+void iv_cuda_moe_gather(const iv_ops *ops, iv_view y, iv_view x, const int32_t *slots, int top_k);
+void iv_cuda_moe_scatter(const iv_ops *ops, const iv_moe_scatter_args *a);
+void iv_cuda_rel_bias(const iv_ops *ops, const iv_rel_bias_args *a);
+void iv_cuda_im2col(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
+                    const int32_t *cu_seqlens_dev, int n_seqs);
 
 /* dst (act dtype) = n elements of src (device memory, F32, F16 or BF16)
  * rounded to nearest even, on the stream (prepare_weight). */

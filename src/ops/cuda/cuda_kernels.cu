@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "ops/cuda/cuda_internal.h"
+#include "ops/cuda/cuda_vec.h"
 
 /* ---- reductions ---- */
 
@@ -73,6 +74,8 @@ static int weight_ok(const cuda_ctx *c, const iv_tensor *t, int64_t n)
 
 /* A row's z (float) is cached in shared memory when it fits, else re-read. */
 #define NORM_CACHE_MAX_COLS 10240
+/* Threads of a vector norm block (8 warps). */
+#define NORM_VEC_THREADS 256
 
 /* y = LN(z) or RMSNorm(z), z = x + r. layer: mean-centred two-pass
  * statistics (mean, then squared deviations); else mean(z^2). */
@@ -135,6 +138,185 @@ static __global__ void __launch_bounds__(1024)
     }
 }
 
+/* ---- vector norms (cuda_vec.h): a row in the registers of a few lanes ---- */
+
+/* Unit u (a row, or for head_rms_norm head u % nh of row u / nh: n columns
+ * from column (u % nh) n) is held in registers by G lanes (G < 32: part of
+ * a warp) or W whole warps (G = 32), NV vectors a lane: lane g of the unit's
+ * G W lanes holds vectors g, g + G W, ..., so their loads are contiguous.
+ * Statistics in FP32 as norm_kernel's (LayerNorm two-pass: the mean, then
+ * squared deviations from the registers), summed per lane, then over the
+ * warp by a butterfly, then over the W warps in order through shared
+ * memory, so every lane ends with the same bits; the output formula and its
+ * operation order are norm_kernel's. y may be x or r: each lane stores only
+ * the vectors it loaded. */
+template <typename T, int G, int W, int NV, int LAYER>
+static __global__ void __launch_bounds__(NORM_VEC_THREADS)
+    norm_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, const void *r, const void *w, const void *b,
+                    float eps, float w_offset, int64_t units, int nh, int64_t n)
+{
+    constexpr int WARPS = NORM_VEC_THREADS / 32, LANES = G * W;
+    constexpr int UPB = WARPS / W * (32 / G); /* units per block */
+    __shared__ float red[2][WARPS];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    const int g = G == 32 ? (wib % W) * 32 + lane : lane % G; /* lane within the unit */
+    const int slot = G == 32 ? wib / W : wib * (32 / G) + lane / G; /* unit within the block */
+    const int64_t nv = n / IV_VEC;
+    /* Block-uniform loop: every lane reaches the shuffles and barriers. */
+    for (int64_t u0 = (int64_t)blockIdx.x * UPB; u0 < units; u0 += (int64_t)gridDim.x * UPB) {
+        const int64_t u = u0 + slot;
+        const bool active = u < units;
+        int64_t xo = 0, yo = 0;
+        if (active) {
+            int64_t t, h;
+            iv_divmod(u, nh, t, h);
+            xo = t * ldx + h * n;
+            yo = t * ldy + h * n;
+        }
+        float z[NV][8];
+        {
+            uint4 xa[NV], ra[NV];
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int64_t v = g + (int64_t)LANES * j;
+                if (active && v < nv) {
+                    xa[j] = iv_ld16(iv_el(x, xo + v * IV_VEC));
+                    if (r) ra[j] = iv_ld16(iv_el(r, xo + v * IV_VEC));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int64_t v = g + (int64_t)LANES * j;
+                if (active && v < nv) {
+                    iv_unpack8<T>(xa[j], z[j]);
+                    if (r) {
+                        float rf[8];
+                        iv_unpack8<T>(ra[j], rf);
+#pragma unroll
+                        for (int k = 0; k < 8; k++) z[j][k] = __fadd_rn(z[j][k], rf[k]);
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) z[j][k] = 0.0f; /* adds nothing to the sums */
+                }
+            }
+        }
+        float s1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+#pragma unroll
+            for (int k = 0; k < 8; k++) s1 += LAYER ? z[j][k] : z[j][k] * z[j][k];
+#pragma unroll
+        for (int o = G / 2; o > 0; o >>= 1) s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        if (W > 1) {
+            if (lane == 0) red[0][wib] = s1;
+            __syncthreads();
+            s1 = red[0][wib / W * W];
+#pragma unroll
+            for (int i = 1; i < W; i++) s1 += red[0][wib / W * W + i];
+        }
+        float mean = 0.0f, var;
+        if (LAYER) {
+            mean = s1 / (float)n;
+            float q = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                if (active && g + (int64_t)LANES * j < nv) {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        const float d = z[j][k] - mean;
+                        q += d * d;
+                    }
+                }
+            }
+#pragma unroll
+            for (int o = G / 2; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+            if (W > 1) {
+                if (lane == 0) red[1][wib] = q;
+                __syncthreads();
+                q = red[1][wib / W * W];
+#pragma unroll
+                for (int i = 1; i < W; i++) q += red[1][wib / W * W + i];
+            }
+            var = q / (float)n;
+        } else {
+            var = s1 / (float)n;
+        }
+        if (W > 1) __syncthreads(); /* red is read before the next unit writes it */
+        const float rstd = 1.0f / sqrtf(var + eps);
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int64_t v = g + (int64_t)LANES * j;
+            if (!active || v >= nv) continue;
+            float wf[8], bf[8], o[8];
+            if (w) iv_unpack8<T>(iv_ld16(iv_el(w, v * IV_VEC)), wf);
+            if (LAYER && b) iv_unpack8<T>(iv_ld16(iv_el(b, v * IV_VEC)), bf);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float e;
+                if (LAYER) {
+                    e = __fmul_rn(__fsub_rn(z[j][k], mean), rstd);
+                    if (w) e = __fmul_rn(e, wf[k]);
+                    if (b) e = __fadd_rn(e, bf[k]);
+                } else {
+                    e = __fmul_rn(z[j][k], rstd);
+                    if (w) e = __fmul_rn(e, __fadd_rn(wf[k], w_offset));
+                }
+                o[k] = e;
+            }
+            iv_st16(iv_elw(y, yo + v * IV_VEC), iv_pack8<T>(o));
+        }
+    }
+}
+
+typedef void (*norm_vec_fn)(void *, int64_t, const void *, int64_t, const void *, const void *, const void *, float,
+                            float, int64_t, int, int64_t);
+
+/* The instantiation for units of nv vectors and its units per block, or
+ * NULL when a unit is too wide (over 8192 columns). At most 4 vectors a
+ * lane, so that a block keeps its rows in registers without spilling. */
+template <typename T, int LAYER> static norm_vec_fn norm_vec_pick(int64_t nv, int *upb)
+{
+    norm_vec_fn f = NULL;
+    int G = 32, W = 1;
+    if (nv <= 4) f = norm_vec_kernel<T, 4, 1, 1, LAYER>, G = 4;
+    else if (nv <= 8) f = norm_vec_kernel<T, 8, 1, 1, LAYER>, G = 8;
+    else if (nv <= 16) f = norm_vec_kernel<T, 16, 1, 1, LAYER>, G = 16;
+    else if (nv <= 32) f = norm_vec_kernel<T, 32, 1, 1, LAYER>;
+    else if (nv <= 64) f = norm_vec_kernel<T, 32, 1, 2, LAYER>;
+    else if (nv <= 96) f = norm_vec_kernel<T, 32, 1, 3, LAYER>;
+    else if (nv <= 128) f = norm_vec_kernel<T, 32, 1, 4, LAYER>;
+    else if (nv <= 192) f = norm_vec_kernel<T, 32, 2, 3, LAYER>, W = 2;
+    else if (nv <= 256) f = norm_vec_kernel<T, 32, 2, 4, LAYER>, W = 2;
+    else if (nv <= 384) f = norm_vec_kernel<T, 32, 4, 3, LAYER>, W = 4;
+    else if (nv <= 512) f = norm_vec_kernel<T, 32, 4, 4, LAYER>, W = 4;
+    else if (nv <= 768) f = norm_vec_kernel<T, 32, 8, 3, LAYER>, W = 8;
+    else if (nv <= 1024) f = norm_vec_kernel<T, 32, 8, 4, LAYER>, W = 8;
+    *upb = NORM_VEC_THREADS / 32 / W * (32 / G);
+    return f;
+}
+
+/* Queues the vector norm over `units` units of n columns when the views
+ * allow it (cuda_vec.h); 0 when they don't (nothing queued). */
+static int launch_norm_vec(cuda_ctx *c, void *y, int64_t ldy, const void *x, int64_t ldx, const void *r,
+                           const void *w, const void *b, float eps, float w_offset, int layer, int64_t units, int nh,
+                           int64_t n)
+{
+    if (!iv_vec_rows_ok(y, ldy, n) || !iv_vec_rows_ok(x, ldx, n) || (r && !iv_vec_ptr_ok(r)) ||
+        (w && !iv_vec_ptr_ok(w)) || (b && !iv_vec_ptr_ok(b)))
+        return 0;
+    int upb = 1;
+    const int64_t nv = n / IV_VEC;
+    const norm_vec_fn f = c->bf16 ? (layer ? norm_vec_pick<__nv_bfloat16, 1>(nv, &upb)
+                                           : norm_vec_pick<__nv_bfloat16, 0>(nv, &upb))
+                                  : (layer ? norm_vec_pick<__half, 1>(nv, &upb) : norm_vec_pick<__half, 0>(nv, &upb));
+    if (!f) return 0;
+    int64_t blocks = (units + upb - 1) / upb;
+    if (blocks > IV_VEC_MAX_BLOCKS) blocks = IV_VEC_MAX_BLOCKS;
+    f<<<(unsigned)blocks, NORM_VEC_THREADS, 0, c->stream>>>(y, ldy, x, ldx, r, w, b, eps, w_offset, units, nh, n);
+    return 1;
+}
+
 static void launch_norm(const iv_ops *ops, const char *name, iv_view y, iv_view x, const void *r, const iv_tensor *w,
                         const iv_tensor *b, float eps, float w_offset, int layer)
 {
@@ -147,6 +329,11 @@ static void launch_norm(const iv_ops *ops, const char *name, iv_view y, iv_view 
         return;
     }
     if (x.rows == 0 || x.cols == 0) return;
+    if (launch_norm_vec(c, y.data, y.ld, x.data, x.ld, r, w ? w->data : NULL, b ? b->data : NULL, eps, w_offset,
+                        layer, x.rows, 1, x.cols)) {
+        IV_CUDA_CHECK_LAUNCH(ops, name);
+        return;
+    }
     const int cache = x.cols <= NORM_CACHE_MAX_COLS;
     const size_t smem = cache ? (size_t)x.cols * sizeof(float) : 0;
     norm_kernel<<<row_grid(x.rows), row_threads(x.cols), smem, c->stream>>>(
@@ -203,6 +390,11 @@ void iv_cuda_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_d
     }
     const int64_t units = x.rows * n_heads;
     if (units == 0 || head_dim == 0) return;
+    if (launch_norm_vec(c, x.data, x.ld, x.data, x.ld, NULL, w ? w->data : NULL, NULL, eps, w_offset, 0, units,
+                        n_heads, head_dim)) {
+        IV_CUDA_CHECK_LAUNCH(ops, "head_rms_norm");
+        return;
+    }
     const int warps = 8;
     int64_t blocks = (units + warps - 1) / warps;
     if (blocks > (1 << 20)) blocks = 1 << 20;
@@ -216,6 +408,192 @@ void iv_cuda_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_d
 #define EW_COL()                                                      \
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; \
     if (c >= cols) return
+
+/* Vector elementwise kernels (cuda_vec.h). Work item i is vector i % nv of
+ * row i / nv (nv = cols / 8); a thread takes EW_VPT items a grid apart,
+ * loads them all, then computes and stores them, in a grid-stride loop. y
+ * may be x (glu: x's first half): a thread stores only elements it has
+ * read, and no other thread touches them. Per element the scalar kernel's
+ * operations in its order. */
+#define EW_VPT 4
+#define EW_VEC_THREADS 256
+
+#define EW_VEC_LOOP(total)                                                                                          \
+    const int64_t ew_step = (int64_t)gridDim.x * blockDim.x;                                                        \
+    for (int64_t ew_i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; ew_i0 < (total); ew_i0 += ew_step * EW_VPT)
+/* Item k of this step exists; its row t and first column c. */
+#define EW_ITEM(k) (ew_i0 + (int64_t)(k) * ew_step < total)
+#define EW_SPLIT(k)                                             \
+    int64_t t, c;                                               \
+    iv_divmod(ew_i0 + (int64_t)(k) * ew_step, nv, t, c);        \
+    c *= IV_VEC
+
+template <typename T>
+static __global__ void __launch_bounds__(EW_VEC_THREADS)
+    act_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t nv, int64_t total, int act)
+{
+    EW_VEC_LOOP(total)
+    {
+        char *yp[EW_VPT];
+        uint4 xa[EW_VPT];
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                EW_SPLIT(k);
+                yp[k] = iv_elw(y, t * ldy + c);
+                xa[k] = iv_ld16(iv_el(x, t * ldx + c));
+            }
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                float f[8];
+                iv_unpack8<T>(xa[k], f);
+#pragma unroll
+                for (int e = 0; e < 8; e++) f[e] = iv_act_f(f[e], act);
+                iv_st16(yp[k], iv_pack8<T>(f));
+            }
+    }
+}
+
+/* nv counts y's vectors (half of x's row). */
+template <typename T>
+static __global__ void __launch_bounds__(EW_VEC_THREADS)
+    glu_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t nv, int64_t total, int64_t cols, int act,
+                   int act_on_first)
+{
+    const int64_t go = act_on_first ? 0 : cols, uo = act_on_first ? cols : 0;
+    EW_VEC_LOOP(total)
+    {
+        char *yp[EW_VPT];
+        uint4 ga[EW_VPT], ua[EW_VPT];
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                EW_SPLIT(k);
+                yp[k] = iv_elw(y, t * ldy + c);
+                ga[k] = iv_ld16(iv_el(x, t * ldx + go + c));
+                ua[k] = iv_ld16(iv_el(x, t * ldx + uo + c));
+            }
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                float g[8], u[8];
+                iv_unpack8<T>(ga[k], g);
+                iv_unpack8<T>(ua[k], u);
+#pragma unroll
+                for (int e = 0; e < 8; e++) g[e] = __fmul_rn(iv_act_f(g[e], act), u[e]);
+                iv_st16(yp[k], iv_pack8<T>(g));
+            }
+    }
+}
+
+template <typename T>
+static __global__ void __launch_bounds__(EW_VEC_THREADS)
+    add_vec_kernel(void *y, int64_t ldy, const void *a, int64_t lda, const void *b, int64_t ldb, int64_t nv,
+                   int64_t total)
+{
+    EW_VEC_LOOP(total)
+    {
+        char *yp[EW_VPT];
+        uint4 aa[EW_VPT], ba[EW_VPT];
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                EW_SPLIT(k);
+                yp[k] = iv_elw(y, t * ldy + c);
+                aa[k] = iv_ld16(iv_el(a, t * lda + c));
+                ba[k] = iv_ld16(iv_el(b, t * ldb + c));
+            }
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                float fa[8], fb[8];
+                iv_unpack8<T>(aa[k], fa);
+                iv_unpack8<T>(ba[k], fb);
+#pragma unroll
+                for (int e = 0; e < 8; e++) fa[e] = __fadd_rn(fa[e], fb[e]);
+                iv_st16(yp[k], iv_pack8<T>(fa));
+            }
+    }
+}
+
+template <typename T>
+static __global__ void __launch_bounds__(EW_VEC_THREADS)
+    scale_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t nv, int64_t total, float s)
+{
+    EW_VEC_LOOP(total)
+    {
+        char *yp[EW_VPT];
+        uint4 xa[EW_VPT];
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                EW_SPLIT(k);
+                yp[k] = iv_elw(y, t * ldy + c);
+                xa[k] = iv_ld16(iv_el(x, t * ldx + c));
+            }
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                float f[8];
+                iv_unpack8<T>(xa[k], f);
+#pragma unroll
+                for (int e = 0; e < 8; e++) f[e] = __fmul_rn(f[e], s);
+                iv_st16(yp[k], iv_pack8<T>(f));
+            }
+    }
+}
+
+/* The table's rows are cols apart. */
+template <typename T>
+static __global__ void __launch_bounds__(EW_VEC_THREADS)
+    embed_vec_kernel(void *y, int64_t ldy, const void *table, const int32_t *ids, int64_t cols, int64_t nv,
+                     int64_t total, int accumulate)
+{
+    EW_VEC_LOOP(total)
+    {
+        char *yp[EW_VPT];
+        uint4 ta[EW_VPT], ya[EW_VPT];
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                EW_SPLIT(k);
+                yp[k] = iv_elw(y, t * ldy + c);
+                ta[k] = iv_ld16(iv_el(table, (int64_t)ids[t] * cols + c));
+                if (accumulate) ya[k] = iv_ld16(iv_el(y, t * ldy + c));
+            }
+#pragma unroll
+        for (int k = 0; k < EW_VPT; k++)
+            if (EW_ITEM(k)) {
+                float f[8];
+                iv_unpack8<T>(ta[k], f);
+                if (accumulate) {
+                    float fy[8];
+                    iv_unpack8<T>(ya[k], fy);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) f[e] = __fadd_rn(fy[e], f[e]);
+                }
+                iv_st16(yp[k], iv_pack8<T>(f));
+            }
+    }
+}
+
+/* Blocks for `total` vector items of an elementwise kernel. */
+static unsigned ew_vec_blocks(const cuda_ctx *c, int64_t total)
+{
+    return iv_vec_blocks(total, (int64_t)EW_VEC_THREADS * EW_VPT, EW_VEC_THREADS, iv_cuda_sm_count(c->device),
+                         IV_VEC_MAX_BLOCKS);
+}
+
+/* Launches the BF16 or FP16 instantiation of a vector kernel. */
+#define EW_VEC_LAUNCH(c, kernel, total, ...)                                                             \
+    do {                                                                                                 \
+        const unsigned ew_blocks = ew_vec_blocks((c), (total));                                          \
+        if ((c)->bf16)                                                                                   \
+            kernel<__nv_bfloat16><<<ew_blocks, EW_VEC_THREADS, 0, (c)->stream>>>(__VA_ARGS__);          \
+        else                                                                                             \
+            kernel<__half><<<ew_blocks, EW_VEC_THREADS, 0, (c)->stream>>>(__VA_ARGS__);                 \
+    } while (0)
 
 static __global__ void act_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t rows, int64_t cols, int act,
                                   int bf16)
@@ -234,6 +612,12 @@ void iv_cuda_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
         return;
     }
     if (x.rows == 0 || x.cols == 0) return;
+    if (iv_vec_view_ok(x) && iv_vec_view_ok(y)) {
+        const int64_t nv = x.cols / IV_VEC, total = x.rows * nv;
+        EW_VEC_LAUNCH(c, act_vec_kernel, total, y.data, y.ld, x.data, x.ld, nv, total, (int)act);
+        IV_CUDA_CHECK_LAUNCH(ops, "act");
+        return;
+    }
     act_kernel<<<iv_cuda_ew_grid(x.rows, x.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
         y.data, y.ld, x.data, x.ld, x.rows, x.cols, (int)act, c->bf16);
     IV_CUDA_CHECK_LAUNCH(ops, "act");
@@ -261,32 +645,54 @@ void iv_cuda_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on
         return;
     }
     if (y.rows == 0 || y.cols == 0) return;
+    if (iv_vec_view_ok(x) && iv_vec_view_ok(y)) { /* x.cols = 2 y.cols: both halves start aligned */
+        const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
+        EW_VEC_LAUNCH(c, glu_vec_kernel, total, y.data, y.ld, x.data, x.ld, nv, total, y.cols, (int)act,
+                      act_on_first);
+        IV_CUDA_CHECK_LAUNCH(ops, "glu");
+        return;
+    }
     glu_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
         y.data, y.ld, x.data, x.ld, y.rows, y.cols, (int)act, act_on_first, c->bf16);
     IV_CUDA_CHECK_LAUNCH(ops, "glu");
 }
 
+/* f32: all three views FP32 (attention bias blocks), else the act dtype. */
 static __global__ void add_kernel(void *y, int64_t ldy, const void *a, int64_t lda, const void *b, int64_t ldb,
-                                  int64_t rows, int64_t cols, int bf16)
+                                  int64_t rows, int64_t cols, int bf16, int f32)
 {
     EW_COL();
-    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y)
-        iv_st(y, t * ldy + c, iv_ld(a, t * lda + c, bf16) + iv_ld(b, t * ldb + c, bf16), bf16);
+    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
+        if (f32)
+            ((float *)y)[t * ldy + c] = ((const float *)a)[t * lda + c] + ((const float *)b)[t * ldb + c];
+        else
+            iv_st(y, t * ldy + c, iv_ld(a, t * lda + c, bf16) + iv_ld(b, t * ldb + c, bf16), bf16);
+    }
 }
 
 void iv_cuda_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, y) || !view_ok(c, a) || !view_ok(c, b) || a.rows != y.rows || a.cols != y.cols ||
-        b.rows != y.rows || b.cols != y.cols) {
+    const int f32 = y.dtype == IV_F32 && a.dtype == IV_F32 && b.dtype == IV_F32;
+    iv_view vs[3] = {y, a, b};
+    int ok = 1;
+    for (int i = 0; i < 3; i++)
+        ok &= f32 ? vs[i].ld >= vs[i].cols && vs[i].rows >= 0 && vs[i].cols >= 0 : view_ok(c, vs[i]);
+    if (!ok || a.rows != y.rows || a.cols != y.cols || b.rows != y.rows || b.cols != y.cols) {
         iv_cuda_note_invalid(ops, "add: y [%lld, %lld], a [%lld, %lld], b [%lld, %lld] differ", (long long)y.rows,
                              (long long)y.cols, (long long)a.rows, (long long)a.cols, (long long)b.rows,
                              (long long)b.cols);
         return;
     }
     if (y.rows == 0 || y.cols == 0) return;
+    if (!f32 && iv_vec_view_ok(y) && iv_vec_view_ok(a) && iv_vec_view_ok(b)) {
+        const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
+        EW_VEC_LAUNCH(c, add_vec_kernel, total, y.data, y.ld, a.data, a.ld, b.data, b.ld, nv, total);
+        IV_CUDA_CHECK_LAUNCH(ops, "add");
+        return;
+    }
     add_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
-        y.data, y.ld, a.data, a.ld, b.data, b.ld, y.rows, y.cols, c->bf16);
+        y.data, y.ld, a.data, a.ld, b.data, b.ld, y.rows, y.cols, c->bf16, f32);
     IV_CUDA_CHECK_LAUNCH(ops, "add");
 }
 
@@ -306,6 +712,12 @@ void iv_cuda_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
         return;
     }
     if (y.rows == 0 || y.cols == 0) return;
+    if (iv_vec_view_ok(x) && iv_vec_view_ok(y)) {
+        const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
+        EW_VEC_LAUNCH(c, scale_vec_kernel, total, y.data, y.ld, x.data, x.ld, nv, total, s);
+        IV_CUDA_CHECK_LAUNCH(ops, "scale");
+        return;
+    }
     scale_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(y.data, y.ld, x.data, x.ld,
                                                                                         y.rows, y.cols, s, c->bf16);
     IV_CUDA_CHECK_LAUNCH(ops, "scale");
@@ -333,6 +745,12 @@ void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const i
         return;
     }
     if (y.rows == 0 || y.cols == 0) return;
+    if (iv_vec_view_ok(y) && iv_vec_rows_ok(table->data, y.cols, y.cols)) {
+        const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
+        EW_VEC_LAUNCH(c, embed_vec_kernel, total, y.data, y.ld, table->data, ids, y.cols, nv, total, accumulate);
+        IV_CUDA_CHECK_LAUNCH(ops, "embed");
+        return;
+    }
     embed_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
         y.data, y.ld, table->data, ids, y.rows, y.cols, accumulate, c->bf16);
     IV_CUDA_CHECK_LAUNCH(ops, "embed");
@@ -356,9 +774,9 @@ static __global__ void rope_kernel(void *x, int64_t ldx, int64_t rows, int n_hea
     for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
         const float p = (float)pos[t];
         for (int i = threadIdx.x; i < npairs; i += blockDim.x) {
-            const float angle = p * inv.f[i];
-            cs[i] = cosf(angle) * factor;
-            sn[i] = sinf(angle) * factor;
+            const float angle = __fmul_rn(p, inv.f[i]);
+            cs[i] = __fmul_rn(cosf(angle), factor);
+            sn[i] = __fmul_rn(sinf(angle), factor);
         }
         __syncthreads();
         for (int j = threadIdx.x; j < work; j += blockDim.x) {
@@ -366,10 +784,77 @@ static __global__ void rope_kernel(void *x, int64_t ldx, int64_t rows, int n_hea
             const int64_t base = t * ldx + (int64_t)h * head_dim;
             const int64_t i1 = base + (interleaved ? 2 * i : i), i2 = base + (interleaved ? 2 * i + 1 : i + npairs);
             const float x1 = iv_ld(x, i1, bf16), x2 = iv_ld(x, i2, bf16);
-            iv_st(x, i1, x1 * cs[i] - x2 * sn[i], bf16);
-            iv_st(x, i2, x2 * cs[i] + x1 * sn[i], bf16);
+            /* The contractions nvcc chose for x1 cs - x2 sn and x2 cs + x1 sn, spelled out. */
+            iv_st(x, i1, __fmaf_rn(x1, cs[i], -__fmul_rn(x2, sn[i])), bf16);
+            iv_st(x, i2, __fmaf_rn(x2, cs[i], __fmul_rn(x1, sn[i])), bf16);
         }
         __syncthreads(); /* the next row's cos/sin overwrite these */
+    }
+}
+
+/* Vector RoPE (cuda_vec.h). Work item (row t, head group k, chunk c): the
+ * chunk's pairs (NeoX: 8 pairs 8c.., their x1 and x2 one vector each; GPT-J:
+ * 4 pairs 4c.., one vector) get their cos/sin once, as rope_kernel computes
+ * them, then heads k, k + hg, ... (at most ROPE_HPT) are loaded and rotated
+ * with rope_kernel's operations. */
+#define ROPE_HPT 4
+#define ROPE_VEC_THREADS 256
+template <typename T, int INTERLEAVED>
+static __global__ void __launch_bounds__(ROPE_VEC_THREADS)
+    rope_vec_kernel(void *x, int64_t ldx, int64_t rows, int n_heads, int head_dim, int npairs, const int32_t *pos,
+                    cuda_rope_freqs inv, float factor, int nchunks, int hg)
+{
+    constexpr int NP = INTERLEAVED ? 4 : 8; /* pairs per chunk */
+    const int64_t per_row = (int64_t)nchunks * hg, total = rows * per_row;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        int64_t t, rem;
+        iv_divmod(i, per_row, t, rem);
+        const int k = (int)rem / nchunks, ch = (int)rem - k * nchunks;
+        int64_t base[ROPE_HPT];
+        uint4 a1[ROPE_HPT], a2[ROPE_HPT];
+#pragma unroll
+        for (int m = 0; m < ROPE_HPT; m++) {
+            const int h = k + m * hg;
+            if (h < n_heads) {
+                base[m] = t * ldx + (int64_t)h * head_dim + (int64_t)ch * IV_VEC;
+                a1[m] = iv_ld16(iv_el(x, base[m]));
+                if (!INTERLEAVED) a2[m] = iv_ld16(iv_el(x, base[m] + npairs));
+            }
+        }
+        const float p = (float)pos[t];
+        float cs[NP], sn[NP];
+#pragma unroll
+        for (int q = 0; q < NP; q++) {
+            const float angle = __fmul_rn(p, inv.f[ch * NP + q]);
+            cs[q] = __fmul_rn(cosf(angle), factor);
+            sn[q] = __fmul_rn(sinf(angle), factor);
+        }
+#pragma unroll
+        for (int m = 0; m < ROPE_HPT; m++) {
+            if (k + m * hg >= n_heads) continue;
+            float f1[8], f2[8];
+            iv_unpack8<T>(a1[m], f1);
+            if (!INTERLEAVED) {
+                iv_unpack8<T>(a2[m], f2);
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    const float x1 = f1[q], x2 = f2[q];
+                    f1[q] = __fmaf_rn(x1, cs[q], -__fmul_rn(x2, sn[q]));
+                    f2[q] = __fmaf_rn(x2, cs[q], __fmul_rn(x1, sn[q]));
+                }
+                iv_st16(iv_elw(x, base[m]), iv_pack8<T>(f1));
+                iv_st16(iv_elw(x, base[m] + npairs), iv_pack8<T>(f2));
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float x1 = f1[2 * q], x2 = f1[2 * q + 1];
+                    f1[2 * q] = __fmaf_rn(x1, cs[q], -__fmul_rn(x2, sn[q]));
+                    f1[2 * q + 1] = __fmaf_rn(x2, cs[q], __fmul_rn(x1, sn[q]));
+                }
+                iv_st16(iv_elw(x, base[m]), iv_pack8<T>(f1));
+            }
+        }
     }
 }
 
@@ -389,6 +874,27 @@ void iv_cuda_rope(const iv_ops *ops, const iv_rope_args *a)
     cuda_rope_freqs inv;
     for (int i = 0; i < IV_ROPE_MAX_HALF; i++) inv.f[i] = i < npairs ? a->inv_freq[i] : 0.0f;
     const float factor = a->attn_factor == 0.0f ? 1.0f : a->attn_factor;
+    if (iv_vec_rows_ok(x.data, x.ld, a->head_dim) && (a->interleaved ? a->rot_dim : npairs) % IV_VEC == 0) {
+        const int nchunks = (a->interleaved ? a->rot_dim : npairs) / IV_VEC;
+        const int hg = (a->n_heads + ROPE_HPT - 1) / ROPE_HPT;
+        const int64_t total = x.rows * nchunks * hg;
+        const unsigned blocks = iv_vec_blocks(total, ROPE_VEC_THREADS, ROPE_VEC_THREADS, iv_cuda_sm_count(c->device),
+                                              IV_VEC_MAX_BLOCKS);
+        if (c->bf16 && a->interleaved)
+            rope_vec_kernel<__nv_bfloat16, 1><<<blocks, ROPE_VEC_THREADS, 0, c->stream>>>(
+                x.data, x.ld, x.rows, a->n_heads, a->head_dim, npairs, a->pos, inv, factor, nchunks, hg);
+        else if (c->bf16)
+            rope_vec_kernel<__nv_bfloat16, 0><<<blocks, ROPE_VEC_THREADS, 0, c->stream>>>(
+                x.data, x.ld, x.rows, a->n_heads, a->head_dim, npairs, a->pos, inv, factor, nchunks, hg);
+        else if (a->interleaved)
+            rope_vec_kernel<__half, 1><<<blocks, ROPE_VEC_THREADS, 0, c->stream>>>(
+                x.data, x.ld, x.rows, a->n_heads, a->head_dim, npairs, a->pos, inv, factor, nchunks, hg);
+        else
+            rope_vec_kernel<__half, 0><<<blocks, ROPE_VEC_THREADS, 0, c->stream>>>(
+                x.data, x.ld, x.rows, a->n_heads, a->head_dim, npairs, a->pos, inv, factor, nchunks, hg);
+        IV_CUDA_CHECK_LAUNCH(ops, "rope");
+        return;
+    }
     const int work = a->n_heads * npairs;
     const int threads = work >= 256 ? 256 : (work + 31) / 32 * 32;
     rope_kernel<<<row_grid(x.rows), threads, 0, c->stream>>>(x.data, x.ld, x.rows, a->n_heads, a->head_dim, npairs,

@@ -12,10 +12,19 @@
  * the instance's FP32 scratch (a block of rows at a time, so the scratch
  * stays bounded whatever the batch) and one epilogue kernel applies bias,
  * activation and residual in the CPU's order and rounds once. The residual
- * has y's layout; x must not overlap y. */
+ * has y's layout; x must not overlap y.
+ *
+ * Algorithms. cuBLASLt's heuristic sometimes ranks a slow kernel first for
+ * a shape (on an H200 its first choice for BERT-base's QKV projection ran
+ * several times slower than for the MLP's); so for large shapes its first
+ * TUNE_CANDIDATES choices are timed once on the real operands and the
+ * fastest is kept for that shape with the token count rounded up to a power
+ * of two, which batches of other sizes reuse after cublasLtMatmulAlgoCheck.
+ * IV_CUDA_TUNE=0 takes the heuristic's first choice. */
 #include <string.h>
 
 #include "ops/cuda/cuda_internal.h"
+#include "ops/cuda/cuda_vec.h"
 
 /* The FP32 scratch holds at most this many bytes of products, unless even
  * MIN_CHUNK_ROWS rows need more (a vocabulary-wide output). */
@@ -31,20 +40,118 @@ static uint32_t align_of(const void *p)
     return al;
 }
 
-/* Finds (or asks the heuristic for, then remembers) the algorithm for key. */
-static const cuda_algo_entry *find_algo(cuda_ctx *c, const cuda_algo_key *key, cublasLtMatmulDesc_t op,
-                                        cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
-                                        cublasStatus_t *status)
+/* Candidates the heuristic offers for a shape, and the smallest token
+ * count worth timing them at: below it a GEMM takes microseconds and the
+ * heuristic's first choice is as good as any. */
+#define TUNE_CANDIDATES 8
+#define TUNE_MIN_N 1024
+
+/* The operands of one matmul, for timing candidates on the real buffers. */
+typedef struct mm_call {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    const void *w, *x, *c;
+    void *d;
+    float beta;
+} mm_call;
+
+static uint64_t pow2_at_least(uint64_t n)
 {
-    *status = CUBLAS_STATUS_SUCCESS;
-    cuda_algo_entry *slot = &c->algos[0];
-    for (int i = 0; i < IV_CUDA_ALGO_CACHE; i++) {
-        cuda_algo_entry *e = &c->algos[i];
+    uint64_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+static cuda_algo_entry *lru_slot(cuda_algo_entry *table, int n, const cuda_algo_key *key, cuda_algo_entry **hit)
+{
+    cuda_algo_entry *slot = &table[0];
+    *hit = NULL;
+    for (int i = 0; i < n; i++) {
+        cuda_algo_entry *e = &table[i];
         if (e->used && !memcmp(&e->key, key, sizeof *key)) {
-            e->used = ++c->algo_clock;
+            *hit = e;
             return e;
         }
         if (e->used < slot->used) slot = e; /* least recently used (or empty) */
+    }
+    return slot;
+}
+
+/* Times each candidate once on the real operands (twice for the first, which
+ * also warms the buffers up) and returns the index of the fastest, or 0 when
+ * timing fails. D is rewritten each time with the same values (C is never D
+ * when timing is allowed), so the caller's result is unaffected. Synchronises the stream: it
+ * runs once per shape bucket. */
+static int fastest(cuda_ctx *c, const mm_call *mm, const cublasLtMatmulHeuristicResult_t *res, int count)
+{
+    cudaEvent_t ev[TUNE_CANDIDATES + 1];
+    int made = 0, best = 0;
+    for (; made <= count; made++)
+        if (cudaEventCreate(&ev[made]) != cudaSuccess) break;
+    if (made <= count) {
+        for (int i = 0; i < made; i++) cudaEventDestroy(ev[i]);
+        (void)cudaGetLastError();
+        return 0;
+    }
+    const float alpha = 1.0f;
+    int ok = cublasLtMatmul(c->lt, mm->op, &alpha, mm->w, mm->la, mm->x, mm->lb, &mm->beta, mm->c, mm->lc, mm->d,
+                            mm->lc, &res[0].algo, c->workspace, c->workspace_bytes, c->stream) == CUBLAS_STATUS_SUCCESS;
+    cudaEventRecord(ev[0], c->stream);
+    for (int i = 0; i < count && ok; i++) {
+        ok = cublasLtMatmul(c->lt, mm->op, &alpha, mm->w, mm->la, mm->x, mm->lb, &mm->beta, mm->c, mm->lc, mm->d,
+                            mm->lc, &res[i].algo, c->workspace, c->workspace_bytes, c->stream) == CUBLAS_STATUS_SUCCESS;
+        cudaEventRecord(ev[i + 1], c->stream);
+    }
+    if (ok && cudaEventSynchronize(ev[count]) == cudaSuccess) {
+        float best_ms = 0;
+        for (int i = 0; i < count; i++) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) != cudaSuccess) continue;
+            if (i == 0 || ms < best_ms) {
+                best_ms = ms;
+                best = i;
+            }
+        }
+    }
+    for (int i = 0; i < made; i++) cudaEventDestroy(ev[i]);
+    (void)cudaGetLastError();
+    return best;
+}
+
+/* The algorithm for key: remembered, a timed choice for its shape bucket
+ * (checked to fit this exact shape), or the heuristic's candidates timed on
+ * the real operands (large shapes; IV_CUDA_TUNE=0 takes its first choice). */
+static const cuda_algo_entry *find_algo(cuda_ctx *c, const cuda_algo_key *key, const mm_call *mm,
+                                        cublasStatus_t *status)
+{
+    *status = CUBLAS_STATUS_SUCCESS;
+    cuda_algo_entry *hit;
+    cuda_algo_entry *slot = lru_slot(c->algos, IV_CUDA_ALGO_CACHE, key, &hit);
+    if (hit) {
+        hit->used = ++c->algo_clock;
+        return hit;
+    }
+    /* Not when D is also the residual C: each timing run would add it again. */
+    const int in_place = mm->beta != 0.0f && mm->c == mm->d;
+    const int tunable = c->tune && key->n >= TUNE_MIN_N && !in_place;
+    cuda_algo_key bkey = *key; /* the bucket: every field but n rounded up */
+    bkey.n = pow2_at_least(key->n);
+    if (tunable) {
+        cuda_algo_entry *th;
+        lru_slot(c->tuned, IV_CUDA_TUNED_CACHE, &bkey, &th);
+        cublasLtMatmulHeuristicResult_t chk;
+        memset(&chk, 0, sizeof chk);
+        if (th && th->found &&
+            cublasLtMatmulAlgoCheck(c->lt, mm->op, mm->la, mm->lb, mm->lc, mm->lc, &th->algo, &chk) ==
+                CUBLAS_STATUS_SUCCESS &&
+            chk.workspaceSize <= c->workspace_bytes) {
+            th->used = ++c->algo_clock;
+            slot->key = *key;
+            slot->algo = th->algo;
+            slot->found = 1;
+            slot->used = ++c->algo_clock;
+            return slot;
+        }
     }
     cublasLtMatmulPreference_t pref = NULL;
     cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
@@ -62,20 +169,34 @@ static const cuda_algo_entry *find_algo(cuda_ctx *c, const cuda_algo_key *key, c
                                          sizeof key->align_c);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_c,
                                          sizeof key->align_c);
-    cublasLtMatmulHeuristicResult_t res;
-    memset(&res, 0, sizeof res);
+    cublasLtMatmulHeuristicResult_t res[TUNE_CANDIDATES];
+    memset(res, 0, sizeof res);
     int count = 0;
-    s = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, 1, &res, &count);
+    s = cublasLtMatmulAlgoGetHeuristic(c->lt, mm->op, mm->la, mm->lb, mm->lc, mm->lc, pref,
+                                       tunable ? TUNE_CANDIDATES : 1, res, &count);
     cublasLtMatmulPreferenceDestroy(pref);
     /* NOT_SUPPORTED: no algorithm for this case, which the caller handles. */
     if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) {
         *status = s;
         return NULL;
     }
+    int usable = 0; /* the candidates the heuristic vouched for, in its order */
+    for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < count; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) res[usable++] = res[i];
+    const int pick = usable > 1 ? fastest(c, mm, res, usable) : 0;
     slot->key = *key;
-    slot->found = s == CUBLAS_STATUS_SUCCESS && count > 0 && res.state == CUBLAS_STATUS_SUCCESS;
-    if (slot->found) slot->algo = res.algo;
+    slot->found = usable > 0;
+    if (slot->found) slot->algo = res[pick].algo;
     slot->used = ++c->algo_clock;
+    if (tunable && slot->found) {
+        cuda_algo_entry *th;
+        cuda_algo_entry *ts = lru_slot(c->tuned, IV_CUDA_TUNED_CACHE, &bkey, &th);
+        if (!th) th = ts;
+        th->key = bkey;
+        th->algo = slot->algo;
+        th->found = 1;
+        th->used = ++c->algo_clock;
+    }
     return slot;
 }
 
@@ -125,7 +246,8 @@ static int matmul(const iv_ops *ops, cuda_ctx *c, int64_t m, int64_t n, int64_t 
         key.bias = bias != NULL;
         key.align_bias = bias ? align_of(bias) : 0; /* the heuristic reads the bias pointer's alignment too */
         key.beta = cres != NULL;
-        const cuda_algo_entry *e = find_algo(c, &key, op, la, lb, lc, &s);
+        const mm_call mm = {op, la, lb, lc, w, x, cptr, d, cres ? 1.0f : 0.0f};
+        const cuda_algo_entry *e = find_algo(c, &key, &mm, &s);
         if (e && !e->found) {
             ret = 1;
         } else if (e) {
@@ -158,6 +280,72 @@ static __global__ void linear_epilogue_kernel(void *y, int64_t ldy, const float 
         if (res) v += iv_ld(res, t * ldy + c, bf16);
         iv_st(y, t * ldy + c, v, bf16);
     }
+}
+
+/* The same with 16-byte vectors (cuda_vec.h): item i is columns 8 (i % nv)..
+ * of row i / nv, acc read as two float4; each thread loads EPI_VPT items a
+ * grid apart, then computes and stores them, in a grid-stride loop. */
+#define EPI_VPT 2
+#define EPI_THREADS 256
+template <typename T>
+static __global__ void __launch_bounds__(EPI_THREADS)
+    linear_epilogue_vec_kernel(void *y, int64_t ldy, const float *acc, int64_t ldacc, const void *bias, const void *res,
+                               int act, int64_t nv, int64_t total)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += step * EPI_VPT) {
+        int64_t t[EPI_VPT], c[EPI_VPT];
+        float4 a0[EPI_VPT], a1[EPI_VPT];
+        uint4 ra[EPI_VPT], ba[EPI_VPT];
+#pragma unroll
+        for (int k = 0; k < EPI_VPT; k++) {
+            if (i0 + k * step >= total) continue;
+            iv_divmod(i0 + k * step, nv, t[k], c[k]);
+            c[k] *= IV_VEC;
+            const float4 *ap = (const float4 *)(acc + t[k] * ldacc + c[k]);
+            a0[k] = ap[0];
+            a1[k] = ap[1];
+            if (res) ra[k] = iv_ld16(iv_el(res, t[k] * ldy + c[k]));
+            if (bias) ba[k] = iv_ld16(iv_el(bias, c[k]));
+        }
+#pragma unroll
+        for (int k = 0; k < EPI_VPT; k++) {
+            if (i0 + k * step >= total) continue;
+            float v[8] = {a0[k].x, a0[k].y, a0[k].z, a0[k].w, a1[k].x, a1[k].y, a1[k].z, a1[k].w};
+            float bf[8], rf[8];
+            if (bias) iv_unpack8<T>(ba[k], bf);
+            if (res) iv_unpack8<T>(ra[k], rf);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                if (bias) v[e] = __fadd_rn(v[e], bf[e]);
+                v[e] = iv_act_f(v[e], act);
+                if (res) v[e] = __fadd_rn(v[e], rf[e]);
+            }
+            iv_st16(iv_elw(y, t[k] * ldy + c[k]), iv_pack8<T>(v));
+        }
+    }
+}
+
+/* Queues the epilogue for n rows of cols: the vector kernel when y (and res,
+ * in y's layout), acc and bias allow it, else linear_epilogue_kernel. */
+static void launch_epilogue(const cuda_ctx *c, void *y, int64_t ldy, const float *acc, int64_t ldacc, const void *bias,
+                            const void *res, int act, int64_t n, int64_t cols)
+{
+    if (iv_vec_rows_ok(y, ldy, cols) && iv_vec_ptr_ok(acc) && ldacc % IV_VEC == 0 && (!res || iv_vec_ptr_ok(res)) &&
+        (!bias || iv_vec_ptr_ok(bias))) {
+        const int64_t nv = cols / IV_VEC, total = n * nv;
+        const unsigned blocks = iv_vec_blocks(total, (int64_t)EPI_THREADS * EPI_VPT, EPI_THREADS,
+                                              iv_cuda_sm_count(c->device), IV_VEC_MAX_BLOCKS);
+        if (c->bf16)
+            linear_epilogue_vec_kernel<__nv_bfloat16><<<blocks, EPI_THREADS, 0, c->stream>>>(y, ldy, acc, ldacc, bias,
+                                                                                             res, act, nv, total);
+        else
+            linear_epilogue_vec_kernel<__half><<<blocks, EPI_THREADS, 0, c->stream>>>(y, ldy, acc, ldacc, bias, res,
+                                                                                      act, nv, total);
+        return;
+    }
+    linear_epilogue_kernel<<<iv_cuda_ew_grid(n, cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(y, ldy, acc, ldacc, bias,
+                                                                                          res, act, n, cols, c->bf16);
 }
 
 void iv_cuda_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b, iv_act act,
@@ -208,8 +396,7 @@ void iv_cuda_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w,
             if (r) return;
         }
         const char *res = residual_or_null ? (const char *)residual_or_null + (size_t)(r0 * y.ld) * es : NULL;
-        linear_epilogue_kernel<<<iv_cuda_ew_grid(n, out), IV_CUDA_EW_THREADS, 0, c->stream>>>(
-            (char *)y.data + (size_t)(r0 * y.ld) * es, y.ld, acc, out, bias, res, (int)act, n, out, c->bf16);
+        launch_epilogue(c, (char *)y.data + (size_t)(r0 * y.ld) * es, y.ld, acc, out, bias, res, (int)act, n, out);
         IV_CUDA_CHECK_LAUNCH(ops, "linear (epilogue)");
     }
 }

@@ -290,6 +290,8 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     c->bf16 = dt == IV_BF16;
     const char *fused = getenv("IV_CUDA_LINEAR_FUSED");
     c->linear_fused = !(fused && !strcmp(fused, "0"));
+    const char *tune = getenv("IV_CUDA_TUNE");
+    c->tune = !(tune && !strcmp(tune, "0"));
 
     const char *what = NULL;
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
@@ -336,7 +338,14 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     o->softmax = iv_cuda_softmax;
     o->l2_normalize = iv_cuda_l2_normalize;
     o->pool = iv_cuda_pool;
+    o->moe_route = iv_cuda_moe_route;
+    o->moe_gather = iv_cuda_moe_gather;
+    o->moe_scatter = iv_cuda_moe_scatter;
+    o->rel_bias = iv_cuda_rel_bias;
+    o->im2col = iv_cuda_im2col;
     o->act_stride = NULL;
+    const char *prof = getenv("IV_CUDA_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) iv_cuda_profile_install(c, !strcmp(prof, "sync"));
     return o;
 }
 
@@ -345,5 +354,6 @@ void iv_cuda_ops_close(const iv_ops *ops)
     if (!ops) return;
     cuda_ctx *c = iv_cuda_ctx(ops);
     cudaStreamSynchronize(c->stream); /* nothing queued may outlive its buffers */
+    iv_cuda_profile_finish(c);
     destroy(c);
 }

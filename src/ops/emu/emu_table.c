@@ -512,9 +512,12 @@ static void emu_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
-    check_act_view(c, y, "add", "y");
-    check_act_view(c, a, "add", "a");
-    check_act_view(c, b, "add", "b");
+    /* FP32 throughout is the other form (attention bias blocks). */
+    if (y.dtype != IV_F32 || a.dtype != IV_F32 || b.dtype != IV_F32) {
+        check_act_view(c, y, "add", "y");
+        check_act_view(c, a, "add", "a");
+        check_act_view(c, b, "add", "b");
+    }
     if (y.rows != a.rows || y.cols != a.cols || b.rows != a.rows || b.cols != a.cols)
         emu_die("add", "shapes do not match");
     float *af = read_view(c, a, "add", "a"), *bf = read_view(c, b, "add", "b");
@@ -734,6 +737,213 @@ static void emu_pool(const iv_ops *ops, const iv_pool_args *a)
     free(skip);
 }
 
+/* ---- mixture of experts ---- */
+
+static void emu_moe_route(const iv_ops *ops, const iv_moe_route_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, a->logits, "moe_route", "logits");
+    const int64_t T = a->logits.rows, E = a->logits.cols, k = a->top_k;
+    if (k < 1 || k > E) emu_die("moe_route", "top_k %lld of %lld experts", (long long)k, (long long)E);
+    iv_moe_route_args h = *a;
+    float *xf = read_view(c, a->logits, "moe_route", "logits");
+    h.logits = dense(xf, T, E);
+    h.choice = iv_cpu_scratch((size_t)(T * k) * sizeof(int32_t));
+    h.weight = iv_cpu_scratch((size_t)(T * k) * sizeof(float));
+    h.offsets = iv_cpu_scratch((size_t)(E + 1) * sizeof(int32_t));
+    h.slots = iv_cpu_scratch((size_t)(T * k) * sizeof(int32_t));
+    cpu->moe_route(cpu, &h);
+    dev_copy(c, a->choice, h.choice, (size_t)(T * k) * sizeof(int32_t), 1, "moe_route", "choice");
+    dev_copy(c, a->weight, h.weight, (size_t)(T * k) * sizeof(float), 1, "moe_route", "weight");
+    dev_copy(c, a->offsets, h.offsets, (size_t)(E + 1) * sizeof(int32_t), 1, "moe_route", "offsets");
+    dev_copy(c, a->slots, h.slots, (size_t)(T * k) * sizeof(int32_t), 1, "moe_route", "slots");
+    free(xf);
+    free(h.choice);
+    free(h.weight);
+    free(h.offsets);
+    free(h.slots);
+}
+
+/* The slots of one expert's run (a host copy), each checked against the
+ * T * top_k slots of the tokens; *lo and *hi the first and last token named. */
+static int32_t *read_slots(emu_ctx *c, const int32_t *slots, int64_t n, int64_t tokens, int top_k, const char *op,
+                           int64_t *lo, int64_t *hi)
+{
+    if (top_k < 1) emu_die(op, "top_k %d", top_k);
+    int32_t *s = read_array(c, slots, (size_t)n * sizeof(int32_t), op, "slots");
+    *lo = tokens;
+    *hi = -1;
+    for (int64_t r = 0; r < n; r++) {
+        if (s[r] < 0 || s[r] >= tokens * top_k)
+            emu_die(op, "slot %d of row %lld outside the %lld tokens' slots", s[r], (long long)r, (long long)tokens);
+        const int64_t t = s[r] / top_k;
+        *lo = t < *lo ? t : *lo;
+        *hi = t > *hi ? t : *hi;
+    }
+    return s;
+}
+
+static void emu_moe_gather(const iv_ops *ops, iv_view y, iv_view x, const int32_t *slots, int top_k)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "moe_gather", "y");
+    check_act_view(c, x, "moe_gather", "x");
+    if (y.cols != x.cols) emu_die("moe_gather", "shapes do not match");
+    if (y.rows == 0 || y.cols == 0) return;
+    int64_t lo, hi;
+    int32_t *s = read_slots(c, slots, y.rows, x.rows, top_k, "moe_gather", &lo, &hi);
+    /* Only the rows between the first and last token named, indexed from there. */
+    for (int64_t r = 0; r < y.rows; r++) s[r] -= (int32_t)(lo * top_k);
+    float *xf = read_view(c, iv_view_rows(x, lo, hi + 1), "moe_gather", "x");
+    float *yf = iv_cpu_scratch((size_t)(y.rows * y.cols) * sizeof(float));
+    cpu->moe_gather(cpu, dense(yf, y.rows, y.cols), dense(xf, hi + 1 - lo, x.cols), s, top_k);
+    write_view(c, y, yf, "moe_gather", "y");
+    free(s);
+    free(xf);
+    free(yf);
+}
+
+static void emu_moe_scatter(const iv_ops *ops, const iv_moe_scatter_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    const iv_view out = a->out, y = a->y;
+    check_act_view(c, out, "moe_scatter", "out");
+    check_act_view(c, y, "moe_scatter", "y");
+    const int64_t H = out.cols, T = out.rows, k = a->top_k;
+    if (y.cols != H || (a->bias && iv_tensor_numel(a->bias) != H)) emu_die("moe_scatter", "shapes do not match");
+    if (y.rows == 0 || H == 0) return;
+    int64_t lo, hi;
+    int32_t *s = read_slots(c, a->slots, y.rows, T, a->top_k, "moe_scatter", &lo, &hi);
+    for (int64_t r = 0; r < y.rows; r++) s[r] -= (int32_t)(lo * k);
+    /* The rows between the first and last token, raw: rows of other tokens
+     * go back byte for byte. */
+    const iv_view span = iv_view_rows(out, lo, hi + 1);
+    const int64_t n = span.rows;
+    const size_t es = iv_dtype_size(out.dtype), span_bytes = view_span_bytes(span);
+    unsigned char *raw = iv_cpu_scratch(span_bytes);
+    dev_copy(c, raw, span.data, span_bytes, 0, "moe_scatter", "out");
+    float *of = iv_cpu_scratch((size_t)(n * H) * sizeof(float));
+    for (int64_t t = 0; t < n; t++) iv_convert_to_f32(of + t * H, raw + (size_t)(t * out.ld) * es, out.dtype, H);
+    int32_t *choice = read_array(c, a->choice + lo * k, (size_t)(n * k) * sizeof(int32_t), "moe_scatter", "choice");
+    float *weight = read_array(c, a->weight + lo * k, (size_t)(n * k) * sizeof(float), "moe_scatter", "weight");
+    float *yf = read_view(c, y, "moe_scatter", "y");
+    float *rf = a->residual ? read_view(c, iv_view_make((char *)a->residual + (size_t)(lo * out.ld) * es, out.dtype,
+                                                        n, H, out.ld),
+                                        "moe_scatter", "residual")
+                            : NULL;
+    float *bf = read_weight(c, a->bias, "moe_scatter", "bias");
+    iv_tensor bt = iv_tensor_1d(bf, H);
+    const iv_moe_scatter_args h = {
+        .out = dense(of, n, H), .y = dense(yf, y.rows, H), .slots = s, .weight = weight, .choice = choice,
+        .top_k = a->top_k, .expert = a->expert, .bias = bf ? &bt : NULL, .residual = rf,
+    };
+    cpu->moe_scatter(cpu, &h);
+    for (int64_t r = 0; r < y.rows; r++) {
+        const int64_t t = s[r] / k;
+        store_row(raw + (size_t)(t * out.ld) * es, of + t * H, out.dtype, H);
+    }
+    dev_copy(c, span.data, raw, span_bytes, 1, "moe_scatter", "out");
+    free(s);
+    free(raw);
+    free(of);
+    free(choice);
+    free(weight);
+    free(yf);
+    free(rf);
+    free(bf);
+}
+
+/* ---- gathers: relative-position bias, im2col ---- */
+
+static void emu_rel_bias(const iv_ops *ops, const iv_rel_bias_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    const int have_c2p = a->c2p.data != NULL, have_p2c = a->p2c.data != NULL;
+    if (have_c2p) check_act_view(c, a->c2p, "rel_bias", "c2p");
+    if (have_p2c) check_act_view(c, a->p2c, "rel_bias", "p2c");
+    if (a->n_seqs <= 0) return;
+    const int64_t rows = have_c2p ? a->c2p.rows : have_p2c ? a->p2c.rows : INT64_MAX;
+    if (have_c2p && have_p2c && a->p2c.rows != rows) emu_die("rel_bias", "c2p and p2c have different rows");
+    check_cu_seqlens(c, a->cu_seqlens, a->cu_seqlens_dev, a->n_seqs, rows, "rel_bias");
+    if (!a->offsets || !a->offsets_dev) emu_die("rel_bias", "offsets and offsets_dev are both required");
+    int64_t *dev_offs = read_array(c, a->offsets_dev, (size_t)a->n_seqs * sizeof(int64_t), "rel_bias", "offsets_dev");
+    int64_t *offs = iv_cpu_scratch((size_t)a->n_seqs * sizeof(int64_t)), total = 0, longest = 0;
+    for (int s = 0; s < a->n_seqs; s++) {
+        if (dev_offs[s] != a->offsets[s])
+            emu_die("rel_bias", "offsets_dev[%d] = %lld but offsets[%d] = %lld", s, (long long)dev_offs[s], s,
+                    (long long)a->offsets[s]);
+        const int64_t L = a->cu_seqlens[s + 1] - a->cu_seqlens[s];
+        offs[s] = total; /* head `head`'s slice of each block, packed */
+        total += L * L;
+        longest = L > longest ? L : longest;
+    }
+    free(dev_offs);
+    if (a->idx_mid < longest - 1)
+        emu_die("rel_bias", "idx_mid %d below the longest sequence (%lld)", a->idx_mid, (long long)longest);
+    if (a->head < 0) emu_die("rel_bias", "head %d", a->head);
+    const size_t n_idx = (size_t)(2 * (int64_t)a->idx_mid + 1);
+    iv_rel_bias_args h = *a;
+    int32_t *idx[2] = {NULL, NULL};
+    float *vf[2] = {NULL, NULL};
+    const iv_view *views[2] = {&a->c2p, &a->p2c};
+    const int32_t *dev_idx[2] = {a->c2p_idx, a->p2c_idx};
+    for (int i = 0; i < 2; i++) {
+        if (!views[i]->data) continue;
+        idx[i] = read_array(c, dev_idx[i], n_idx * sizeof(int32_t), "rel_bias", "index table");
+        for (size_t d = 0; d < n_idx; d++)
+            if (idx[i][d] < 0 || idx[i][d] >= views[i]->cols)
+                emu_die("rel_bias", "index %d at %zu outside the %lld columns", idx[i][d], d,
+                        (long long)views[i]->cols);
+        vf[i] = read_view(c, *views[i], "rel_bias", i ? "p2c" : "c2p");
+    }
+    h.c2p = have_c2p ? dense(vf[0], a->c2p.rows, a->c2p.cols) : (iv_view){0};
+    h.p2c = have_p2c ? dense(vf[1], a->p2c.rows, a->p2c.cols) : (iv_view){0};
+    h.c2p_idx = idx[0];
+    h.p2c_idx = idx[1];
+    float *bias = iv_cpu_scratch((size_t)(total > 0 ? total : 1) * sizeof(float));
+    h.bias = bias;
+    h.offsets = h.offsets_dev = offs;
+    h.cu_seqlens_dev = h.cu_seqlens;
+    h.head = 0;
+    cpu->rel_bias(cpu, &h);
+    for (int s = 0; s < a->n_seqs; s++) {
+        const int64_t L = a->cu_seqlens[s + 1] - a->cu_seqlens[s];
+        dev_copy(c, a->bias + a->offsets[s] + (int64_t)a->head * L * L, bias + offs[s], (size_t)(L * L) * sizeof(float),
+                 1, "rel_bias", "bias block");
+    }
+    free(offs);
+    free(bias);
+    for (int i = 0; i < 2; i++) {
+        free(idx[i]);
+        free(vf[i]);
+    }
+}
+
+static void emu_im2col(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
+                       const int32_t *cu_seqlens_dev, int n_seqs)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "im2col", "y");
+    check_act_view(c, x, "im2col", "x");
+    if (kernel < 1 || kernel % 2 == 0 || y.rows != x.rows || y.cols != (int64_t)kernel * x.cols)
+        emu_die("im2col", "shapes do not match (kernel %d)", kernel);
+    if (x.rows == 0 || x.cols == 0) return;
+    check_cu_seqlens(c, cu_seqlens, cu_seqlens_dev, n_seqs, x.rows, "im2col");
+    if (n_seqs <= 0 || cu_seqlens[0] != 0 || cu_seqlens[n_seqs] != x.rows)
+        emu_die("im2col", "the sequences do not cover the %lld rows", (long long)x.rows);
+    float *xf = read_view(c, x, "im2col", "x");
+    float *yf = iv_cpu_scratch((size_t)(y.rows * y.cols) * sizeof(float));
+    cpu->im2col(cpu, dense(yf, y.rows, y.cols), dense(xf, x.rows, x.cols), kernel, cu_seqlens, cu_seqlens, n_seqs);
+    write_view(c, y, yf, "im2col", "y");
+    free(xf);
+    free(yf);
+}
+
 /* ---- the table ---- */
 
 const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
@@ -777,6 +987,11 @@ const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
         .softmax = emu_softmax,
         .l2_normalize = emu_l2_normalize,
         .pool = emu_pool,
+        .moe_route = emu_moe_route,
+        .moe_gather = emu_moe_gather,
+        .moe_scatter = emu_moe_scatter,
+        .rel_bias = emu_rel_bias,
+        .im2col = emu_im2col,
         .act_stride = NULL,
     };
     return &c->ops;
