@@ -31,6 +31,7 @@
 #include "engine/engine.h"
 #include "golden_util.h"
 #include "models/taps.h"
+#include "ops/ops.h"
 #include "test.h"
 
 #define CPU_MIN_COS 0.99999
@@ -239,9 +240,9 @@ typedef struct totals {
     int fixtures, layers, refused;
 } totals;
 
-/* The fixture in dir on the cpu in float32 (emulated 0) or on the emulated
- * device in float16 (emulated 1), when it has a layers.safetensors. */
-static void check_fixture(const char *dir, const char *name, int emulated, totals *t)
+/* The fixture in dir on the cpu in float32 (device NULL) or on a 16-bit
+ * device in float16, when it has a layers.safetensors. */
+static void check_fixture(const char *dir, const char *name, const char *device, totals *t)
 {
     char path[4096 + 64];
     snprintf(path, sizeof path, "%s/layers.safetensors", dir);
@@ -259,8 +260,11 @@ static void check_fixture(const char *dir, const char *name, int emulated, total
     }
     t->fixtures++;
     const int before = iv_test_failed();
-    const iv_engine_opts opts = {.device = "emulated", .dtype = "float16"};
-    const tolerance tol = emulated ? (tolerance){"emulated float16", fp16_floor(dir), 0}
+    const int emulated = device != NULL; /* a 16-bit device */
+    const iv_engine_opts opts = {.device = device, .dtype = "float16"};
+    char where[64];
+    snprintf(where, sizeof where, "%s float16", device ? device : "");
+    const tolerance tol = emulated ? (tolerance){where, fp16_floor(dir), 0}
                                    : (tolerance){"cpu float32", CPU_MIN_COS, CPU_REL_ABS};
     iv_engine *e;
     if (iv_engine_load(&e, dir, emulated ? &opts : NULL, &err)) {
@@ -285,7 +289,7 @@ static void check_fixture(const char *dir, const char *name, int emulated, total
     iv_weights_close(ref);
 }
 
-static void check_all(int emulated)
+static void check_all(const char *device)
 {
     char root[4096];
     iv_path_join(root, sizeof root, iv_test_fixtures_dir(), "models");
@@ -295,13 +299,28 @@ static void check_all(int emulated)
     for (int i = 0; i < n; i++) {
         char dir[4096 + 300];
         snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
-        check_fixture(dir, names[i], emulated, &t);
+        check_fixture(dir, names[i], device, &t);
         free(names[i]);
     }
     CHECK_MSG(t.fixtures >= 10, "only %d fixtures with layers.safetensors under %s", t.fixtures, root);
-    printf("    %s: %d fixtures, %d layer states compared (%d fixtures refused)\n",
-           emulated ? "emulated float16" : "cpu float32", t.fixtures, t.layers, t.refused);
+    printf("    %s%s: %d fixtures, %d layer states compared (%d fixtures refused)\n", device ? device : "cpu",
+           device ? " float16" : " float32", t.fixtures, t.layers, t.refused);
 }
 
-TEST(golden_layer_references_cpu) { check_all(0); }
-TEST(golden_layer_references_emulated_fp16) { check_all(1); }
+TEST(golden_layer_references_cpu) { check_all(NULL); }
+TEST(golden_layer_references_emulated_fp16) { check_all("emulated"); }
+
+/* Where a GPU and a CUDA build are present; skipped elsewhere. */
+TEST(golden_layer_references_cuda_fp16)
+{
+    iv_err err = {0};
+    const iv_ops *ops = iv_ops_open("cuda", "float16", &err);
+    if (!ops) {
+        char why[600];
+        snprintf(why, sizeof why, "no CUDA device: %s", err.msg);
+        iv_test_skip(why);
+        return;
+    }
+    iv_ops_close(ops);
+    check_all("cuda");
+}

@@ -8,7 +8,17 @@
  *
  * Row kernels (norms, softmax, L2) give each row one block and reduce with
  * warp shuffles; elementwise kernels map columns to threads and rows to the
- * grid's y (iv_cuda_ew_grid). */
+ * grid's y (iv_cuda_ew_grid).
+ *
+ * Views whose data is 16-byte aligned with ld and cols multiples of 8 (all
+ * the model's activations) take vector kernels instead (cuda_vec.h): norms,
+ * head norm, act, glu, add, scale, embed and rope move 8 elements per 16-byte
+ * access, the norms hold a row in the registers of a few lanes, and the
+ * elementwise ops run a pipelined grid-stride loop. Per element they do the
+ * scalar kernels' operations in the same order (only the norms' sums are
+ * added in another order), so they round to the same values;
+ * tests/gpu/emu/kernels_emu_check.cpp and tests/gpu/kernels_check.cu compare
+ * the two paths. The scalar kernels stay for the other views. */
 #include <math.h>
 
 #include "ops/cuda/cuda_internal.h"
@@ -150,57 +160,72 @@ static __global__ void __launch_bounds__(1024)
  * memory, so every lane ends with the same bits; the output formula and its
  * operation order are norm_kernel's. y may be x or r: each lane stores only
  * the vectors it loaded. */
+/* Loads unit u's x (and r) vectors into this lane's registers (nothing past the last unit). */
+template <int LANES, int NV>
+static __device__ __forceinline__ void norm_vec_load(uint4 (&xa)[NV], uint4 (&ra)[NV], const void *x, const void *r,
+                                                     int64_t ldx, int64_t units, int nh, int64_t n, int64_t u, int g)
+{
+    if (u >= units) return;
+    int64_t t, h;
+    iv_divmod(u, nh, t, h);
+    const int64_t xo = t * ldx + h * n, nv = n / IV_VEC;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int64_t v = g + (int64_t)LANES * j;
+        if (v < nv) {
+            xa[j] = iv_ld16(iv_el(x, xo + v * IV_VEC));
+            if (r) ra[j] = iv_ld16(iv_el(r, xo + v * IV_VEC));
+        }
+    }
+}
+
 template <typename T, int G, int W, int NV, int LAYER>
 static __global__ void __launch_bounds__(NORM_VEC_THREADS)
     norm_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, const void *r, const void *w, const void *b,
                     float eps, float w_offset, int64_t units, int nh, int64_t n)
 {
-    constexpr int WARPS = NORM_VEC_THREADS / 32, LANES = G * W;
-    constexpr int UPB = WARPS / W * (32 / G); /* units per block */
-    __shared__ float red[2][WARPS];
+    constexpr int LANES = G * W;
+    const int UPB = (int)(blockDim.x >> 5) / W * (32 / G); /* units per block */
+    __shared__ float red[2][NORM_VEC_THREADS / 32];
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     const int g = G == 32 ? (wib % W) * 32 + lane : lane % G; /* lane within the unit */
     const int slot = G == 32 ? wib / W : wib * (32 / G) + lane / G; /* unit within the block */
-    const int64_t nv = n / IV_VEC;
+    const int64_t nv = n / IV_VEC, ustep = (int64_t)gridDim.x * UPB;
+    /* LayerNorm loads the next unit's vectors while it reduces and stores
+     * this one (other rows: y may be x or r all the same); RMSNorm, with
+     * fewer registers to spare, loads each unit in turn. */
+    constexpr bool PREFETCH = LAYER;
+    uint4 xa[NV], ra[NV];
+    if (PREFETCH) norm_vec_load<LANES, NV>(xa, ra, x, r, ldx, units, nh, n, (int64_t)blockIdx.x * UPB + slot, g);
     /* Block-uniform loop: every lane reaches the shuffles and barriers. */
-    for (int64_t u0 = (int64_t)blockIdx.x * UPB; u0 < units; u0 += (int64_t)gridDim.x * UPB) {
+    for (int64_t u0 = (int64_t)blockIdx.x * UPB; u0 < units; u0 += ustep) {
         const int64_t u = u0 + slot;
         const bool active = u < units;
-        int64_t xo = 0, yo = 0;
+        int64_t yo = 0;
         if (active) {
             int64_t t, h;
             iv_divmod(u, nh, t, h);
-            xo = t * ldx + h * n;
             yo = t * ldy + h * n;
         }
+        if (!PREFETCH) norm_vec_load<LANES, NV>(xa, ra, x, r, ldx, units, nh, n, u, g);
         float z[NV][8];
-        {
-            uint4 xa[NV], ra[NV];
 #pragma unroll
-            for (int j = 0; j < NV; j++) {
-                const int64_t v = g + (int64_t)LANES * j;
-                if (active && v < nv) {
-                    xa[j] = iv_ld16(iv_el(x, xo + v * IV_VEC));
-                    if (r) ra[j] = iv_ld16(iv_el(r, xo + v * IV_VEC));
+        for (int j = 0; j < NV; j++) {
+            const int64_t v = g + (int64_t)LANES * j;
+            if (active && v < nv) {
+                iv_unpack8<T>(xa[j], z[j]);
+                if (r) {
+                    float rf[8];
+                    iv_unpack8<T>(ra[j], rf);
+#pragma unroll
+                    for (int k = 0; k < 8; k++) z[j][k] = __fadd_rn(z[j][k], rf[k]);
                 }
-            }
+            } else {
 #pragma unroll
-            for (int j = 0; j < NV; j++) {
-                const int64_t v = g + (int64_t)LANES * j;
-                if (active && v < nv) {
-                    iv_unpack8<T>(xa[j], z[j]);
-                    if (r) {
-                        float rf[8];
-                        iv_unpack8<T>(ra[j], rf);
-#pragma unroll
-                        for (int k = 0; k < 8; k++) z[j][k] = __fadd_rn(z[j][k], rf[k]);
-                    }
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 8; k++) z[j][k] = 0.0f; /* adds nothing to the sums */
-                }
+                for (int k = 0; k < 8; k++) z[j][k] = 0.0f; /* adds nothing to the sums */
             }
         }
+        if (PREFETCH) norm_vec_load<LANES, NV>(xa, ra, x, r, ldx, units, nh, n, u + ustep, g);
         float s1 = 0.0f;
 #pragma unroll
         for (int j = 0; j < NV; j++)
@@ -272,27 +297,30 @@ static __global__ void __launch_bounds__(NORM_VEC_THREADS)
 typedef void (*norm_vec_fn)(void *, int64_t, const void *, int64_t, const void *, const void *, const void *, float,
                             float, int64_t, int, int64_t);
 
-/* The instantiation for units of nv vectors and its units per block, or
- * NULL when a unit is too wide (over 8192 columns). At most 4 vectors a
+/* The instantiation for units of nv vectors and its lanes per unit (G, W),
+ * or NULL when a unit is too wide (over 8192 columns). At most 4 vectors a
  * lane, so that a block keeps its rows in registers without spilling. */
-template <typename T, int LAYER> static norm_vec_fn norm_vec_pick(int64_t nv, int *upb)
+template <typename T, int LAYER> static norm_vec_fn norm_vec_pick(int64_t nv, int *g, int *w, int **occ)
 {
+    static int occ_cache[13]; /* resident blocks of NORM_VEC_THREADS per multiprocessor, per choice */
     norm_vec_fn f = NULL;
-    int G = 32, W = 1;
-    if (nv <= 4) f = norm_vec_kernel<T, 4, 1, 1, LAYER>, G = 4;
-    else if (nv <= 8) f = norm_vec_kernel<T, 8, 1, 1, LAYER>, G = 8;
-    else if (nv <= 16) f = norm_vec_kernel<T, 16, 1, 1, LAYER>, G = 16;
-    else if (nv <= 32) f = norm_vec_kernel<T, 32, 1, 1, LAYER>;
-    else if (nv <= 64) f = norm_vec_kernel<T, 32, 1, 2, LAYER>;
-    else if (nv <= 96) f = norm_vec_kernel<T, 32, 1, 3, LAYER>;
-    else if (nv <= 128) f = norm_vec_kernel<T, 32, 1, 4, LAYER>;
-    else if (nv <= 192) f = norm_vec_kernel<T, 32, 2, 3, LAYER>, W = 2;
-    else if (nv <= 256) f = norm_vec_kernel<T, 32, 2, 4, LAYER>, W = 2;
-    else if (nv <= 384) f = norm_vec_kernel<T, 32, 4, 3, LAYER>, W = 4;
-    else if (nv <= 512) f = norm_vec_kernel<T, 32, 4, 4, LAYER>, W = 4;
-    else if (nv <= 768) f = norm_vec_kernel<T, 32, 8, 3, LAYER>, W = 8;
-    else if (nv <= 1024) f = norm_vec_kernel<T, 32, 8, 4, LAYER>, W = 8;
-    *upb = NORM_VEC_THREADS / 32 / W * (32 / G);
+    int G = 32, W = 1, i = 0;
+    if (nv <= 4) f = norm_vec_kernel<T, 4, 1, 1, LAYER>, G = 4, i = 0;
+    else if (nv <= 8) f = norm_vec_kernel<T, 8, 1, 1, LAYER>, G = 8, i = 1;
+    else if (nv <= 16) f = norm_vec_kernel<T, 16, 1, 1, LAYER>, G = 16, i = 2;
+    else if (nv <= 32) f = norm_vec_kernel<T, 32, 1, 1, LAYER>, i = 3;
+    else if (nv <= 64) f = norm_vec_kernel<T, 32, 1, 2, LAYER>, i = 4;
+    else if (nv <= 96) f = norm_vec_kernel<T, 32, 1, 3, LAYER>, i = 5;
+    else if (nv <= 128) f = norm_vec_kernel<T, 32, 1, 4, LAYER>, i = 6;
+    else if (nv <= 192) f = norm_vec_kernel<T, 32, 2, 3, LAYER>, W = 2, i = 7;
+    else if (nv <= 256) f = norm_vec_kernel<T, 32, 2, 4, LAYER>, W = 2, i = 8;
+    else if (nv <= 384) f = norm_vec_kernel<T, 32, 4, 3, LAYER>, W = 4, i = 9;
+    else if (nv <= 512) f = norm_vec_kernel<T, 32, 4, 4, LAYER>, W = 4, i = 10;
+    else if (nv <= 768) f = norm_vec_kernel<T, 32, 8, 3, LAYER>, W = 8, i = 11;
+    else if (nv <= 1024) f = norm_vec_kernel<T, 32, 8, 4, LAYER>, W = 8, i = 12;
+    *g = G;
+    *w = W;
+    *occ = &occ_cache[i];
     return f;
 }
 
@@ -305,15 +333,30 @@ static int launch_norm_vec(cuda_ctx *c, void *y, int64_t ldy, const void *x, int
     if (!iv_vec_rows_ok(y, ldy, n) || !iv_vec_rows_ok(x, ldx, n) || (r && !iv_vec_ptr_ok(r)) ||
         (w && !iv_vec_ptr_ok(w)) || (b && !iv_vec_ptr_ok(b)))
         return 0;
-    int upb = 1;
+    int G = 32, W = 1, *occ = NULL;
     const int64_t nv = n / IV_VEC;
-    const norm_vec_fn f = c->bf16 ? (layer ? norm_vec_pick<__nv_bfloat16, 1>(nv, &upb)
-                                           : norm_vec_pick<__nv_bfloat16, 0>(nv, &upb))
-                                  : (layer ? norm_vec_pick<__half, 1>(nv, &upb) : norm_vec_pick<__half, 0>(nv, &upb));
+    const norm_vec_fn f = c->bf16 ? (layer ? norm_vec_pick<__nv_bfloat16, 1>(nv, &G, &W, &occ)
+                                           : norm_vec_pick<__nv_bfloat16, 0>(nv, &G, &W, &occ))
+                                  : (layer ? norm_vec_pick<__half, 1>(nv, &G, &W, &occ)
+                                           : norm_vec_pick<__half, 0>(nv, &G, &W, &occ));
     if (!f) return 0;
+    /* 8 warps a block, fewer when that leaves multiprocessors idle (few rows) */
+    int threads = NORM_VEC_THREADS;
+    const int sms = iv_cuda_sm_count(c->device);
+    while (threads > 32 * W && (units + threads / 32 / W * (32 / G) - 1) / (threads / 32 / W * (32 / G)) < 2 * sms)
+        threads /= 2;
+    const int upb = threads / 32 / W * (32 / G);
+    /* LayerNorm: at most one wave, each warp looping over units (loading the
+     * next while it reduces this one); RMSNorm: a block for every upb units. */
+    int64_t cap = IV_VEC_MAX_BLOCKS;
+    if (layer) {
+        const int64_t wave =
+            (int64_t)sms * iv_cuda_occupancy((const void *)f, NORM_VEC_THREADS, occ) * (NORM_VEC_THREADS / threads);
+        if (wave < cap) cap = wave;
+    }
     int64_t blocks = (units + upb - 1) / upb;
-    if (blocks > IV_VEC_MAX_BLOCKS) blocks = IV_VEC_MAX_BLOCKS;
-    f<<<(unsigned)blocks, NORM_VEC_THREADS, 0, c->stream>>>(y, ldy, x, ldx, r, w, b, eps, w_offset, units, nh, n);
+    if (blocks > cap) blocks = cap;
+    f<<<(unsigned)blocks, threads, 0, c->stream>>>(y, ldy, x, ldx, r, w, b, eps, w_offset, units, nh, n);
     return 1;
 }
 
@@ -409,191 +452,144 @@ void iv_cuda_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_d
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; \
     if (c >= cols) return
 
-/* Vector elementwise kernels (cuda_vec.h). Work item i is vector i % nv of
- * row i / nv (nv = cols / 8); a thread takes EW_VPT items a grid apart,
- * loads them all, then computes and stores them, in a grid-stride loop. y
- * may be x (glu: x's first half): a thread stores only elements it has
- * read, and no other thread touches them. Per element the scalar kernel's
- * operations in its order. */
-#define EW_VPT 4
-#define EW_VEC_THREADS 256
-
-#define EW_VEC_LOOP(total)                                                                                          \
-    const int64_t ew_step = (int64_t)gridDim.x * blockDim.x;                                                        \
-    for (int64_t ew_i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; ew_i0 < (total); ew_i0 += ew_step * EW_VPT)
-/* Item k of this step exists; its row t and first column c. */
-#define EW_ITEM(k) (ew_i0 + (int64_t)(k) * ew_step < total)
-#define EW_SPLIT(k)                                             \
-    int64_t t, c;                                               \
-    iv_divmod(ew_i0 + (int64_t)(k) * ew_step, nv, t, c);        \
-    c *= IV_VEC
-
-template <typename T>
-static __global__ void __launch_bounds__(EW_VEC_THREADS)
-    act_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t nv, int64_t total, int act)
-{
-    EW_VEC_LOOP(total)
+/* Vector elementwise ops (cuda_vec.h's iv_ew_kernel): per element the
+ * scalar kernel's operations in its order, the activation a template
+ * argument (iv_act_f's code for it). */
+template <typename T, int ACT> struct ew_act_op {
+    void *y;
+    int64_t ldy;
+    const void *x;
+    int64_t ldx;
+    struct In {
+        uint4 a;
+        char *yp;
+    };
+    __device__ __forceinline__ void load(In &in, int64_t t, int64_t c) const
     {
-        char *yp[EW_VPT];
-        uint4 xa[EW_VPT];
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                EW_SPLIT(k);
-                yp[k] = iv_elw(y, t * ldy + c);
-                xa[k] = iv_ld16(iv_el(x, t * ldx + c));
-            }
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                float f[8];
-                iv_unpack8<T>(xa[k], f);
-#pragma unroll
-                for (int e = 0; e < 8; e++) f[e] = iv_act_f(f[e], act);
-                iv_st16(yp[k], iv_pack8<T>(f));
-            }
+        in.a = iv_ld16(iv_el(x, t * ldx + c));
+        in.yp = iv_elw(y, t * ldy + c);
     }
-}
-
-/* nv counts y's vectors (half of x's row). */
-template <typename T>
-static __global__ void __launch_bounds__(EW_VEC_THREADS)
-    glu_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t nv, int64_t total, int64_t cols, int act,
-                   int act_on_first)
-{
-    const int64_t go = act_on_first ? 0 : cols, uo = act_on_first ? cols : 0;
-    EW_VEC_LOOP(total)
+    __device__ __forceinline__ void store(const In &in) const
     {
-        char *yp[EW_VPT];
-        uint4 ga[EW_VPT], ua[EW_VPT];
+        float f[8];
+        iv_unpack8<T>(in.a, f);
 #pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                EW_SPLIT(k);
-                yp[k] = iv_elw(y, t * ldy + c);
-                ga[k] = iv_ld16(iv_el(x, t * ldx + go + c));
-                ua[k] = iv_ld16(iv_el(x, t * ldx + uo + c));
-            }
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                float g[8], u[8];
-                iv_unpack8<T>(ga[k], g);
-                iv_unpack8<T>(ua[k], u);
-#pragma unroll
-                for (int e = 0; e < 8; e++) g[e] = __fmul_rn(iv_act_f(g[e], act), u[e]);
-                iv_st16(yp[k], iv_pack8<T>(g));
-            }
+        for (int e = 0; e < 8; e++) f[e] = iv_act_f(f[e], ACT);
+        iv_st16(in.yp, iv_pack8<T>(f));
     }
-}
+};
 
-template <typename T>
-static __global__ void __launch_bounds__(EW_VEC_THREADS)
-    add_vec_kernel(void *y, int64_t ldy, const void *a, int64_t lda, const void *b, int64_t ldb, int64_t nv,
-                   int64_t total)
-{
-    EW_VEC_LOOP(total)
+/* y = act(g) * u; go, uo: the columns of g's and u's halves in x's row. */
+template <typename T, int ACT> struct ew_glu_op {
+    void *y;
+    int64_t ldy;
+    const void *x;
+    int64_t ldx, go, uo;
+    struct In {
+        uint4 g, u;
+        char *yp;
+    };
+    __device__ __forceinline__ void load(In &in, int64_t t, int64_t c) const
     {
-        char *yp[EW_VPT];
-        uint4 aa[EW_VPT], ba[EW_VPT];
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                EW_SPLIT(k);
-                yp[k] = iv_elw(y, t * ldy + c);
-                aa[k] = iv_ld16(iv_el(a, t * lda + c));
-                ba[k] = iv_ld16(iv_el(b, t * ldb + c));
-            }
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                float fa[8], fb[8];
-                iv_unpack8<T>(aa[k], fa);
-                iv_unpack8<T>(ba[k], fb);
-#pragma unroll
-                for (int e = 0; e < 8; e++) fa[e] = __fadd_rn(fa[e], fb[e]);
-                iv_st16(yp[k], iv_pack8<T>(fa));
-            }
+        in.g = iv_ld16(iv_el(x, t * ldx + go + c));
+        in.u = iv_ld16(iv_el(x, t * ldx + uo + c));
+        in.yp = iv_elw(y, t * ldy + c);
     }
-}
-
-template <typename T>
-static __global__ void __launch_bounds__(EW_VEC_THREADS)
-    scale_vec_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t nv, int64_t total, float s)
-{
-    EW_VEC_LOOP(total)
+    __device__ __forceinline__ void store(const In &in) const
     {
-        char *yp[EW_VPT];
-        uint4 xa[EW_VPT];
+        float g[8], u[8];
+        iv_unpack8<T>(in.g, g);
+        iv_unpack8<T>(in.u, u);
 #pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                EW_SPLIT(k);
-                yp[k] = iv_elw(y, t * ldy + c);
-                xa[k] = iv_ld16(iv_el(x, t * ldx + c));
-            }
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                float f[8];
-                iv_unpack8<T>(xa[k], f);
-#pragma unroll
-                for (int e = 0; e < 8; e++) f[e] = __fmul_rn(f[e], s);
-                iv_st16(yp[k], iv_pack8<T>(f));
-            }
+        for (int e = 0; e < 8; e++) g[e] = __fmul_rn(iv_act_f(g[e], ACT), u[e]);
+        iv_st16(in.yp, iv_pack8<T>(g));
     }
-}
+};
 
-/* The table's rows are cols apart. */
-template <typename T>
-static __global__ void __launch_bounds__(EW_VEC_THREADS)
-    embed_vec_kernel(void *y, int64_t ldy, const void *table, const int32_t *ids, int64_t cols, int64_t nv,
-                     int64_t total, int accumulate)
-{
-    EW_VEC_LOOP(total)
+template <typename T> struct ew_add_op {
+    void *y;
+    int64_t ldy;
+    const void *a;
+    int64_t lda;
+    const void *b;
+    int64_t ldb;
+    struct In {
+        uint4 a, b;
+        char *yp;
+    };
+    __device__ __forceinline__ void load(In &in, int64_t t, int64_t c) const
     {
-        char *yp[EW_VPT];
-        uint4 ta[EW_VPT], ya[EW_VPT];
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                EW_SPLIT(k);
-                yp[k] = iv_elw(y, t * ldy + c);
-                ta[k] = iv_ld16(iv_el(table, (int64_t)ids[t] * cols + c));
-                if (accumulate) ya[k] = iv_ld16(iv_el(y, t * ldy + c));
-            }
-#pragma unroll
-        for (int k = 0; k < EW_VPT; k++)
-            if (EW_ITEM(k)) {
-                float f[8];
-                iv_unpack8<T>(ta[k], f);
-                if (accumulate) {
-                    float fy[8];
-                    iv_unpack8<T>(ya[k], fy);
-#pragma unroll
-                    for (int e = 0; e < 8; e++) f[e] = __fadd_rn(fy[e], f[e]);
-                }
-                iv_st16(yp[k], iv_pack8<T>(f));
-            }
+        in.a = iv_ld16(iv_el(a, t * lda + c));
+        in.b = iv_ld16(iv_el(b, t * ldb + c));
+        in.yp = iv_elw(y, t * ldy + c);
     }
-}
+    __device__ __forceinline__ void store(const In &in) const
+    {
+        float fa[8], fb[8];
+        iv_unpack8<T>(in.a, fa);
+        iv_unpack8<T>(in.b, fb);
+#pragma unroll
+        for (int e = 0; e < 8; e++) fa[e] = __fadd_rn(fa[e], fb[e]);
+        iv_st16(in.yp, iv_pack8<T>(fa));
+    }
+};
 
-/* Blocks for `total` vector items of an elementwise kernel. */
-static unsigned ew_vec_blocks(const cuda_ctx *c, int64_t total)
-{
-    return iv_vec_blocks(total, (int64_t)EW_VEC_THREADS * EW_VPT, EW_VEC_THREADS, iv_cuda_sm_count(c->device),
-                         IV_VEC_MAX_BLOCKS);
-}
+template <typename T> struct ew_scale_op {
+    void *y;
+    int64_t ldy;
+    const void *x;
+    int64_t ldx;
+    float s;
+    struct In {
+        uint4 a;
+        char *yp;
+    };
+    __device__ __forceinline__ void load(In &in, int64_t t, int64_t c) const
+    {
+        in.a = iv_ld16(iv_el(x, t * ldx + c));
+        in.yp = iv_elw(y, t * ldy + c);
+    }
+    __device__ __forceinline__ void store(const In &in) const
+    {
+        float f[8];
+        iv_unpack8<T>(in.a, f);
+#pragma unroll
+        for (int e = 0; e < 8; e++) f[e] = __fmul_rn(f[e], s);
+        iv_st16(in.yp, iv_pack8<T>(f));
+    }
+};
 
-/* Launches the BF16 or FP16 instantiation of a vector kernel. */
-#define EW_VEC_LAUNCH(c, kernel, total, ...)                                                             \
-    do {                                                                                                 \
-        const unsigned ew_blocks = ew_vec_blocks((c), (total));                                          \
-        if ((c)->bf16)                                                                                   \
-            kernel<__nv_bfloat16><<<ew_blocks, EW_VEC_THREADS, 0, (c)->stream>>>(__VA_ARGS__);          \
-        else                                                                                             \
-            kernel<__half><<<ew_blocks, EW_VEC_THREADS, 0, (c)->stream>>>(__VA_ARGS__);                 \
-    } while (0)
+/* y[t] (+)= table[ids[t]], the table's rows cols apart. */
+template <typename T> struct ew_embed_op {
+    void *y;
+    int64_t ldy;
+    const void *table;
+    const int32_t *ids;
+    int64_t cols;
+    int accumulate;
+    struct In {
+        uint4 tv, yv;
+        char *yp;
+    };
+    __device__ __forceinline__ void load(In &in, int64_t t, int64_t c) const
+    {
+        in.yp = iv_elw(y, t * ldy + c);
+        in.tv = iv_ld16(iv_el(table, (int64_t)ids[t] * cols + c));
+        if (accumulate) in.yv = iv_ld16(in.yp);
+    }
+    __device__ __forceinline__ void store(const In &in) const
+    {
+        float f[8];
+        iv_unpack8<T>(in.tv, f);
+        if (accumulate) {
+            float fy[8];
+            iv_unpack8<T>(in.yv, fy);
+#pragma unroll
+            for (int e = 0; e < 8; e++) f[e] = __fadd_rn(fy[e], f[e]);
+        }
+        iv_st16(in.yp, iv_pack8<T>(f));
+    }
+};
 
 static __global__ void act_kernel(void *y, int64_t ldy, const void *x, int64_t ldx, int64_t rows, int64_t cols, int act,
                                   int bf16)
@@ -614,7 +610,12 @@ void iv_cuda_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
     if (x.rows == 0 || x.cols == 0) return;
     if (iv_vec_view_ok(x) && iv_vec_view_ok(y)) {
         const int64_t nv = x.cols / IV_VEC, total = x.rows * nv;
-        EW_VEC_LAUNCH(c, act_vec_kernel, total, y.data, y.ld, x.data, x.ld, nv, total, (int)act);
+        if (c->bf16)
+            iv_ew_launch_act<__nv_bfloat16, ew_act_op>(c->device, c->stream, (int)act, nv, total, y.data, y.ld,
+                                                       (const void *)x.data, x.ld);
+        else
+            iv_ew_launch_act<__half, ew_act_op>(c->device, c->stream, (int)act, nv, total, y.data, y.ld,
+                                                (const void *)x.data, x.ld);
         IV_CUDA_CHECK_LAUNCH(ops, "act");
         return;
     }
@@ -647,8 +648,13 @@ void iv_cuda_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on
     if (y.rows == 0 || y.cols == 0) return;
     if (iv_vec_view_ok(x) && iv_vec_view_ok(y)) { /* x.cols = 2 y.cols: both halves start aligned */
         const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
-        EW_VEC_LAUNCH(c, glu_vec_kernel, total, y.data, y.ld, x.data, x.ld, nv, total, y.cols, (int)act,
-                      act_on_first);
+        const int64_t go = act_on_first ? 0 : y.cols, uo = act_on_first ? y.cols : 0;
+        if (c->bf16)
+            iv_ew_launch_act<__nv_bfloat16, ew_glu_op>(c->device, c->stream, (int)act, nv, total, y.data, y.ld,
+                                                       (const void *)x.data, x.ld, go, uo);
+        else
+            iv_ew_launch_act<__half, ew_glu_op>(c->device, c->stream, (int)act, nv, total, y.data, y.ld,
+                                                (const void *)x.data, x.ld, go, uo);
         IV_CUDA_CHECK_LAUNCH(ops, "glu");
         return;
     }
@@ -687,7 +693,11 @@ void iv_cuda_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
     if (y.rows == 0 || y.cols == 0) return;
     if (!f32 && iv_vec_view_ok(y) && iv_vec_view_ok(a) && iv_vec_view_ok(b)) {
         const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
-        EW_VEC_LAUNCH(c, add_vec_kernel, total, y.data, y.ld, a.data, a.ld, b.data, b.ld, nv, total);
+        if (c->bf16)
+            iv_ew_launch(c->device, c->stream, ew_add_op<__nv_bfloat16>{y.data, y.ld, a.data, a.ld, b.data, b.ld}, nv,
+                         total);
+        else
+            iv_ew_launch(c->device, c->stream, ew_add_op<__half>{y.data, y.ld, a.data, a.ld, b.data, b.ld}, nv, total);
         IV_CUDA_CHECK_LAUNCH(ops, "add");
         return;
     }
@@ -714,7 +724,10 @@ void iv_cuda_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
     if (y.rows == 0 || y.cols == 0) return;
     if (iv_vec_view_ok(x) && iv_vec_view_ok(y)) {
         const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
-        EW_VEC_LAUNCH(c, scale_vec_kernel, total, y.data, y.ld, x.data, x.ld, nv, total, s);
+        if (c->bf16)
+            iv_ew_launch(c->device, c->stream, ew_scale_op<__nv_bfloat16>{y.data, y.ld, x.data, x.ld, s}, nv, total);
+        else
+            iv_ew_launch(c->device, c->stream, ew_scale_op<__half>{y.data, y.ld, x.data, x.ld, s}, nv, total);
         IV_CUDA_CHECK_LAUNCH(ops, "scale");
         return;
     }
@@ -747,7 +760,12 @@ void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const i
     if (y.rows == 0 || y.cols == 0) return;
     if (iv_vec_view_ok(y) && iv_vec_rows_ok(table->data, y.cols, y.cols)) {
         const int64_t nv = y.cols / IV_VEC, total = y.rows * nv;
-        EW_VEC_LAUNCH(c, embed_vec_kernel, total, y.data, y.ld, table->data, ids, y.cols, nv, total, accumulate);
+        if (c->bf16)
+            iv_ew_launch(c->device, c->stream,
+                         ew_embed_op<__nv_bfloat16>{y.data, y.ld, table->data, ids, y.cols, accumulate}, nv, total);
+        else
+            iv_ew_launch(c->device, c->stream, ew_embed_op<__half>{y.data, y.ld, table->data, ids, y.cols, accumulate},
+                         nv, total);
         IV_CUDA_CHECK_LAUNCH(ops, "embed");
         return;
     }

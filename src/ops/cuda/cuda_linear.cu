@@ -282,49 +282,44 @@ static __global__ void linear_epilogue_kernel(void *y, int64_t ldy, const float 
     }
 }
 
-/* The same with 16-byte vectors (cuda_vec.h): item i is columns 8 (i % nv)..
- * of row i / nv, acc read as two float4; each thread loads EPI_VPT items a
- * grid apart, then computes and stores them, in a grid-stride loop. */
-#define EPI_VPT 2
-#define EPI_THREADS 256
-template <typename T>
-static __global__ void __launch_bounds__(EPI_THREADS)
-    linear_epilogue_vec_kernel(void *y, int64_t ldy, const float *acc, int64_t ldacc, const void *bias, const void *res,
-                               int act, int64_t nv, int64_t total)
-{
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += step * EPI_VPT) {
-        int64_t t[EPI_VPT], c[EPI_VPT];
-        float4 a0[EPI_VPT], a1[EPI_VPT];
-        uint4 ra[EPI_VPT], ba[EPI_VPT];
-#pragma unroll
-        for (int k = 0; k < EPI_VPT; k++) {
-            if (i0 + k * step >= total) continue;
-            iv_divmod(i0 + k * step, nv, t[k], c[k]);
-            c[k] *= IV_VEC;
-            const float4 *ap = (const float4 *)(acc + t[k] * ldacc + c[k]);
-            a0[k] = ap[0];
-            a1[k] = ap[1];
-            if (res) ra[k] = iv_ld16(iv_el(res, t[k] * ldy + c[k]));
-            if (bias) ba[k] = iv_ld16(iv_el(bias, c[k]));
-        }
-#pragma unroll
-        for (int k = 0; k < EPI_VPT; k++) {
-            if (i0 + k * step >= total) continue;
-            float v[8] = {a0[k].x, a0[k].y, a0[k].z, a0[k].w, a1[k].x, a1[k].y, a1[k].z, a1[k].w};
-            float bf[8], rf[8];
-            if (bias) iv_unpack8<T>(ba[k], bf);
-            if (res) iv_unpack8<T>(ra[k], rf);
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                if (bias) v[e] = __fadd_rn(v[e], bf[e]);
-                v[e] = iv_act_f(v[e], act);
-                if (res) v[e] = __fadd_rn(v[e], rf[e]);
-            }
-            iv_st16(iv_elw(y, t[k] * ldy + c[k]), iv_pack8<T>(v));
-        }
+/* The same with 16-byte vectors (cuda_vec.h's iv_ew_kernel): an item is 8
+ * columns of a row, acc read as two float4, the activation a template
+ * argument (iv_act_f's code for it). */
+template <typename T, int ACT> struct epilogue_op {
+    void *y;
+    int64_t ldy;
+    const float *acc;
+    int64_t ldacc;
+    const void *bias, *res;
+    struct In {
+        float4 a0, a1;
+        uint4 b, r;
+        char *yp;
+    };
+    __device__ __forceinline__ void load(In &in, int64_t t, int64_t c) const
+    {
+        const float4 *ap = (const float4 *)(acc + t * ldacc + c);
+        in.a0 = ap[0];
+        in.a1 = ap[1];
+        if (bias) in.b = iv_ld16(iv_el(bias, c));
+        if (res) in.r = iv_ld16(iv_el(res, t * ldy + c));
+        in.yp = iv_elw(y, t * ldy + c);
     }
-}
+    __device__ __forceinline__ void store(const In &in) const
+    {
+        float v[8] = {in.a0.x, in.a0.y, in.a0.z, in.a0.w, in.a1.x, in.a1.y, in.a1.z, in.a1.w};
+        float bf[8], rf[8];
+        if (bias) iv_unpack8<T>(in.b, bf);
+        if (res) iv_unpack8<T>(in.r, rf);
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            if (bias) v[e] = __fadd_rn(v[e], bf[e]);
+            v[e] = iv_act_f(v[e], ACT);
+            if (res) v[e] = __fadd_rn(v[e], rf[e]);
+        }
+        iv_st16(in.yp, iv_pack8<T>(v));
+    }
+};
 
 /* Queues the epilogue for n rows of cols: the vector kernel when y (and res,
  * in y's layout), acc and bias allow it, else linear_epilogue_kernel. */
@@ -334,14 +329,11 @@ static void launch_epilogue(const cuda_ctx *c, void *y, int64_t ldy, const float
     if (iv_vec_rows_ok(y, ldy, cols) && iv_vec_ptr_ok(acc) && ldacc % IV_VEC == 0 && (!res || iv_vec_ptr_ok(res)) &&
         (!bias || iv_vec_ptr_ok(bias))) {
         const int64_t nv = cols / IV_VEC, total = n * nv;
-        const unsigned blocks = iv_vec_blocks(total, (int64_t)EPI_THREADS * EPI_VPT, EPI_THREADS,
-                                              iv_cuda_sm_count(c->device), IV_VEC_MAX_BLOCKS);
         if (c->bf16)
-            linear_epilogue_vec_kernel<__nv_bfloat16><<<blocks, EPI_THREADS, 0, c->stream>>>(y, ldy, acc, ldacc, bias,
-                                                                                             res, act, nv, total);
+            iv_ew_launch_act<__nv_bfloat16, epilogue_op>(c->device, c->stream, act, nv, total, y, ldy, acc, ldacc, bias,
+                                                         res);
         else
-            linear_epilogue_vec_kernel<__half><<<blocks, EPI_THREADS, 0, c->stream>>>(y, ldy, acc, ldacc, bias, res,
-                                                                                      act, nv, total);
+            iv_ew_launch_act<__half, epilogue_op>(c->device, c->stream, act, nv, total, y, ldy, acc, ldacc, bias, res);
         return;
     }
     linear_epilogue_kernel<<<iv_cuda_ew_grid(n, cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(y, ldy, acc, ldacc, bias,

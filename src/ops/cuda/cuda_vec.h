@@ -119,4 +119,88 @@ static __device__ __forceinline__ void iv_divmod(int64_t a, int64_t b, int64_t &
     }
 }
 
+
+/* ---- elementwise vector kernels ---- */
+
+/* Resident blocks of `threads` per multiprocessor for kernel; *cache keeps
+ * the answer (one per instantiation: every device of a process is assumed
+ * to be of one kind). */
+static inline int iv_cuda_occupancy(const void *kernel, int threads, int *cache)
+{
+    int n = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (n > 0) return n;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) != cudaSuccess || n <= 0) n = 1;
+    __atomic_store_n(cache, n, __ATOMIC_RELAXED);
+    return n;
+}
+
+/* Work item i is vector i % nv of row i / nv (nv = cols / 8). Each thread
+ * takes IV_EW_VPT items a grid apart per step of a grid-stride loop (the
+ * grid is at most one wave), and loads the next step's items before it
+ * computes and stores this step's, so loads stay in flight while it
+ * computes. Op has a struct In (an item's loaded inputs and where its
+ * output goes) and load(In &, t, c), store(const In &). y may be x: a
+ * thread stores only elements it has read, and no other thread touches
+ * them. */
+#define IV_EW_THREADS 256
+#define IV_EW_VPT 2
+
+template <class Op>
+static __device__ __forceinline__ void iv_ew_load(const Op &op, typename Op::In (&in)[IV_EW_VPT], int64_t i0,
+                                                  int64_t step, int64_t nv, int64_t total)
+{
+#pragma unroll
+    for (int k = 0; k < IV_EW_VPT; k++) {
+        const int64_t i = i0 + k * step;
+        if (i < total) {
+            int64_t t, c;
+            iv_divmod(i, nv, t, c);
+            op.load(in[k], t, c * IV_VEC);
+        }
+    }
+}
+
+template <class Op> static __global__ void __launch_bounds__(IV_EW_THREADS) iv_ew_kernel(Op op, int64_t nv, int64_t total)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    typename Op::In cur[IV_EW_VPT], nxt[IV_EW_VPT];
+    iv_ew_load(op, cur, i0, step, nv, total);
+    for (; i0 < total; i0 += step * IV_EW_VPT) {
+        iv_ew_load(op, nxt, i0 + step * IV_EW_VPT, step, nv, total);
+#pragma unroll
+        for (int k = 0; k < IV_EW_VPT; k++)
+            if (i0 + k * step < total) op.store(cur[k]);
+#pragma unroll
+        for (int k = 0; k < IV_EW_VPT; k++) cur[k] = nxt[k];
+    }
+}
+
+/* Queues iv_ew_kernel<Op> over `total` items of rows of nv vectors. */
+template <class Op> static void iv_ew_launch(int device, cudaStream_t stream, const Op &op, int64_t nv, int64_t total)
+{
+    static int occ;
+    const int sms = iv_cuda_sm_count(device);
+    int64_t wave = (int64_t)sms * iv_cuda_occupancy((const void *)iv_ew_kernel<Op>, IV_EW_THREADS, &occ);
+    if (wave > IV_VEC_MAX_BLOCKS) wave = IV_VEC_MAX_BLOCKS;
+    const unsigned blocks = iv_vec_blocks(total, (int64_t)IV_EW_THREADS * IV_EW_VPT, IV_EW_THREADS, sms, wave);
+    iv_ew_kernel<Op><<<blocks, IV_EW_THREADS, 0, stream>>>(op, nv, total);
+}
+
+/* The same with the activation as a template argument of Op (OpT<T, act>),
+ * Op's members from args in order. */
+template <typename T, template <typename, int> class OpT, typename... A>
+static void iv_ew_launch_act(int device, cudaStream_t stream, int act, int64_t nv, int64_t total, A... args)
+{
+    switch (act) {
+    case IV_ACT_GELU: iv_ew_launch(device, stream, OpT<T, IV_ACT_GELU>{args...}, nv, total); break;
+    case IV_ACT_GELU_TANH: iv_ew_launch(device, stream, OpT<T, IV_ACT_GELU_TANH>{args...}, nv, total); break;
+    case IV_ACT_SILU: iv_ew_launch(device, stream, OpT<T, IV_ACT_SILU>{args...}, nv, total); break;
+    case IV_ACT_RELU: iv_ew_launch(device, stream, OpT<T, IV_ACT_RELU>{args...}, nv, total); break;
+    case IV_ACT_TANH: iv_ew_launch(device, stream, OpT<T, IV_ACT_TANH>{args...}, nv, total); break;
+    case IV_ACT_SIGMOID: iv_ew_launch(device, stream, OpT<T, IV_ACT_SIGMOID>{args...}, nv, total); break;
+    default: iv_ew_launch(device, stream, OpT<T, IV_ACT_NONE>{args...}, nv, total); break; /* iv_act_f's default */
+    }
+}
+
 #endif

@@ -19,8 +19,9 @@ static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c);
 
 /* Multiprocessors the launchers see (iv_cuda_sm_count): small, so grid-stride loops go round. */
 extern int emu_sms;
-/* The vector kernels' largest grid (IV_VEC_MAX_BLOCKS). */
-extern int emu_max_blocks;
+/* The vector kernels' largest grid (IV_VEC_MAX_BLOCKS), and the resident
+ * blocks per multiprocessor the launchers see (iv_cuda_occupancy). */
+extern int emu_max_blocks, emu_occ;
 /* Blocks run by emu_launchv (all launches so far), and the last kernel it ran. */
 extern uint64_t emu_blocks_run;
 extern const void *emu_last_kernel;

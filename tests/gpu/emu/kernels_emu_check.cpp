@@ -28,8 +28,8 @@
  *   g++ -std=c++17 -O2 -ffp-contract=off -Isrc -Itests/gpu/emu -Ibuild/gpu_emu -I/usr/local/cuda/include -w \
  *       tests/gpu/emu/kernels_emu_check.cpp tests/gpu/emu/emu_rt.cpp -x c src/tensor/tensor.c \
  *       -o build/gpu_emu/kernels_emu_check
- *   build/gpu_emu/kernels_emu_check          # fixed shapes, then 300 random cases (~1 min)
- *   build/gpu_emu/kernels_emu_check 3000 7   # more random cases, seed 7
+ *   build/gpu_emu/kernels_emu_check          # fixed shapes, then 300 random cases (seconds)
+ *   build/gpu_emu/kernels_emu_check 3000 7   # more random cases, seed 7 (EMU_TRACE=1 names each case)
  * Exit status 1 on a failure. */
 #include <math.h>
 #include <stdarg.h>
@@ -69,6 +69,7 @@ extern "C" cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 
 int emu_sms = 2;
 int emu_max_blocks = 1 << 24;
+int emu_occ = 8;
 uint64_t emu_blocks_run = 0;
 const void *emu_last_kernel = NULL;
 #define g_last_kernel emu_last_kernel
@@ -736,6 +737,7 @@ static void random_grid()
 {
     emu_sms = 1 + rint_(4);
     emu_max_blocks = rint_(3) == 0 ? 1 + rint_(3) : 1 << 24;
+    emu_occ = 1 + rint_(4);
     emu.rng = rnext() | 1;
 }
 
