@@ -116,8 +116,7 @@ typedef struct iv_model {
 
 int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err);
 /* Moves a model loaded with a CPU table onto ops (a no-op for host-visible
- * tables): weights become the table's prepared copies; a model using a
- * mechanism that still runs on the host is refused with its name. */
+ * tables): its weights become the table's prepared copies. */
 int iv_model_to_device(iv_model *m, const iv_ops *ops, iv_err *err);
 void iv_model_free(iv_model *m);
 

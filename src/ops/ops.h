@@ -207,8 +207,8 @@ struct iv_ops {
     const char *name;
     iv_device device;
     iv_dtype act_dtype;   /* storage of every activation view */
-    /* 1: device memory is host memory (the CPU), so host code may still
-     * read activations; mechanisms not yet behind ops run only there. */
+    /* 1: device memory is host memory (the CPU): results may be read in
+     * place (iv_ops_read_f32) and weights need no device copies. */
     int host_visible;
     void *ctx;            /* the instance's state (stream, handles, buffers) */
 
@@ -298,7 +298,7 @@ static inline int64_t iv_ops_act_stride(const iv_ops *ops, int64_t cols)
 iv_view iv_act_alloc(const iv_ops *ops, iv_arena *dev, int64_t rows, int64_t cols, int64_t ld);
 /* Raw device bytes from a device arena, NULL when out of memory. */
 void *iv_dev_arena_alloc(iv_arena *dev, size_t bytes);
-/* Copies n host elements of `size` bytes into a device arena; NULL on OOM. */
+/* A copy of `bytes` of host memory in new memory of a device arena; NULL on OOM. */
 void *iv_dev_upload_new(const iv_ops *ops, iv_arena *dev, const void *host, size_t bytes);
 /* Copies view v into host as dense FP32 rows [v.rows, v.cols] (converting
  * 16-bit storage). Synchronous: host is ready on return. */
