@@ -40,11 +40,10 @@ int iv_head_splade(const iv_model *m, const iv_batch *b, iv_view hidden, float *
     const int64_t V = m->mlm_head.out_dim, T = b->n_tokens;
     const iv_view chunk = iv_act_alloc(ops, mem->dev, IV_SPLADE_CHUNK, V, V);
     /* The running max reads the logits on the host: in place on the CPU, a
-     * downloaded copy on other devices. */
-    float *host = ops->host_visible && ops->act_dtype == IV_F32
-                      ? NULL
-                      : iv_arena_alloc(mem->host, (size_t)IV_SPLADE_CHUNK * V * sizeof(float));
-    if (!chunk.data || (!host && !(ops->host_visible && ops->act_dtype == IV_F32))) return -1;
+     * downloaded copy on other devices (iv_ops_read_f32). */
+    const int in_place = ops->host_visible && ops->act_dtype == IV_F32;
+    float *host = in_place ? NULL : iv_arena_alloc(mem->host, (size_t)IV_SPLADE_CHUNK * V * sizeof(float));
+    if (!chunk.data || (!in_place && !host)) return -1;
     memset(out, 0, (size_t)b->n_seqs * V * sizeof(float));
     int s = 0;
     for (int64_t t0 = 0; t0 < T; t0 += IV_SPLADE_CHUNK) {
