@@ -41,14 +41,6 @@ struct iv_engine {
     pthread_mutex_t lock;
 };
 
-/* The device table: CPU float32 or int8 (large linear weights quantized at
- * load, see models/quantize.h), the emulated device or CUDA in float16 or
- * bfloat16 (ops/ops.h). */
-static const iv_ops *pick_ops(const iv_engine_opts *o, iv_err *err)
-{
-    return iv_ops_open(o ? o->device : NULL, o ? o->dtype : NULL, err);
-}
-
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
  * vocabulary (transformers' convert_tokens_to_ids), then the score head. */
 static int causal_lm_rerank(iv_engine *e, const char *spec, iv_err *err)
@@ -105,7 +97,10 @@ static unsigned derive_capabilities(const iv_engine *e)
 int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
 {
     *out = NULL;
-    const iv_ops *ops = pick_ops(opts, err);
+    /* The device table (ops/ops.h): CPU float32 or int8 (large linear
+     * weights quantized at load, models/quantize.h), the emulated device or
+     * CUDA in bfloat16 or float16. */
+    const iv_ops *ops = iv_ops_open(opts ? opts->device : NULL, opts ? opts->dtype : NULL, err);
     if (!ops) return -1;
     iv_engine *e = calloc(1, sizeof *e);
     if (!e) {

@@ -59,8 +59,6 @@ typedef struct dyn_group {
  * per-layer biases on large batches. */
 #define IV_DYN_BIAS_GROUP_FLOATS ((int64_t)16 << 20)
 
-static iv_view rows_of(iv_view v, int64_t r0, int64_t r1) { return iv_view_rows(v, r0, r1); }
-
 static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view q, iv_view k,
                       const int32_t *pos, const float *inv_freq)
 {
@@ -82,7 +80,7 @@ static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer
     }
     for (int i = 0; i < b->n_seqs; i++) {
         const int64_t r0 = b->cu_seqlens[i], r1 = b->cu_seqlens[i + 1];
-        rope_rows(ops, s, L, rows_of(q, r0, r1), rows_of(k, r0, r1), ex->positions_dev + r0,
+        rope_rows(ops, s, L, iv_view_rows(q, r0, r1), iv_view_rows(k, r0, r1), ex->positions_dev + r0,
                   ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
     }
 }
@@ -97,7 +95,7 @@ static void scale_queries_by_position(const iv_ops *ops, const iv_block_spec *s,
         while (t1 < q.rows && pos[t1] / s->q_pos_scale_period == bucket) t1++;
         /* transformers: 1 + beta * log(1 + floor(pos / period)), float32. */
         const float f = 1.0f + s->q_pos_scale_beta * logf(1.0f + floorf((float)pos[t0] / (float)s->q_pos_scale_period));
-        if (f != 1.0f) ops->scale(ops, rows_of(q, t0, t1), rows_of(q, t0, t1), f);
+        if (f != 1.0f) ops->scale(ops, iv_view_rows(q, t0, t1), iv_view_rows(q, t0, t1), f);
         t0 = t1;
     }
 }
@@ -111,7 +109,7 @@ static void scale_queries_by_length(const iv_ops *ops, const iv_block_spec *s, c
     for (int i = 0; i < b->n_seqs; i++) {
         float f = logf((float)iv_batch_seqlen(b, i)) / denom;
         if (s->logn_clip1 && f < 1.0f) f = 1.0f;
-        iv_view qs = rows_of(q, b->cu_seqlens[i], b->cu_seqlens[i + 1]);
+        iv_view qs = iv_view_rows(q, b->cu_seqlens[i], b->cu_seqlens[i + 1]);
         ops->scale(ops, qs, qs, f);
     }
 }
@@ -122,10 +120,10 @@ static void attend_group(const iv_ops *ops, const iv_attn_args *all, const iv_ba
 {
     const int64_t r0 = b->cu_seqlens[g->s0], r1 = b->cu_seqlens[g->s1];
     iv_attn_args a = *all;
-    a.q = rows_of(all->q, r0, r1);
-    a.k = rows_of(all->k, r0, r1);
-    a.v = rows_of(all->v, r0, r1);
-    a.out = rows_of(all->out, r0, r1);
+    a.q = iv_view_rows(all->q, r0, r1);
+    a.k = iv_view_rows(all->k, r0, r1);
+    a.v = iv_view_rows(all->v, r0, r1);
+    a.out = iv_view_rows(all->out, r0, r1);
     a.cu_seqlens = g->cu;
     a.cu_seqlens_dev = g->cu_dev;
     a.n_seqs = g->s1 - g->s0;

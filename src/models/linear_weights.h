@@ -1,7 +1,9 @@
-/* Load-time replacement of a model's layer linear weights by copies in the
- * layout a device's linear op wants: FP32 panels for the CPU kernel
- * (pack_weights.c), int8 for `--dtype int8` (quantize.c). The walk covers
- * the kinds below; embeddings, norms and biases keep their tensors.
+/* Load-time replacement of a model's weights by copies in the layout a
+ * device's ops want: FP32 panels for the CPU linear kernel
+ * (pack_weights.c), int8 for `--dtype int8` (quantize.c), a GPU's or the
+ * emulated device's own copies of every tensor (model_device.c, with
+ * IV_LW_VECTORS). The walk covers the kinds asked for; the others keep
+ * their tensors.
  * Weights shared by several layers are converted once and stay shared. */
 #ifndef IV_MODELS_LINEAR_WEIGHTS_H
 #define IV_MODELS_LINEAR_WEIGHTS_H
