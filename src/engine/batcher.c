@@ -1,4 +1,5 @@
-/* Queue, tokenization workers and the batching thread (see batcher.h).
+/* Admission, the queue and the tokenization workers (see batcher.h; the
+ * dispatcher and the replicas' threads are in replicas.c).
  *
  * Two intrusive FIFO lists of job items, each behind its own mutex:
  *   tokenize list: items waiting for a worker to run iv_prepare_input;
@@ -6,6 +7,7 @@
  * An item lives in at most one list; its job finishes when the last item
  * is accounted for (run, failed or dropped). */
 #include "engine/batcher.h"
+#include "engine/batcher_internal.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -15,44 +17,14 @@
 #include <time.h>
 #include "base/log.h"
 
-typedef struct item_list {
-    iv_job_item *head, *tail;
-    int count;
-} item_list;
-
-struct iv_batcher {
-    iv_engine *engine;
-    iv_batcher_opts o;
-
-    pthread_mutex_t tok_lock;
-    pthread_cond_t tok_cond;
-    item_list tok_list;
-
-    pthread_mutex_t ready_lock;
-    pthread_cond_t ready_cond;
-    item_list ready_list;
-
-    int tok_stop;   /* under tok_lock: workers exit once their list is empty */
-    int ready_stop; /* under ready_lock, set after the workers exited */
-    atomic_int permits_used;
-    atomic_int unhealthy;
-    atomic_int ready_count; /* mirrors ready_list.count for lock-free readers */
-    atomic_int tok_count;
-
-    pthread_t *workers;
-    int n_workers;
-    pthread_t batch_thread;
-    int batch_thread_started;
-};
-
-static int64_t now_ns(void)
+int64_t iv_batcher_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void list_push(item_list *l, iv_job_item *it)
+void iv_item_list_push(item_list *l, iv_job_item *it)
 {
     it->next = NULL;
     it->prev = l->tail;
@@ -62,7 +34,17 @@ static void list_push(item_list *l, iv_job_item *it)
     l->count++;
 }
 
-static void list_remove(item_list *l, iv_job_item *it)
+void iv_item_list_push_front(item_list *l, iv_job_item *it)
+{
+    it->prev = NULL;
+    it->next = l->head;
+    if (l->head) l->head->prev = it;
+    else l->tail = it;
+    l->head = it;
+    l->count++;
+}
+
+void iv_item_list_remove(item_list *l, iv_job_item *it)
 {
     if (it->prev) it->prev->next = it->next;
     else l->head = it->next;
@@ -74,7 +56,7 @@ static void list_remove(item_list *l, iv_job_item *it)
 
 /* ---- job bookkeeping ---- */
 
-static void job_fail(iv_job *job, iv_job_stage stage, const iv_err *err)
+void iv_job_fail(iv_job *job, iv_job_stage stage, const iv_err *err)
 {
     int expected = 0;
     if (atomic_compare_exchange_strong(&job->failed, &expected, 1)) {
@@ -85,7 +67,7 @@ static void job_fail(iv_job *job, iv_job_stage stage, const iv_err *err)
 
 /* A job is abandoned once one of its inputs failed (the answer is already
  * an error) or its client closed the connection. */
-static int job_abandoned(iv_job *job)
+int iv_job_abandoned(iv_job *job)
 {
     if (atomic_load(&job->failed)) return 1;
     if (job->client_fd < 0) return 0;
@@ -93,14 +75,14 @@ static int job_abandoned(iv_job *job)
     if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
         iv_err e = {.code = IV_E_INVALID};
         snprintf(e.msg, sizeof e.msg, "the client closed the connection");
-        job_fail(job, IV_JOB_DROPPED, &e);
+        iv_job_fail(job, IV_JOB_DROPPED, &e);
         return 1;
     }
     return 0;
 }
 
 /* Accounts for one item; the last one completes the job. */
-static void item_finished(iv_job_item *it)
+void iv_item_finished(iv_job_item *it)
 {
     iv_job *job = it->job;
     if (atomic_fetch_sub(&job->pending, 1) == 1) {
@@ -195,154 +177,46 @@ static void *tokenize_main(void *arg)
             pthread_mutex_unlock(&b->tok_lock);
             return NULL;
         }
-        list_remove(&b->tok_list, it);
+        iv_item_list_remove(&b->tok_list, it);
         atomic_fetch_sub(&b->tok_count, 1);
         pthread_mutex_unlock(&b->tok_lock);
 
         iv_job *job = it->job;
-        if (job_abandoned(job)) {
-            item_finished(it);
+        if (iv_job_abandoned(job)) {
+            iv_item_finished(it);
             continue;
         }
         iv_err err = {0};
         if (prepare_item(b, job, it, &err)) {
-            job_fail(job, IV_JOB_FAILED_INPUT, &err);
-            item_finished(it);
+            iv_job_fail(job, IV_JOB_FAILED_INPUT, &err);
+            iv_item_finished(it);
             continue;
         }
         it->n_tokens = it->prep.seq.len;
-        it->t_queued = now_ns();
+        it->t_queued = iv_batcher_now_ns();
         it->tokenize_ns = it->t_queued - job->t_submit;
         pthread_mutex_lock(&b->ready_lock);
-        list_push(&b->ready_list, it);
+        iv_item_list_push(&b->ready_list, it);
         atomic_fetch_add(&b->ready_count, 1);
         pthread_cond_signal(&b->ready_cond);
         pthread_mutex_unlock(&b->ready_lock);
     }
 }
 
-/* ---- batching ---- */
-
-/* Takes the next batch off the ready list (lock held): the oldest item and
- * then, in order, items of its task while the budget allows. Items of
- * abandoned jobs are removed on the way and returned in *dropped. */
-static int take_batch(iv_batcher *b, iv_job_item **batch, int cap, iv_job_item **dropped, int *n_dropped,
-                      int64_t *tokens)
-{
-    int n = 0;
-    *n_dropped = 0;
-    *tokens = 0;
-    iv_task task = IV_TASK_COUNT;
-    for (iv_job_item *it = b->ready_list.head, *next; it && n < cap; it = next) {
-        next = it->next;
-        if (job_abandoned(it->job)) {
-            list_remove(&b->ready_list, it);
-            dropped[(*n_dropped)++] = it;
-            continue;
-        }
-        if (task == IV_TASK_COUNT) task = it->job->task;
-        if (it->job->task != task) continue;
-        if (n > 0 && *tokens + it->n_tokens > b->o.max_batch_tokens) break;
-        list_remove(&b->ready_list, it);
-        batch[n++] = it;
-        *tokens += it->n_tokens;
-    }
-    atomic_fetch_sub(&b->ready_count, n + *n_dropped);
-    return n;
-}
-
-static void run_batch(iv_batcher *b, iv_job_item **batch, int n, int64_t tokens, iv_seq_input *seqs)
-{
-    for (int i = 0; i < n; i++) seqs[i] = batch[i]->prep.seq;
-    iv_task task = batch[0]->job->task;
-    iv_outputs out;
-    iv_err err = {0};
-    const int64_t t0 = now_ns();
-    int rc = iv_engine_run(b->engine, task, seqs, n, &out, &err);
-    const int64_t t1 = now_ns();
-    if (rc) {
-        IV_ERROR("inference failed on a batch of %d sequences (%lld tokens): %s", n, (long long)tokens, err.msg);
-        /* Input errors were caught before queueing; anything else is the backend's. */
-        atomic_store(&b->unhealthy, err.code != IV_E_INVALID);
-    } else {
-        atomic_store(&b->unhealthy, 0);
-    }
-    if (b->o.on_batch) b->o.on_batch(b->o.on_batch_ctx, n, tokens, t1 - t0);
-    for (int i = 0; i < n; i++) {
-        iv_job_item *it = batch[i];
-        iv_job *job = it->job;
-        it->queue_ns = t0 - it->t_queued;
-        it->inference_ns = t1 - t0;
-        if (rc) {
-            job_fail(job, IV_JOB_FAILED_BACKEND, &err);
-        } else {
-            size_t count = (size_t)out.rows[i] * (size_t)out.cols;
-            it->out = malloc(count * sizeof(float) + 1);
-            if (!it->out) {
-                iv_err oom = {.code = IV_E_NOMEM};
-                snprintf(oom.msg, sizeof oom.msg, "out of memory copying results");
-                job_fail(job, IV_JOB_FAILED_BACKEND, &oom);
-            } else {
-                memcpy(it->out, out.data + out.offsets[i], count * sizeof(float));
-                it->rows = out.rows[i];
-                job->cols = out.cols; /* same for every batch of this engine and task */
-            }
-        }
-        /* The sequence is no longer needed: free token buffers early. */
-        iv_prepared_free(&it->prep);
-        item_finished(it);
-    }
-    if (!rc) iv_outputs_free(&out);
-}
-
-static void *batch_main(void *arg)
-{
-    iv_batcher *b = arg;
-    int cap = b->o.max_batch_requests > 0 ? b->o.max_batch_requests : b->o.max_concurrent;
-    if (cap < 1) cap = 1;
-    /* Dropped items can come from anywhere in the list; bound by admitted inputs. */
-    int drop_cap = b->o.max_concurrent > cap ? b->o.max_concurrent : cap;
-    iv_job_item **batch = malloc((size_t)cap * sizeof *batch);
-    iv_job_item **dropped = malloc((size_t)drop_cap * sizeof *dropped);
-    iv_seq_input *seqs = malloc((size_t)cap * sizeof *seqs);
-    if (!batch || !dropped || !seqs) {
-        IV_ERROR("batcher: out of memory at start");
-        abort();
-    }
-    for (;;) {
-        pthread_mutex_lock(&b->ready_lock);
-        while (!b->ready_list.head && !b->ready_stop) pthread_cond_wait(&b->ready_cond, &b->ready_lock);
-        if (!b->ready_list.head) {
-            pthread_mutex_unlock(&b->ready_lock);
-            break;
-        }
-        int n_dropped;
-        int64_t tokens;
-        int n = take_batch(b, batch, cap, dropped, &n_dropped, &tokens);
-        pthread_mutex_unlock(&b->ready_lock);
-        for (int i = 0; i < n_dropped; i++) {
-            iv_prepared_free(&dropped[i]->prep);
-            item_finished(dropped[i]);
-        }
-        if (n) run_batch(b, batch, n, tokens, seqs);
-    }
-    free(batch);
-    free(dropped);
-    free(seqs);
-    return NULL;
-}
-
 /* ---- public ---- */
 
-int iv_batcher_start(iv_batcher **out, iv_engine *engine, const iv_batcher_opts *opts, iv_err *err)
+int iv_batcher_start(iv_batcher **out, iv_engine *const *replicas, int n_replicas, const iv_batcher_opts *opts,
+                     iv_err *err)
 {
     *out = NULL;
     if (opts->max_batch_tokens <= 0 || opts->max_concurrent <= 0 || opts->tokenization_workers <= 0)
         return iv_errf(err, IV_E_INVALID, "batcher: token budget, concurrency and workers must be positive");
+    if (n_replicas <= 0) return iv_errf(err, IV_E_INVALID, "batcher: no replicas");
     iv_batcher *b = calloc(1, sizeof *b);
     if (!b) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    b->engine = engine;
+    b->engine = replicas[0];
     b->o = *opts;
+    b->cap = opts->max_batch_requests > 0 ? opts->max_batch_requests : opts->max_concurrent;
     pthread_mutex_init(&b->tok_lock, NULL);
     pthread_cond_init(&b->tok_cond, NULL);
     pthread_mutex_init(&b->ready_lock, NULL);
@@ -359,11 +233,10 @@ int iv_batcher_start(iv_batcher **out, iv_engine *engine, const iv_batcher_opts 
         }
         b->n_workers++;
     }
-    if (pthread_create(&b->batch_thread, NULL, batch_main, b)) {
+    if (iv_replicas_start(b, replicas, n_replicas, err)) {
         iv_batcher_stop(b);
-        return iv_errf(err, IV_E_INTERNAL, "cannot start batching thread");
+        return -1;
     }
-    b->batch_thread_started = 1;
     *out = b;
     return 0;
 }
@@ -371,18 +244,15 @@ int iv_batcher_start(iv_batcher **out, iv_engine *engine, const iv_batcher_opts 
 void iv_batcher_stop(iv_batcher *b)
 {
     if (!b) return;
-    /* Workers drain the tokenize list before exiting; the batching thread
-     * then drains the ready list (it only exits once that list is empty). */
+    /* Workers drain the tokenize list before exiting; the dispatcher then
+     * drains the ready list (it only exits once that list is empty and every
+     * replica is idle), and the replicas' threads stop after it. */
     pthread_mutex_lock(&b->tok_lock);
     b->tok_stop = 1;
     pthread_cond_broadcast(&b->tok_cond);
     pthread_mutex_unlock(&b->tok_lock);
     for (int i = 0; i < b->n_workers; i++) pthread_join(b->workers[i], NULL);
-    pthread_mutex_lock(&b->ready_lock);
-    b->ready_stop = 1;
-    pthread_cond_broadcast(&b->ready_cond);
-    pthread_mutex_unlock(&b->ready_lock);
-    if (b->batch_thread_started) pthread_join(b->batch_thread, NULL);
+    iv_replicas_stop(b);
     free(b->workers);
     pthread_mutex_destroy(&b->tok_lock);
     pthread_cond_destroy(&b->tok_cond);
@@ -419,7 +289,7 @@ void iv_batcher_enqueue(iv_batcher *b, iv_job *job)
     if (b->o.max_input_length > 0 &&
         (job->opts.max_length <= 0 || job->opts.max_length > b->o.max_input_length))
         job->opts.max_length = b->o.max_input_length;
-    job->t_submit = now_ns();
+    job->t_submit = iv_batcher_now_ns();
     pthread_mutex_lock(&b->tok_lock);
     for (int i = 0; i < job->n_items; i++) {
         iv_job_item *it = &job->items[i];
@@ -429,7 +299,7 @@ void iv_batcher_enqueue(iv_batcher *b, iv_job *job)
         it->n_tokens = 0;
         it->tokenize_ns = it->queue_ns = it->inference_ns = 0;
         memset(&it->prep, 0, sizeof it->prep);
-        list_push(&b->tok_list, it);
+        iv_item_list_push(&b->tok_list, it);
     }
     atomic_fetch_add(&b->tok_count, job->n_items);
     if (job->n_items == 1) pthread_cond_signal(&b->tok_cond);

@@ -1,6 +1,8 @@
 /* The engine around one model: tokenization worker threads, a FIFO queue of
- * tokenized sequences and a batching thread that packs them into batches by
- * a token budget and runs them through iv_engine_run.
+ * tokenized sequences, and a dispatching thread that packs them into batches
+ * by a token budget and hands each batch to a replica (one complete copy of
+ * the model on one device, with its own thread) that runs it through
+ * iv_engine_run.
  *
  * A caller (an HTTP route or any other front end) fills an iv_job with one
  * or more inputs and submits it; every input becomes one sequence. The job's
@@ -12,7 +14,18 @@
  * later sequences of the same task join it in arrival order while the token
  * budget (--max-batch-tokens) and the request cap (--max-batch-requests)
  * allow. iv_engine_run takes one task, so a batch never mixes tasks; a
- * sequence of another task waits at most until it is the oldest. */
+ * sequence of another task waits at most until it is the oldest.
+ *
+ * Replicas: a batch is formed only when a replica is idle (so work queued
+ * while every replica is busy joins bigger batches) and goes to the idle
+ * replica that has run the fewest batches. A replica is marked idle before
+ * its results are delivered, so sequential requests alternate between idle
+ * replicas. A replica whose batch fails for a reason other than its inputs
+ * (out of memory, a device fault) is taken out of service while another one
+ * is in service, and its batch is queued again at the front: nothing
+ * accepted is lost. The last replica in service is never taken out; its
+ * failures fail their jobs and mark the batcher unhealthy until a batch
+ * succeeds. */
 #ifndef IV_ENGINE_BATCHER_H
 #define IV_ENGINE_BATCHER_H
 
@@ -73,12 +86,31 @@ typedef struct iv_batcher_opts {
     int max_concurrent;       /* inputs admitted at once; more gives IV_E_OVERLOADED */
     int tokenization_workers; /* >= 1 */
     int max_input_length;     /* applied to every job (0: the model's); below the model's own limit */
-    /* Called from the batching thread after every forward (metrics). */
+    /* Called from a replica's thread after every forward (metrics). */
     void (*on_batch)(void *ctx, int n_seqs, int64_t n_tokens, int64_t inference_ns);
     void *on_batch_ctx;
+    /* Test hook (IV_INJECT_REPLICA_FAULT in the server): batch number
+     * fault_batch (1-based) of replica fault_replica fails as a device
+     * error would. fault_batch 0: off. */
+    int fault_replica;
+    int fault_batch;
 } iv_batcher_opts;
 
-int iv_batcher_start(iv_batcher **out, iv_engine *engine, const iv_batcher_opts *opts, iv_err *err);
+/* One replica as /info and /metrics report it. */
+typedef struct iv_replica_stats {
+    const char *device;       /* e.g. "cuda:1", "cpu" */
+    int in_service;
+    int busy;                 /* running a batch now */
+    int64_t batches;          /* batches completed (successfully) */
+    int64_t tokens;           /* tokens of those batches */
+    int64_t failures;         /* batches that failed on this replica */
+    int64_t busy_ns;          /* time spent running batches */
+} iv_replica_stats;
+
+/* replicas: n >= 1 engines loaded from the same checkpoint (the first
+ * tokenizes); the batcher does not own them. */
+int iv_batcher_start(iv_batcher **out, iv_engine *const *replicas, int n_replicas, const iv_batcher_opts *opts,
+                     iv_err *err);
 /* Finishes every submitted job, then stops the threads and frees. */
 void iv_batcher_stop(iv_batcher *b);
 
@@ -98,8 +130,11 @@ void iv_job_release(iv_job *job);
 int iv_batcher_queue_size(const iv_batcher *b);
 int iv_batcher_tokenize_backlog(const iv_batcher *b);
 int iv_batcher_permits_in_use(const iv_batcher *b);
-/* 1 after a forward failed for a reason other than its inputs, until one succeeds. */
+/* 1 after a forward failed for a reason other than its inputs on the last
+ * replica in service, until one succeeds. */
 int iv_batcher_unhealthy(const iv_batcher *b);
+int iv_batcher_replica_count(const iv_batcher *b);
+void iv_batcher_replica_stats(const iv_batcher *b, int i, iv_replica_stats *out);
 const iv_batcher_opts *iv_batcher_options(const iv_batcher *b);
 
 #endif

@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ struct iv_engine {
     iv_arena dev_arena;     /* device memory of a batch (unused on the CPU: arena serves both) */
     iv_fwd_mem mem;
     pthread_mutex_t lock;
+    char device_label[64];  /* the device as asked for */
+    int cpu_threads;        /* 0: every core */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -108,6 +111,8 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         return iv_errf(err, IV_E_NOMEM, "out of memory");
     }
     e->ops = ops;
+    snprintf(e->device_label, sizeof e->device_label, "%s", opts && opts->device ? opts->device : "cpu");
+    e->cpu_threads = opts && opts->cpu_threads > 0 ? opts->cpu_threads : 0;
     pthread_mutex_init(&e->lock, NULL);
     iv_arena_init(&e->arena);
     iv_ops_arena_init(&e->dev_arena, ops);
@@ -367,6 +372,11 @@ int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, i
 
 unsigned iv_engine_capabilities(const iv_engine *e) { return e->caps; }
 const char *iv_engine_device_name(const iv_engine *e) { return e->ops->name; }
+const char *iv_engine_device_label(const iv_engine *e) { return e->device_label; }
+void iv_engine_bind_thread(const iv_engine *e)
+{
+    if (e->ops->device == IV_CPU && e->cpu_threads > 0) omp_set_num_threads(e->cpu_threads);
+}
 const char *iv_engine_dtype_name(const iv_engine *e)
 {
     if (e->ops == iv_cpu_int8_ops()) return "int8";

@@ -34,6 +34,9 @@ typedef struct iv_engine_opts {
      * logit(yes) - logit(no) at the last token (models/lm_score_head.h); the
      * two vocabulary tokens as tokenizer.json spells them. NULL: off. */
     const char *rerank_tokens;
+    /* CPU: OpenMP threads of the thread that calls iv_engine_bind_thread
+     * (replicas on one CPU split its cores); 0: every core. */
+    int cpu_threads;
 } iv_engine_opts;
 
 typedef struct iv_engine iv_engine;
@@ -75,6 +78,11 @@ int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, i
 /* The table the engine runs on ("cpu", "cpu-int8", "emulated", "cuda") and
  * its compute dtype name as the command line spells it. */
 const char *iv_engine_device_name(const iv_engine *e);
+/* The device as it was asked for ("cuda:1", "cpu", "emulated"). */
+const char *iv_engine_device_label(const iv_engine *e);
+/* Called once by the thread that will run this engine's batches: applies
+ * opts.cpu_threads to that thread's OpenMP teams. */
+void iv_engine_bind_thread(const iv_engine *e);
 const char *iv_engine_dtype_name(const iv_engine *e);
 unsigned iv_engine_capabilities(const iv_engine *e);  /* IV_CAN bits */
 int iv_engine_hidden_size(const iv_engine *e);

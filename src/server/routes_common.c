@@ -1,5 +1,6 @@
 /* Health, metrics and the helpers shared by every flavour's routes. */
 #include "server/routes_common.h"
+#include "server/replica_report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ void iv_route_metrics(iv_req *r)
     iv_strbuf b;
     iv_sb_init(&b);
     iv_metrics_render(r->srv->metrics, &b);
+    iv_replicas_prometheus(&b, r->srv);
     iv_req_reply(r, 200, "text/plain; version=0.0.4", &b);
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "server/routes_common.h"
+#include "server/replica_report.h"
 
 /* Fields shared by the embedding-style requests. */
 typedef struct common_fields {
@@ -655,6 +656,8 @@ void iv_route_info(iv_req *r)
                  s->o.max_concurrent_requests, m->max_input_length, s->o.max_batch_tokens);
     if (s->o.max_batch_requests > 0) iv_sb_printf(&b, "%d", s->o.max_batch_requests);
     else iv_sb_puts(&b, "null");
+    iv_sb_putc(&b, ',');
+    iv_replicas_json(&b, m);
     iv_sb_printf(&b,
                  ",\"max_client_batch_size\":%d,\"auto_truncate\":%s,\"tokenization_workers\":%d,"
                  "\"version\":\"%s\",\"sha\":null,\"docker_label\":null}",

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "engine/device_list.h"
 #include "engine/resolve.h"
 #include "base/log.h"
 #include "server/http.h"
@@ -77,6 +78,53 @@ static void on_batch(void *ctx, int n_seqs, int64_t n_tokens, int64_t inference_
     iv_metrics_observe(m, "te_batch_inference_duration", (double)inference_ns * 1e-9);
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* One complete model per --device entry. Replicas on the CPU split its
+ * cores between them. A replica that cannot load stops the start: the
+ * operator asked for it. */
+static int load_replicas(iv_server *s, iv_model_slot *m, const char *dir, iv_err *err)
+{
+    iv_device_list devices;
+    if (iv_device_list_parse(s->o.engine.device, &devices, err)) return -1;
+    m->replicas = calloc((size_t)devices.n, sizeof *m->replicas);
+    if (!m->replicas) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    const int n_cpu = iv_device_list_cpu_count(&devices);
+    for (int i = 0; i < devices.n; i++) {
+        iv_engine_opts eo = s->o.engine;
+        eo.device = devices.names[i];
+        if (n_cpu > 1 && !strcmp(devices.names[i], "cpu")) eo.cpu_threads = cores() / n_cpu > 0 ? cores() / n_cpu : 1;
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (iv_engine_load(&m->replicas[i], dir, &eo, err))
+            return devices.n > 1 ? iv_err_prefix(err, "replica %d on %s: ", i, devices.names[i]) : -1;
+        m->n_replicas = i + 1;
+        if (devices.n > 1)
+            IV_INFO("replica %d/%d on %s loaded in %.2f s%s", i + 1, devices.n, devices.names[i],
+                    seconds_since(&t0), eo.cpu_threads ? " (its share of the CPU cores)" : "");
+    }
+    m->engine = m->replicas[0];
+    return 0;
+}
+
+/* IV_INJECT_REPLICA_FAULT=R:N (tests): replica R's Nth batch fails as a
+ * device error would. */
+static void fault_hook(iv_batcher_opts *bo)
+{
+    const char *v = getenv("IV_INJECT_REPLICA_FAULT");
+    int r, n;
+    if (v && sscanf(v, "%d:%d", &r, &n) == 2 && r >= 0 && n > 0) {
+        bo->fault_replica = r;
+        bo->fault_batch = n;
+        IV_WARN("IV_INJECT_REPLICA_FAULT: batch %d of replica %d will fail", n, r);
+    }
+}
+
 static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec, iv_err *err)
 {
     char dir[4096];
@@ -85,7 +133,7 @@ static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec,
     m->model_dir = dup_str(dir);
     m->served_name = dup_str(spec->served_name ? spec->served_name : spec->model_id);
     IV_INFO("loading %s", spec->model_id);
-    if (iv_engine_load(&m->engine, dir, &s->o.engine, err)) return iv_err_prefix(err, "loading %s: ", spec->model_id);
+    if (load_replicas(s, m, dir, err)) return iv_err_prefix(err, "loading %s: ", spec->model_id);
     m->caps = iv_engine_capabilities(m->engine);
     m->num_labels = iv_engine_num_labels(m->engine);
     const int base = iv_engine_max_input_length(m->engine);
@@ -111,7 +159,8 @@ static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec,
         .on_batch = on_batch,
         .on_batch_ctx = s->metrics,
     };
-    if (iv_batcher_start(&m->batcher, m->engine, &bo, err)) return -1;
+    fault_hook(&bo);
+    if (iv_batcher_start(&m->batcher, m->replicas, m->n_replicas, &bo, err)) return -1;
     char routes[256];
     iv_model_routes(m, routes, sizeof routes);
     IV_INFO("model %s served as \"%s\": %s, max input length %d, serves %s", spec->model_id, m->served_name,
@@ -124,7 +173,8 @@ static void free_models(iv_server *s)
     for (int i = 0; i < s->n_models; i++) {
         iv_model_slot *m = &s->models[i];
         iv_batcher_stop(m->batcher);
-        iv_engine_free(m->engine);
+        for (int r = 0; r < m->n_replicas; r++) iv_engine_free(m->replicas[r]);
+        free(m->replicas);
         free(m->model_id);
         free(m->model_dir);
         free(m->served_name);

@@ -15,7 +15,9 @@ typedef struct iv_model_slot {
     char *model_id;           /* as given on the command line */
     char *model_dir;          /* resolved checkpoint directory */
     char *served_name;        /* what `model` fields select; defaults to model_id */
-    iv_engine *engine;
+    iv_engine *engine;        /* replicas[0]: what describes the model */
+    iv_engine **replicas;     /* one complete model per --device entry */
+    int n_replicas;
     iv_batcher *batcher;
     const char *default_prompt; /* prepended when a request names no prompt, or NULL */
     int max_input_length;     /* tokens, after --max-batch-tokens clamping */

@@ -83,7 +83,7 @@ TEST(batcher_results_budget_and_order)
                          .tokenization_workers = 1, .on_batch = on_batch};
     iv_batcher *b;
     iv_err err = {0};
-    REQUIRE(iv_batcher_start(&b, e, &o, &err) == 0);
+    REQUIRE(iv_batcher_start(&b, &e, 1, &o, &err) == 0);
     enum { N = 120 };
     iv_job *jobs = calloc(N, sizeof *jobs);
     int32_t *ids[N];
@@ -146,7 +146,7 @@ TEST(batcher_overload_drop_and_input_errors)
     iv_batcher_opts o = {.max_batch_tokens = 16384, .max_concurrent = 4, .tokenization_workers = 2};
     iv_batcher *b;
     iv_err err = {0};
-    REQUIRE(iv_batcher_start(&b, e, &o, &err) == 0);
+    REQUIRE(iv_batcher_start(&b, &e, 1, &o, &err) == 0);
     int32_t ok_ids[] = {101, 110, 102}, bad_ids[] = {101, 5000, 102};
     iv_job_item items[5];
     memset(items, 0, sizeof items);
