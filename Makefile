@@ -119,6 +119,10 @@ bench-avx2:
 $(BUILD)/bench_engine $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# The closed-loop HTTP client of the serving benchmarks (bench/serve_gpu.py).
+$(BUILD)/serve_load: $(BUILD)/bench/serve_load.o
+	$(CC) $(CFLAGS) $^ -o $@ -pthread
+
 # ---- CUDA build (nvcc): build/cuda, the CPU objects plus src/ops/cuda/*.cu ----
 # `make cuda` builds build/cuda/infinity_v3 and build/cuda/run_tests with the
 # CUDA op table: every C object rebuilt with -DIV_WITH_CUDA (ops/cuda_absent.c
@@ -144,7 +148,7 @@ ifeq ($(NVCC_BIN),)
 	@echo "make cuda: $(NVCC) is not on the PATH (install the CUDA toolkit, or pass NVCC=/path/to/nvcc)"; exit 1
 else
 	$(MAKE) BUILD=build/cuda IV_CUDA_BUILD=1 build/cuda/infinity_v3 build/cuda/run_tests build/cuda/bench_engine \
-		build/cuda/attention_check
+		build/cuda/attention_check build/cuda/serve_load
 endif
 
 # Only in the sub-make above (BUILD=build/cuda).
