@@ -31,7 +31,8 @@ static void usage(FILE *f)
             "  --api-key KEY                require `Authorization: Bearer KEY` (not on /health, /metrics)\n"
             "  --payload-limit BYTES        largest request body (2000000)\n"
             "  --max-concurrent-requests N  inputs admitted at once; more get 429 (512)\n"
-            "  --max-batch-tokens N         token budget of one forward pass (16384)\n"
+            "  --max-batch-tokens N         token budget of one forward pass (16384; on a GPU, what its\n"
+            "                               free memory after the weights holds)\n"
             "  --max-batch-requests N       sequences per forward pass (no limit)\n"
             "  --max-client-batch-size N    inputs per request (32)\n"
             "  --auto-truncate [true|false] truncate inputs over the model's limit (true)\n"
@@ -189,7 +190,10 @@ int iv_cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--max-concurrent-requests")) {
             if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_concurrent_requests = (int)x;
         } else if (!strcmp(a, "--max-batch-tokens")) {
-            if (!(rc = parse_int(a, val, 1, 1 << 28, &x))) o.max_batch_tokens = (int)x;
+            if (!(rc = parse_int(a, val, 1, 1 << 28, &x))) {
+                o.max_batch_tokens = (int)x;
+                o.max_batch_tokens_set = 1;
+            }
         } else if (!strcmp(a, "--max-batch-requests")) {
             if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_batch_requests = (int)x;
         } else if (!strcmp(a, "--max-client-batch-size")) {

@@ -413,6 +413,51 @@ const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e) { return e->tok; }
 size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak + e->dev_arena.peak; }
 
+int iv_engine_device_memory(const iv_engine *e, size_t *free_bytes, size_t *total_bytes)
+{
+    if (!e->ops->mem_info) return -1;
+    return e->ops->mem_info(e->ops, free_bytes, total_bytes);
+}
+
+static iv_task main_task(unsigned caps)
+{
+    static const iv_task order[] = {IV_TASK_EMBED, IV_TASK_MULTIVECTOR, IV_TASK_CLASSIFY, IV_TASK_SPARSE,
+                                    IV_TASK_TOKEN_CLASSIFY};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (caps & IV_CAN(order[i])) return order[i];
+    return IV_TASK_EMBED_ALL;
+}
+
+int iv_engine_probe_bytes_per_token(iv_engine *e, int tokens, double *bytes_per_token, iv_err *err)
+{
+    const int len = e->max_len < tokens ? e->max_len : tokens;
+    const int n = tokens / len > 0 ? tokens / len : 1;
+    const int vocab = iv_engine_vocab_size(e);
+    int32_t *ids = malloc((size_t)len * sizeof *ids);
+    iv_seq_input *seqs = malloc((size_t)n * sizeof *seqs);
+    if (!ids || !seqs) {
+        free(ids);
+        free(seqs);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < len; i++) ids[i] = (int32_t)(1 + (i * 7919) % (vocab > 1 ? vocab - 1 : 1));
+    for (int s = 0; s < n; s++) seqs[s] = (iv_seq_input){.ids = ids, .len = len};
+    /* This batch's own high-water mark: the arena's peak spans resets. */
+    iv_arena *a = e->ops->host_visible ? &e->arena : &e->dev_arena;
+    const size_t before = a->peak;
+    a->peak = 0;
+    iv_outputs out;
+    const int rc = iv_engine_run(e, main_task(e->caps), seqs, n, &out, err);
+    free(ids);
+    free(seqs);
+    const size_t peak = a->peak;
+    if (before > a->peak) a->peak = before;
+    if (rc) return -1;
+    iv_outputs_free(&out);
+    *bytes_per_token = (double)peak / ((double)len * n);
+    return 0;
+}
+
 int iv_embedding_finish(float *vec, int dim, int dimensions, int normalize)
 {
     if (dimensions > 0 && dimensions < dim) dim = dimensions;

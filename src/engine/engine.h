@@ -101,6 +101,15 @@ const iv_multivector_info *iv_engine_multivector(const iv_engine *e);
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */
 size_t iv_engine_peak_activation_bytes(const iv_engine *e);
+/* Device memory (ops->mem_info): 0, or -1 when the device cannot tell (the
+ * CPU, the emulated device). */
+int iv_engine_device_memory(const iv_engine *e, size_t *free_bytes, size_t *total_bytes);
+/* Runs one batch of about `tokens` tokens (sequences of the model's input
+ * limit, ids of the vocabulary) through the model's main task and reports
+ * the device memory its activations took per token: what a token budget
+ * costs. Activations grow linearly with tokens (attention never holds a
+ * [L, L] matrix), so one probe sizes every budget. */
+int iv_engine_probe_bytes_per_token(iv_engine *e, int tokens, double *bytes_per_token, iv_err *err);
 
 /* Post-processing of one pooled embedding in place: Matryoshka truncation to
  * `dimensions` (0 = keep) then optional L2 normalisation. Returns the new length. */

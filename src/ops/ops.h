@@ -221,6 +221,10 @@ struct iv_ops {
     /* Waits for queued work; 0, or -1 with err set when the device reported
      * an error (out of memory, a fault) since the last sync. */
     int (*sync)(const iv_ops *ops, iv_err *err);
+    /* Free and total bytes of the device's memory (0), or -1 when the table
+     * cannot tell. NULL on tables whose memory is the host's (the CPU, the
+     * emulated device): the server then sizes nothing from it. */
+    int (*mem_info)(const iv_ops *ops, size_t *free_bytes, size_t *total_bytes);
     /* Load time: the device's copy of weight w (host, FP32 row-major;
      * `linear` 1 when it will be a linear op's weight), in its own dtype and
      * layout; NULL with err set on failure. The table owns the copy (header

@@ -653,7 +653,7 @@ void iv_route_info(iv_req *r)
     iv_sb_printf(&b,
                  ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
                  "\"max_batch_requests\":",
-                 s->o.max_concurrent_requests, m->max_input_length, s->o.max_batch_tokens);
+                 s->o.max_concurrent_requests, m->max_input_length, m->max_batch_tokens);
     if (s->o.max_batch_requests > 0) iv_sb_printf(&b, "%d", s->o.max_batch_requests);
     else iv_sb_puts(&b, "null");
     iv_sb_putc(&b, ',');

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "server/http.h"
 #include "server/request.h"
+#include "server/token_budget.h"
 
 void iv_server_opts_default(iv_server_opts *o)
 {
@@ -125,6 +126,8 @@ static void fault_hook(iv_batcher_opts *bo)
     }
 }
 
+/* Loads the checkpoint's replicas; start_model (once every model is
+ * loaded and the token budgets are sized) does the rest. */
 static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec, iv_err *err)
 {
     char dir[4096];
@@ -136,22 +139,29 @@ static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec,
     if (load_replicas(s, m, dir, err)) return iv_err_prefix(err, "loading %s: ", spec->model_id);
     m->caps = iv_engine_capabilities(m->engine);
     m->num_labels = iv_engine_num_labels(m->engine);
+    m->max_batch_tokens = s->o.max_batch_tokens;
+    return 0;
+}
+
+static int start_model(iv_server *s, iv_model_slot *m, iv_err *err)
+{
     const int base = iv_engine_max_input_length(m->engine);
+    const int budget = m->max_batch_tokens;
     m->max_input_length = base;
-    if (base > s->o.max_batch_tokens) {
+    if (base > budget) {
         if (!s->o.auto_truncate)
             return iv_errf(err, IV_E_INVALID,
                            "The maximum input length is `%d` which exceeds `--max-batch-tokens=%d`. Either increase "
                            "`--max-batch-tokens` to at least `%d`, or set `--auto-truncate true` so that regardless "
                            "the maximum input length, those are truncated to `%d` tokens.",
-                           base, s->o.max_batch_tokens, base, s->o.max_batch_tokens);
+                           base, budget, base, budget);
         IV_WARN("%s: the maximum input length %d exceeds --max-batch-tokens=%d; inputs will be truncated to %d tokens",
-                spec->model_id, base, s->o.max_batch_tokens, s->o.max_batch_tokens);
-        m->max_input_length = s->o.max_batch_tokens;
+                m->model_id, base, budget, budget);
+        m->max_input_length = budget;
     }
-    if (default_prompt(m, &s->o, err)) return iv_err_prefix(err, "%s: ", spec->model_id);
+    if (default_prompt(m, &s->o, err)) return iv_err_prefix(err, "%s: ", m->model_id);
     iv_batcher_opts bo = {
-        .max_batch_tokens = s->o.max_batch_tokens,
+        .max_batch_tokens = budget,
         .max_batch_requests = s->o.max_batch_requests,
         .max_concurrent = s->o.max_concurrent_requests,
         .tokenization_workers = s->o.tokenization_workers,
@@ -163,7 +173,7 @@ static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec,
     if (iv_batcher_start(&m->batcher, m->replicas, m->n_replicas, &bo, err)) return -1;
     char routes[256];
     iv_model_routes(m, routes, sizeof routes);
-    IV_INFO("model %s served as \"%s\": %s, max input length %d, serves %s", spec->model_id, m->served_name,
+    IV_INFO("model %s served as \"%s\": %s, max input length %d, serves %s", m->model_id, m->served_name,
             iv_engine_architecture(m->engine), m->max_input_length, routes);
     return 0;
 }
@@ -220,6 +230,12 @@ int iv_server_start(iv_server **out, const iv_server_opts *o, const iv_model_spe
             return -1;
         }
     }
+    iv_size_token_budgets(s);
+    for (int i = 0; i < n_models; i++)
+        if (start_model(s, &s->models[i], err)) {
+            iv_server_stop(s);
+            return -1;
+        }
     /* te_request_input_length buckets reach the largest limit served. */
     int longest = 0;
     for (int i = 0; i < n_models; i++)

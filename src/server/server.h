@@ -21,6 +21,7 @@ typedef struct iv_model_slot {
     iv_batcher *batcher;
     const char *default_prompt; /* prepended when a request names no prompt, or NULL */
     int max_input_length;     /* tokens, after --max-batch-tokens clamping */
+    int max_batch_tokens;     /* this model's token budget (server/token_budget.h) */
     unsigned caps;            /* IV_CAN bits */
     int num_labels;
 } iv_model_slot;
@@ -39,6 +40,7 @@ typedef struct iv_server_opts {
     int max_client_batch_size;   /* 32 */
     int max_concurrent_requests; /* 512 */
     int max_batch_tokens;        /* 16384 */
+    int max_batch_tokens_set;    /* 1: given by the operator; 0: sized from a GPU's free memory */
     int max_batch_requests;      /* 0: none */
     int tokenization_workers;    /* 0: cores - 1, clamped to 1..64 */
     int auto_truncate;           /* 1 */

@@ -217,3 +217,22 @@ TEST(replicas_stop_drains_every_accepted_job)
     iv_engine_free(e[0]);
     iv_engine_free(e[1]);
 }
+
+/* The probe behind the GPU token budget (server/token_budget.h): activation
+ * bytes per token are positive and do not grow with the batch (attention
+ * never holds an [L, L] matrix), so one probe sizes any budget. */
+TEST(replicas_probe_bytes_per_token_is_flat)
+{
+    iv_engine *e[1];
+    if (load_replicas(e, 1)) return;
+    iv_err err = {0};
+    double small = 0, large = 0;
+    /* Large first: each probe reports its own batch, not the arena's past peak. */
+    REQUIRE(iv_engine_probe_bytes_per_token(e[0], 2048, &large, &err) == 0);
+    REQUIRE(iv_engine_probe_bytes_per_token(e[0], 256, &small, &err) == 0);
+    CHECK(small > 0);
+    CHECK(large > 0 && large <= small * 1.05 && small <= large * 1.5);
+    size_t f, t;
+    CHECK(iv_engine_device_memory(e[0], &f, &t) != 0); /* the CPU sizes nothing from memory */
+    iv_engine_free(e[0]);
+}

@@ -151,6 +151,16 @@ static int cuda_sync(const iv_ops *ops, iv_err *err)
     return take_error(c, err);
 }
 
+static int cuda_mem_info(const iv_ops *ops, size_t *free_bytes, size_t *total_bytes)
+{
+    iv_cuda_ctx(ops);
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- weights ---- */
 
 static int remember_weight(cuda_ctx *c, iv_tensor *t)
@@ -323,6 +333,7 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     o->upload = cuda_upload;
     o->download = cuda_download;
     o->sync = cuda_sync;
+    o->mem_info = cuda_mem_info;
     o->prepare_weight = cuda_prepare_weight;
     o->linear = iv_cuda_linear;
     o->layer_norm = iv_cuda_layer_norm;
