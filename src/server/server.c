@@ -90,6 +90,7 @@ static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec,
     m->num_labels = iv_engine_num_labels(m->engine);
     const int base = iv_engine_max_input_length(m->engine);
     m->max_input_length = base;
+    m->max_input_length_source = iv_engine_max_input_length_source(m->engine);
     if (base > s->o.max_batch_tokens) {
         if (!s->o.auto_truncate)
             return iv_errf(err, IV_E_INVALID,
@@ -100,6 +101,7 @@ static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec,
         IV_WARN("%s: the maximum input length %d exceeds --max-batch-tokens=%d; inputs will be truncated to %d tokens",
                 spec->model_id, base, s->o.max_batch_tokens, s->o.max_batch_tokens);
         m->max_input_length = s->o.max_batch_tokens;
+        m->max_input_length_source = "--max-batch-tokens";
     }
     if (default_prompt(m, &s->o, err)) return iv_err_prefix(err, "%s: ", spec->model_id);
     iv_batcher_opts bo = {

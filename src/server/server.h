@@ -19,6 +19,7 @@ typedef struct iv_model_slot {
     iv_batcher *batcher;
     const char *default_prompt; /* prepended when a request names no prompt, or NULL */
     int max_input_length;     /* tokens, after --max-batch-tokens clamping */
+    const char *max_input_length_source; /* the file it comes from, or "--max-batch-tokens" */
     unsigned caps;            /* IV_CAN bits */
     int num_labels;
 } iv_model_slot;

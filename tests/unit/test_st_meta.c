@@ -203,11 +203,34 @@ TEST(st_meta_pooling_modes)
         CHECK_MSG(pool_of(dir) == (int)ok[i].want, "%s: want %s", ok[i].cfg, iv_pool_mode_name(ok[i].want));
     }
 
-    pooling_dir(dir, "{\"pooling_mode_cls_token\":true,\"pooling_mode_mean_tokens\":true}");
-    EXPECT_FAIL(dir, IV_E_UNSUPPORTED,
-                "several pooling modes at once (pooling_mode_cls_token, pooling_mode_mean_tokens) concatenate");
-    pooling_dir(dir, "{\"pooling_mode\":[\"mean\",\"max\"]}");
-    EXPECT_FAIL(dir, IV_E_UNSUPPORTED, "several pooling modes at once (mean, max)");
+    /* Several modes concatenate: legacy booleans in sentence-transformers'
+     * fixed order (cls, max, mean, ...), a pooling_mode list in its own order. */
+    static const struct {
+        const char *cfg;
+        int n;
+        iv_pool_mode want[3];
+    } multi[] = {
+        {"{\"pooling_mode_mean_tokens\":true,\"pooling_mode_cls_token\":true}", 2, {IV_POOL_CLS, IV_POOL_MEAN}},
+        {"{\"pooling_mode_lasttoken\":true,\"pooling_mode_mean_tokens\":true,\"pooling_mode_max_tokens\":true}", 3,
+         {IV_POOL_MAX, IV_POOL_MEAN, IV_POOL_LAST}},
+        {"{\"pooling_mode\":[\"mean\",\"max\"]}", 2, {IV_POOL_MEAN, IV_POOL_MAX}},
+        {"{\"pooling_mode\":[\"lasttoken\",\"cls\",\"mean\"]}", 3, {IV_POOL_LAST, IV_POOL_CLS, IV_POOL_MEAN}},
+    };
+    for (size_t i = 0; i < sizeof multi / sizeof multi[0]; i++) {
+        pooling_dir(dir, multi[i].cfg);
+        iv_st_meta m;
+        iv_err err = {0};
+        if (iv_st_meta_load(&m, dir, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %s", multi[i].cfg, err.msg);
+            continue;
+        }
+        CHECK_MSG(m.n_pool_modes == multi[i].n, "%s: %d modes", multi[i].cfg, m.n_pool_modes);
+        for (int k = 0; k < multi[i].n && k < m.n_pool_modes; k++)
+            CHECK_MSG(m.pool_modes[k] == multi[i].want[k], "%s: mode %d is %s", multi[i].cfg, k,
+                      iv_pool_mode_name(m.pool_modes[k]));
+        CHECK(m.pool == multi[i].want[0]);
+        iv_st_meta_free(&m);
+    }
     pooling_dir(dir, "{\"pooling_mode\":\"attention\"}");
     EXPECT_FAIL(dir, IV_E_UNSUPPORTED, "unknown pooling_mode \"attention\"");
     pooling_dir(dir, "{\"pooling_mode\":3}");
