@@ -68,7 +68,8 @@ static void check_text_fixture(const char *dir, const char *name, golden_case *g
                 continue;
             }
             golden_compare(what, got, want->data, 1, out.cols, MIN_COS, MAX_ABS);
-            const double c = iv_test_cosine(got, want->data, out.cols), d = iv_test_max_abs_diff(got, want->data, out.cols);
+            const double c = iv_test_cosine(got, want->data, out.cols);
+            const double d = iv_test_max_abs_diff(got, want->data, out.cols);
             if (c < worst_cos) worst_cos = c;
             if (d > worst_abs) worst_abs = d;
         }
