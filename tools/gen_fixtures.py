@@ -24,7 +24,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fixtures import (common, real_minilm, synthetic, synthetic_causal_rerank, synthetic_colbert,  # noqa: E402
-                      synthetic_deberta, synthetic_decoders, synthetic_enc, synthetic_enc2, verify)
+                      synthetic_deberta, synthetic_decoders, synthetic_enc, synthetic_enc2,
+                      synthetic_pad_eos, synthetic_st6, verify)
 
 # Fixture groups: (SPECS, build(spec, root), verify(spec, root)) of each generator module.
 GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
@@ -33,7 +34,9 @@ GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
           (synthetic_deberta.SPECS, synthetic_deberta.build, synthetic_deberta.verify),
           (synthetic_colbert.SPECS, synthetic_colbert.build, synthetic_colbert.verify),
           (synthetic_enc2.SPECS, synthetic_enc2.build, synthetic_enc2.verify),
-          (synthetic_causal_rerank.SPECS, synthetic_causal_rerank.build, synthetic_causal_rerank.verify)]
+          (synthetic_causal_rerank.SPECS, synthetic_causal_rerank.build, synthetic_causal_rerank.verify),
+          (synthetic_st6.SPECS, synthetic_st6.build, synthetic_st6.verify),
+          (synthetic_pad_eos.SPECS, synthetic_pad_eos.build, synthetic_pad_eos.verify)]
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")

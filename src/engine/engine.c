@@ -12,6 +12,7 @@
 #include "base/arena.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "engine/max_length.h"
 #include "heads/colbert.h"
 #include "heads/pooling.h"
 #include "heads/st_dense.h"
@@ -30,10 +31,14 @@ struct iv_engine {
     iv_st_dense_stack dense;
     iv_tokenizer *tok;
     iv_colbert colbert;     /* multi-vector settings (layout NONE for other models) */
-    iv_pool_mode pool;
+    iv_pool_mode pool;      /* pool_modes[0] */
+    int n_pool_modes;       /* several: concatenated (heads/pooling.h) */
+    iv_pool_mode pool_modes[IV_ST_MAX_POOL_MODES];
     unsigned caps;
     int embed_dim;
-    int max_len;
+    int max_len;            /* the limit in force for inputs (engine/max_length.c) */
+    const char *max_len_source;
+    int model_cap;          /* the most tokens the model runs (iv_model_max_length) */
     char label_buf[IV_MAX_LABELS][16];
     const iv_ops *ops;      /* the device table this engine runs on (owned: iv_ops_close) */
     iv_arena arena;         /* host memory of a batch */
@@ -122,11 +127,22 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (iv_model_load(&e->model, model_dir, ops->host_visible ? ops : iv_cpu_ops(), err)) goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
-    e->pool = opts && opts->pooling_override ? (iv_pool_mode)opts->pooling_override : e->meta.pool;
-    const int H = iv_model_out_width(e->model);
+    /* The operator's pooling mode replaces the checkpoint's (all of them). */
+    if (opts && opts->pooling_override) {
+        e->pool_modes[0] = (iv_pool_mode)opts->pooling_override;
+        e->n_pool_modes = 1;
+    } else if (e->meta.n_pool_modes > 0) {
+        memcpy(e->pool_modes, e->meta.pool_modes, sizeof e->pool_modes);
+        e->n_pool_modes = e->meta.n_pool_modes;
+    } else {
+        e->pool_modes[0] = e->meta.pool;
+        e->n_pool_modes = 1;
+    }
+    e->pool = e->pool_modes[0];
+    const int H = iv_model_out_width(e->model), pooled_width = e->n_pool_modes * H;
     /* PyLate's Dense modules project tokens: the multi-vector head owns them. */
-    if (!e->meta.pylate.present && iv_st_dense_load(&e->dense, &e->meta, H, err)) goto fail;
-    e->embed_dim = e->dense.n ? e->dense.out_dim : H;
+    if (!e->meta.pylate.present && iv_st_dense_load(&e->dense, &e->meta, pooled_width, err)) goto fail;
+    e->embed_dim = e->dense.n ? e->dense.out_dim : pooled_width;
     char tok_path[4096];
     iv_path_join(tok_path, sizeof tok_path, model_dir, "tokenizer.json");
     if (iv_file_exists(tok_path) && iv_tokenizer_load(&e->tok, model_dir, err)) {
@@ -149,7 +165,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
             goto fail;
         IV_INFO("device %s, %s", ops->name, ops->act_dtype == IV_BF16 ? "bfloat16" : "float16");
     }
-    e->max_len = iv_model_max_length(e->model);
+    e->model_cap = iv_model_max_length(e->model);
     if (e->colbert.layout != IV_COLBERT_NONE) {
         if (opts && opts->pooling_override) {
             iv_errf(err, IV_E_UNSUPPORTED,
@@ -158,10 +174,10 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         }
         e->embed_dim = e->colbert.info.dim;
     }
-    /* PyLate rewrites max_seq_length for every call (query_length - 1 or
-     * document_length - 1), so the saved value means nothing. */
-    if (e->meta.max_seq_length > 0 && e->meta.max_seq_length < e->max_len && !e->meta.pylate.present)
-        e->max_len = e->meta.max_seq_length;
+    const iv_max_length lim =
+        iv_max_length_resolve(&e->meta, e->tok, e->model->cfg.max_position_embeddings, e->model_cap);
+    e->max_len = lim.tokens;
+    e->max_len_source = lim.source;
     e->caps = derive_capabilities(e);
     *out = e;
     return 0;
@@ -207,9 +223,12 @@ static int pack(iv_engine *e, const iv_seq_input *seqs, int n, iv_batch *b, int 
     int any_types = 0, any_mask = 0;
     for (int i = 0; i < n; i++) {
         if (seqs[i].len <= 0) return iv_errf(err, IV_E_INVALID, "input %d is empty", i);
-        if (seqs[i].len > e->max_len)
+        /* The limit in force (e->max_len) is applied where inputs are
+         * prepared (engine/inputs.c); sequences given as such run up to
+         * what the model can take, as transformers runs them. */
+        if (seqs[i].len > e->model_cap)
             return iv_errf(err, IV_E_INVALID, "input %d has %d tokens; the maximum is %d", i, seqs[i].len,
-                           e->max_len);
+                           e->model_cap);
         total += seqs[i].len;
         any_types |= seqs[i].type_ids != NULL;
         any_mask |= seqs[i].key_mask != NULL;
@@ -271,7 +290,7 @@ static const iv_seq_input *with_key_masks(iv_engine *e, const iv_seq_input *seqs
     if (!copy) return NULL;
     for (int i = 0; i < n; i++) {
         copy[i] = seqs[i];
-        if (seqs[i].key_mask || seqs[i].len <= 0 || seqs[i].len > e->max_len) continue;
+        if (seqs[i].key_mask || seqs[i].len <= 0 || seqs[i].len > e->model_cap) continue;
         uint8_t *mask = iv_arena_alloc(&e->arena, (size_t)seqs[i].len);
         if (!mask) return NULL;
         if (iv_colbert_key_mask(&e->colbert, seqs[i].ids, seqs[i].len, mask)) copy[i].key_mask = mask;
@@ -311,7 +330,7 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
     case IV_TASK_EMBED: {
         if (alloc_outputs(out, &b, e->embed_dim, 0)) goto oom;
         iv_view pooled, vec;
-        if (iv_pool(m->ops, &b, hidden, e->pool, skip, &e->mem, &pooled) ||
+        if (iv_pool_concat(m->ops, &b, hidden, e->pool_modes, e->n_pool_modes, skip, &e->mem, &pooled) ||
             iv_st_dense_apply(m->ops, &e->dense, pooled, e->mem.dev, &vec))
             goto oom;
         iv_ops_download_f32(m->ops, vec, out->data);
@@ -389,6 +408,7 @@ const char *iv_engine_dtype_name(const iv_engine *e)
 int iv_engine_hidden_size(const iv_engine *e) { return iv_model_out_width(e->model); }
 int iv_engine_embedding_dim(const iv_engine *e) { return e->embed_dim; }
 int iv_engine_max_input_length(const iv_engine *e) { return e->max_len; }
+const char *iv_engine_max_input_length_source(const iv_engine *e) { return e->max_len_source; }
 int iv_engine_num_labels(const iv_engine *e)
 {
     if (e->model->seq_head.n_steps) return e->model->seq_head.out_dim;

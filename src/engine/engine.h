@@ -70,7 +70,8 @@ void iv_outputs_free(iv_outputs *o);
 
 /* Runs n sequences as one packed batch. Thread-safe: calls are serialised
  * per engine (one replica). Ids out of the vocabulary and sequences longer
- * than iv_engine_max_input_length are IV_E_INVALID. */
+ * than the model can run are IV_E_INVALID; the limit in force
+ * (iv_engine_max_input_length) is applied by iv_prepare_input. */
 int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out,
                   iv_err *err);
 
@@ -88,6 +89,9 @@ unsigned iv_engine_capabilities(const iv_engine *e);  /* IV_CAN bits */
 int iv_engine_hidden_size(const iv_engine *e);
 int iv_engine_embedding_dim(const iv_engine *e);      /* pooled output width */
 int iv_engine_max_input_length(const iv_engine *e);   /* tokens, specials included */
+/* Where that limit comes from: "sentence_bert_config.json",
+ * "tokenizer_config.json" or "config.json" (engine/max_length.h). */
+const char *iv_engine_max_input_length_source(const iv_engine *e);
 int iv_engine_num_labels(const iv_engine *e);          /* 0 when not a classifier */
 const char *iv_engine_label(const iv_engine *e, int i); /* id2label, or "LABEL_i" */
 int iv_engine_vocab_size(const iv_engine *e);

@@ -66,14 +66,20 @@ static int prepare_text(const iv_engine *e, const iv_input *in, const iv_input_o
         joined[pl + len] = 0;
         text = joined;
         len += pl;
-        /* sentence-transformers: prompt_length = len(tokenize(prompt)) - 1. */
+        /* sentence-transformers 6.3 (Transformer._get_prompt_length): the
+         * prompt tokenized alone, specials included, less its last token
+         * only when that is a special token (the SEP/EOS a template
+         * appends). Versions up to 5 always took one off; a template that
+         * appends nothing (Qwen, Llama without add_eos) counts every prompt
+         * token under 6.3. */
         iv_encoding penc;
         iv_encode_opts po = iv_encode_opts_default();
         if (iv_tokenizer_encode(tok, o->prompt, pl, NULL, 0, &po, &penc, err)) {
             free(joined);
             return -1;
         }
-        out->seq.prompt_len = penc.len > 0 ? penc.len - 1 : 0;
+        const int trailing_special = penc.len > 0 && iv_tokenizer_is_special_id(tok, penc.ids[penc.len - 1]);
+        out->seq.prompt_len = penc.len - trailing_special;
         iv_encoding_free(&penc);
     }
     int rc = iv_tokenizer_encode(tok, text, len, in->pair, in->pair_len, &eo, &out->enc, err);

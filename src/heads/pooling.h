@@ -13,4 +13,10 @@
 int iv_pool(const iv_ops *ops, const iv_batch *b, iv_view hidden, iv_pool_mode mode, const int *skip_first,
             const iv_fwd_mem *mem, iv_view *out);
 
+/* Several modes at once, as a Pooling module with more than one mode:
+ * *out [n_seqs, n_modes * H], mode k's vectors in columns [k H, (k + 1) H),
+ * concatenated in the order given (sentence-transformers' order). */
+int iv_pool_concat(const iv_ops *ops, const iv_batch *b, iv_view hidden, const iv_pool_mode *modes, int n_modes,
+                   const int *skip_first, const iv_fwd_mem *mem, iv_view *out);
+
 #endif

@@ -124,13 +124,6 @@ static int pool_from_mode_name(const char *s)
     return -1;
 }
 
-static int concat_unsupported(const char *path, const char *modes, iv_err *err)
-{
-    return iv_errf(err, IV_E_UNSUPPORTED,
-                   "%s: several pooling modes at once (%s) concatenate their outputs; only one pooling mode is supported",
-                   path, modes);
-}
-
 /* A module directory must stay inside the model directory. */
 static int rel_path_ok(const char *p)
 {
@@ -161,53 +154,51 @@ static int load_module_config(const char *dir, const char *module_name, const ch
     return 0;
 }
 
+static int add_pool_mode(iv_st_meta *m, iv_pool_mode pool, const char *path, iv_err *err)
+{
+    if (m->n_pool_modes == IV_ST_MAX_POOL_MODES)
+        return iv_errf(err, IV_E_UNSUPPORTED, "%s: more than %d pooling modes", path, IV_ST_MAX_POOL_MODES);
+    m->pool_modes[m->n_pool_modes++] = pool;
+    m->pool = m->pool_modes[0];
+    return 0;
+}
+
+static int pool_mode_item(iv_st_meta *m, const cJSON *it, const char *path, iv_err *err)
+{
+    if (!cJSON_IsString(it))
+        return iv_errf(err, IV_E_FORMAT, "%s: \"pooling_mode\" must be a string or a list of strings", path);
+    int pool = pool_from_mode_name(it->valuestring);
+    if (pool < 0)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "%s: unknown pooling_mode \"%.64s\" (known: cls, max, mean, mean_sqrt_len_tokens, "
+                       "weightedmean, lasttoken)",
+                       path, it->valuestring);
+    return add_pool_mode(m, (iv_pool_mode)pool, path, err);
+}
+
+/* One mode or several: sentence-transformers' Pooling concatenates several
+ * modes' vectors in the order of its "pooling_mode" list, or for the legacy
+ * boolean keys in k_pool_modes' order (_LEGACY_POOLING_MODE_KWARGS). */
 static int parse_pooling(iv_st_meta *m, const cJSON *cfg, const char *path, iv_err *err)
 {
     if (iv_json_bool_chk(cfg, "include_prompt", 1, &m->pool_include_prompt, path, err)) return -1;
+    m->n_pool_modes = 0;
     const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cfg, "pooling_mode");
     if (pm && !cJSON_IsNull(pm)) { /* the current form wins over legacy keys, as in sentence-transformers */
-        if (cJSON_IsArray(pm)) {
-            int n = cJSON_GetArraySize(pm);
-            if (n == 0) return iv_errf(err, IV_E_FORMAT, "%s: \"pooling_mode\" is an empty list", path);
-            if (n > 1) {
-                char list[256] = "";
-                const cJSON *it;
-                cJSON_ArrayForEach(it, pm)
-                {
-                    size_t len = strlen(list);
-                    snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
-                             cJSON_IsString(it) ? it->valuestring : "?");
-                }
-                return concat_unsupported(path, list, err);
-            }
-            pm = cJSON_GetArrayItem(pm, 0);
-        }
-        if (!cJSON_IsString(pm))
-            return iv_errf(err, IV_E_FORMAT, "%s: \"pooling_mode\" must be a string or a list of strings", path);
-        int pool = pool_from_mode_name(pm->valuestring);
-        if (pool < 0)
-            return iv_errf(err, IV_E_UNSUPPORTED,
-                           "%s: unknown pooling_mode \"%.64s\" (known: cls, max, mean, mean_sqrt_len_tokens, "
-                           "weightedmean, lasttoken)",
-                           path, pm->valuestring);
-        m->pool = (iv_pool_mode)pool;
+        if (!cJSON_IsArray(pm)) return pool_mode_item(m, pm, path, err);
+        if (cJSON_GetArraySize(pm) == 0)
+            return iv_errf(err, IV_E_FORMAT, "%s: \"pooling_mode\" is an empty list", path);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, pm) if (pool_mode_item(m, it, path, err)) return -1;
         return 0;
     }
-    char list[256] = "";
-    int n_on = 0;
-    iv_pool_mode pool = IV_POOL_MEAN; /* no mode enabled: sentence-transformers falls back to mean */
     for (int i = 0; i < ST_N_POOL_MODES; i++) {
         int on;
         if (iv_json_bool_chk(cfg, k_pool_modes[i].legacy_key, 0, &on, path, err)) return -1;
-        if (!on) continue;
-        size_t len = strlen(list);
-        snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", k_pool_modes[i].legacy_key);
-        pool = k_pool_modes[i].pool;
-        n_on++;
+        if (on && add_pool_mode(m, k_pool_modes[i].pool, path, err)) return -1;
     }
-    if (n_on > 1) return concat_unsupported(path, list, err);
-    m->pool = pool;
-    return 0;
+    /* no mode enabled: sentence-transformers falls back to mean */
+    return m->n_pool_modes ? 0 : add_pool_mode(m, IV_POOL_MEAN, path, err);
 }
 
 static int parse_dense(iv_st_dense *d, const cJSON *cfg, const char *path, iv_err *err)
@@ -360,22 +351,63 @@ done:
     return rc;
 }
 
-/* sentence_bert_config.json sits with the Transformer module (usually the model root). */
+/* The Transformer module's config file: sentence-transformers 6.3
+ * (Transformer.load_config) tries these names in this order, the first
+ * found wins; older saves used per-family names. */
+static const char *const k_bert_config_names[] = {
+    "sentence_bert_config.json",      "sentence_roberta_config.json", "sentence_distilbert_config.json",
+    "sentence_camembert_config.json", "sentence_albert_config.json",  "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json",
+};
+
+static int find_bert_config(const iv_st_meta *m, const char *model_dir, char *path, size_t cap)
+{
+    const char *dirs[2] = {m->backbone_dir, model_dir};
+    for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < sizeof k_bert_config_names / sizeof *k_bert_config_names; i++) {
+            iv_path_join(path, cap, dirs[d], k_bert_config_names[i]);
+            if (iv_file_exists(path)) return 1;
+        }
+    return 0;
+}
+
+/* A model_max_length the config passes to the tokenizer: "processor_kwargs",
+ * or "tokenizer_args" as older saves call it (0 when absent). */
+static int kwargs_model_max_length(const cJSON *cfg, int64_t *out, const char *path, iv_err *err)
+{
+    *out = 0;
+    const char *keys[2] = {"processor_kwargs", "tokenizer_args"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *kw = cJSON_GetObjectItemCaseSensitive(cfg, keys[k]);
+        if (!cJSON_IsObject(kw)) continue;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(kw, "model_max_length");
+        if (!v || cJSON_IsNull(v)) continue;
+        if (iv_json_int_chk(kw, "model_max_length", 0, out, path, err)) return -1;
+    }
+    return 0;
+}
+
+/* sentence_bert_config.json sits with the Transformer module (usually the
+ * model root). Its length limit, as sentence-transformers 6.3's Transformer
+ * takes it: processor_kwargs (tokenizer_args) model_max_length, else
+ * max_seq_length; either replaces the tokenizer's own model_max_length and is
+ * not capped by max_position_embeddings (engine/max_length.c). */
 static int load_bert_config(iv_st_meta *m, const char *model_dir, iv_err *err)
 {
     char path[PATH_MAX];
-    iv_path_join(path, sizeof path, m->backbone_dir, "sentence_bert_config.json");
-    if (!iv_file_exists(path)) iv_path_join(path, sizeof path, model_dir, "sentence_bert_config.json");
-    if (!iv_file_exists(path)) return 0;
+    if (!find_bert_config(m, model_dir, path, sizeof path)) return 0;
     cJSON *cfg;
     if (iv_json_load_file(path, ST_JSON_MAX_BYTES, &cfg, err)) return -1;
-    int64_t msl = 0;
+    int64_t msl = 0, kw = 0;
     int rc = 0;
     if (!cJSON_IsObject(cfg)) rc = iv_errf(err, IV_E_FORMAT, "%s: must be a JSON object", path);
     else if (iv_json_int_chk(cfg, "max_seq_length", 0, &msl, path, err) ||
+             kwargs_model_max_length(cfg, &kw, path, err) ||
              iv_json_bool_chk(cfg, "do_lower_case", 0, &m->do_lower_case, path, err))
         rc = -1;
-    else if (msl < 0 || msl > INT_MAX)
+    else if (kw > 0)
+        msl = kw;
+    if (!rc && (msl < 0 || msl > INT_MAX))
         rc = iv_errf(err, IV_E_FORMAT, "%s: \"max_seq_length\" %lld is out of range", path, (long long)msl);
     m->max_seq_length = (int)(rc ? 0 : msl);
     cJSON_Delete(cfg);

@@ -13,6 +13,7 @@
 
 #define IV_ST_MAX_DENSE 4
 #define IV_ST_MAX_PROMPTS 32
+#define IV_ST_MAX_POOL_MODES 8
 
 /* The modules run in this order: backbone, token-level Dense modules, Pooling,
  * sentence-level Dense modules, Normalize. Any other order in modules.json is
@@ -50,12 +51,14 @@ typedef struct iv_st_meta {
     int present;                 /* modules.json found */
     char backbone_dir[4096];     /* the Transformer module's directory: model_dir unless
                                     modules.json gives it a subfolder (old 0_Transformer/ saves) */
-    iv_pool_mode pool;
+    iv_pool_mode pool;           /* pool_modes[0] */
+    int n_pool_modes;            /* more than one: their vectors concatenated in this order */
+    iv_pool_mode pool_modes[IV_ST_MAX_POOL_MODES];
     int pool_include_prompt;     /* Pooling include_prompt (default true) */
     int n_dense;
     iv_st_dense dense[IV_ST_MAX_DENSE];
     int normalize;               /* a Normalize module is listed */
-    int max_seq_length;          /* 0 when absent */
+    int max_seq_length;          /* 0 when absent; processor_kwargs model_max_length wins */
     int do_lower_case;
     int n_prompts;
     iv_st_prompt prompts[IV_ST_MAX_PROMPTS];

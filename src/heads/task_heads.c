@@ -4,12 +4,34 @@
 #include <string.h>
 #include "heads/pooling.h"
 
+/* IV_SEQ_POOL_LAST_NON_PAD: per sequence, the index of its rightmost token
+ * that is not the pad id (0 when all are; transformers' argmax of
+ * index * non_pad). Read from the host ids; the pool op's CLS mode with that
+ * many leading rows skipped then picks exactly that row on any device. */
+static int *last_non_pad(const iv_batch *b, int32_t pad, const iv_fwd_mem *mem)
+{
+    int *skip = iv_arena_alloc(mem->host, (size_t)b->n_seqs * sizeof(int));
+    if (!skip) return NULL;
+    for (int s = 0; s < b->n_seqs; s++) {
+        skip[s] = 0;
+        for (int32_t t = b->cu_seqlens[s + 1] - 1; t >= b->cu_seqlens[s]; t--)
+            if (b->ids[t] != pad) {
+                skip[s] = t - b->cu_seqlens[s];
+                break;
+            }
+    }
+    return skip;
+}
+
 int iv_head_classify(const iv_model *m, const iv_batch *b, iv_view hidden, float *out, const iv_fwd_mem *mem)
 {
     static const iv_pool_mode modes[] = {[IV_SEQ_POOL_FIRST] = IV_POOL_CLS, [IV_SEQ_POOL_MEAN] = IV_POOL_MEAN,
-                                         [IV_SEQ_POOL_LAST] = IV_POOL_LAST};
+                                         [IV_SEQ_POOL_LAST] = IV_POOL_LAST, [IV_SEQ_POOL_LAST_NON_PAD] = IV_POOL_CLS};
+    const int *skip = NULL;
+    if (m->seq_head_pool == IV_SEQ_POOL_LAST_NON_PAD && !(skip = last_non_pad(b, m->cfg.pad_token_id, mem)))
+        return -1;
     iv_view pooled, logits = {0};
-    if (iv_pool(m->ops, b, hidden, modes[m->seq_head_pool], NULL, mem, &pooled) ||
+    if (iv_pool(m->ops, b, hidden, modes[m->seq_head_pool], skip, mem, &pooled) ||
         iv_head_apply(m->ops, &m->seq_head, pooled, mem->dev, &logits))
         return -1;
     iv_ops_download_f32(m->ops, logits, out);

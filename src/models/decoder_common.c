@@ -118,14 +118,15 @@ static int load_layer(iv_model *m, const iv_decoder_desc *d, int l, int attn_bia
     return 0;
 }
 
-/* Sequence classification scores the last token (sequences are unpadded, so
- * transformers' "last non-pad token" is the last one); token classification
- * scores every token. */
+/* Sequence classification scores transformers' "last non-pad token"
+ * (GenericForSequenceClassification: the rightmost id != pad_token_id; the
+ * last token when the config has no pad id); token classification scores
+ * every token. */
 static int load_heads(iv_model *m, iv_err *err)
 {
     const int64_t H = m->cfg.hidden_size;
     if (iv_arch_has_suffix(&m->cfg, "ForSequenceClassification")) {
-        m->seq_head_pool = IV_SEQ_POOL_LAST;
+        m->seq_head_pool = m->cfg.pad_token_id >= 0 ? IV_SEQ_POOL_LAST_NON_PAD : IV_SEQ_POOL_LAST;
         return iv_load_linear_head(m, &m->seq_head, "score", H, err);
     }
     if (iv_arch_has_suffix(&m->cfg, "ForTokenClassification"))
@@ -234,7 +235,10 @@ int iv_decoder_rope(iv_model *m, const iv_rope_params *p, const unsigned char *w
         if (!copy) return iv_errf(err, IV_E_NOMEM, "out of memory");
         *copy = *p;
         m->seq_rope = copy;
-        if (!strcmp(p->type, "dynamic")) m->max_len = (int)floor(p->max_position_embeddings * p->factor);
+        /* transformers grows the dynamic NTK base for any length, with no
+         * cap at max_position_embeddings x factor; nor is there one here
+         * (checkpoints that cap it, Nomic's hub code, set max_len after). */
+        if (!strcmp(p->type, "dynamic")) m->max_len = IV_MODEL_NO_LENGTH_CAP;
     }
     m->block.rot_dim = p->rot_dim;
     for (int l = 0; l < m->n_layers; l++) {

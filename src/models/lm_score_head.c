@@ -27,11 +27,40 @@ int iv_model_can_score_tokens(const iv_model *m, iv_err *err)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "scoring with LM-head tokens needs a *ForCausalLM checkpoint; this one is \"%s\"",
                        c->architecture[0] ? c->architecture : c->model_type);
-    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(c->json, "final_logit_softcapping");
-    if (cJSON_IsNumber(cap) && cap->valuedouble > 0)
-        return iv_errf(err, IV_E_UNSUPPORTED,
-                       "config.json: final_logit_softcapping makes the yes/no log-odds non-linear in the hidden "
-                       "state; scoring with LM-head tokens is not supported for this checkpoint");
+    return 0;
+}
+
+/* config.json final_logit_softcapping (Gemma 2 / 3): 0 when absent or null. */
+static float final_softcap(const iv_model *m)
+{
+    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "final_logit_softcapping");
+    return cJSON_IsNumber(cap) && cap->valuedouble > 0 ? (float)cap->valuedouble : 0.0f;
+}
+
+/* With soft-capping transformers' logits are c tanh(l / c) (Gemma2ForCausalLM,
+ * Gemma3ForCausalLM: logits / c, tanh, * c), so the log-odds are
+ * c tanh(l_yes / c) - c tanh(l_no / c): no longer one row. The head becomes
+ * two steps of existing ops: rows W[yes] / c and W[no] / c (bias / c) with
+ * tanh, then the row [c, -c]. */
+static int softcapped_head(iv_model *m, const float *wp, const float *wn, const float *bp, const float *bn,
+                           int64_t H, float c, iv_err *err)
+{
+    iv_tensor *w0 = iv_model_new_tensor(m, 2, H), *b0 = bp ? iv_model_new_tensor(m, 2, -1) : NULL;
+    iv_tensor *w1 = iv_model_new_tensor(m, 1, 2);
+    if (!w0 || !w1 || (bp && !b0)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < H; i++) {
+        iv_f32(w0)[i] = wp[i] / c;
+        iv_f32(w0)[H + i] = wn[i] / c;
+    }
+    if (b0) {
+        iv_f32(b0)[0] = *bp / c;
+        iv_f32(b0)[1] = *bn / c;
+    }
+    iv_f32(w1)[0] = c;
+    iv_f32(w1)[1] = -c;
+    m->seq_head = (iv_head){.n_steps = 2, .out_dim = 1};
+    m->seq_head.steps[0] = (iv_head_step){.w = w0, .b = b0, .act = IV_ACT_TANH};
+    m->seq_head.steps[1] = (iv_head_step){.w = w1, .b = NULL, .act = IV_ACT_NONE};
     return 0;
 }
 
@@ -47,13 +76,15 @@ int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err
     if (pos < 0 || pos >= V || neg < 0 || neg >= V)
         return iv_errf(err, IV_E_INVALID, "score token ids %d / %d are outside the LM head's %lld rows", pos, neg,
                        (long long)V);
+    const float *wp = iv_f32(w) + (int64_t)pos * H, *wn = iv_f32(w) + (int64_t)neg * H;
+    m->seq_head_pool = IV_SEQ_POOL_LAST;
+    const float cap = final_softcap(m);
+    if (cap > 0) return softcapped_head(m, wp, wn, b ? iv_f32(b) + pos : NULL, b ? iv_f32(b) + neg : NULL, H, cap, err);
     iv_tensor *sw = iv_model_new_tensor(m, 1, H), *sb = b ? iv_model_new_tensor(m, 1, -1) : NULL;
     if (!sw || (b && !sb)) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    const float *wp = iv_f32(w) + (int64_t)pos * H, *wn = iv_f32(w) + (int64_t)neg * H;
     for (int64_t i = 0; i < H; i++) iv_f32(sw)[i] = wp[i] - wn[i];
     if (sb) iv_f32(sb)[0] = iv_f32(b)[pos] - iv_f32(b)[neg];
     m->seq_head = (iv_head){.n_steps = 1, .out_dim = 1};
     m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = sb, .act = IV_ACT_NONE};
-    m->seq_head_pool = IV_SEQ_POOL_LAST;
     return 0;
 }

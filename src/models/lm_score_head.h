@@ -14,8 +14,9 @@
 /* Builds m->seq_head from the LM head rows of tokens pos and neg (ids in the
  * model's vocabulary). The LM head is `lm_head.weight` (plus `lm_head.bias`
  * when present), or the word embeddings when tie_word_embeddings is true or
- * absent with no lm_head in the file. Only *ForCausalLM checkpoints qualify;
- * final logit soft-capping (non-linear in the logits) is rejected. */
+ * absent with no lm_head in the file. Only *ForCausalLM checkpoints qualify.
+ * With final_logit_softcapping c the score is c tanh(l_yes / c) - c tanh(l_no / c),
+ * as transformers caps the logits before they are compared. */
 int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err);
 /* The checkpoint checks alone (0 when a score head can be built), so callers
  * can report them before resolving the tokens. */

@@ -67,7 +67,16 @@ typedef struct iv_head {
 } iv_head;
 
 /* Which token feeds a sequence-level head. */
-typedef enum iv_seq_pool { IV_SEQ_POOL_FIRST = 0, IV_SEQ_POOL_MEAN, IV_SEQ_POOL_LAST } iv_seq_pool;
+/* Which token(s) the sequence head reads. LAST_NON_PAD: the rightmost token
+ * whose id is not config.json pad_token_id (the first token when all are),
+ * as transformers' *ForSequenceClassification on decoders finds it; with
+ * pad == the EOS a tokenizer appends, that is the token before the EOS. */
+typedef enum iv_seq_pool {
+    IV_SEQ_POOL_FIRST = 0,
+    IV_SEQ_POOL_MEAN,
+    IV_SEQ_POOL_LAST,
+    IV_SEQ_POOL_LAST_NON_PAD
+} iv_seq_pool;
 
 typedef struct iv_model {
     iv_hf_config cfg;
@@ -103,7 +112,8 @@ typedef struct iv_model {
     const iv_tensor *out_proj;
 
     /* Longest accepted input; 0 = the position table's size, else
-     * max_position_embeddings (iv_model_max_length). */
+     * max_position_embeddings (iv_model_max_length); IV_MODEL_NO_LENGTH_CAP
+     * where nothing in the model limits it (dynamic NTK RoPE). */
     int max_len;
     /* Rotary scaling whose frequencies depend on the sequence length (dynamic,
      * longrope), shared by every rotary layer; NULL otherwise. */
@@ -135,6 +145,7 @@ int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err);
  * size, or the output projection's width. */
 int iv_model_out_width(const iv_model *m);
 /* Longest sequence the model accepts (position table, or a large bound for rotary models). */
+#define IV_MODEL_NO_LENGTH_CAP (1 << 30)
 int iv_model_max_length(const iv_model *m);
 
 /* Applies a head row-wise to in [rows, in_cols]: *out [rows, head->out_dim]

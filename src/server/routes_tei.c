@@ -642,7 +642,14 @@ void iv_route_info(iv_req *r)
     } else {
         const iv_st_meta *meta = iv_engine_st_meta(m->engine);
         const iv_pool_mode mode = s->o.engine.pooling_override ? (iv_pool_mode)s->o.engine.pooling_override : meta->pool;
-        const char *pool = (m->caps & IV_CAN(IV_TASK_EMBED)) ? iv_pool_mode_name(mode)
+        /* Several checkpoint modes (concatenated) read "cls+mean". */
+        char modes[128] = "";
+        if (!s->o.engine.pooling_override && meta->n_pool_modes > 1)
+            for (int k = 0; k < meta->n_pool_modes; k++) {
+                const size_t len = strlen(modes);
+                snprintf(modes + len, sizeof modes - len, "%s%s", k ? "+" : "", iv_pool_mode_name(meta->pool_modes[k]));
+            }
+        const char *pool = (m->caps & IV_CAN(IV_TASK_EMBED)) ? (modes[0] ? modes : iv_pool_mode_name(mode))
                            : (m->caps & IV_CAN(IV_TASK_SPARSE)) ? "splade"
                                                                  : "none";
         const iv_multivector_info *mv = iv_engine_multivector(m->engine);
@@ -651,9 +658,10 @@ void iv_route_info(iv_req *r)
         iv_sb_puts(&b, "}}");
     }
     iv_sb_printf(&b,
-                 ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
-                 "\"max_batch_requests\":",
-                 s->o.max_concurrent_requests, m->max_input_length, m->max_batch_tokens);
+                 ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_input_length_source\":\"%s\","
+                 "\"max_batch_tokens\":%d,\"max_batch_requests\":",
+                 s->o.max_concurrent_requests, m->max_input_length,
+                 m->max_input_length_source ? m->max_input_length_source : "config.json", m->max_batch_tokens);
     if (s->o.max_batch_requests > 0) iv_sb_printf(&b, "%d", s->o.max_batch_requests);
     else iv_sb_puts(&b, "null");
     iv_sb_putc(&b, ',');

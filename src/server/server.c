@@ -148,6 +148,7 @@ static int start_model(iv_server *s, iv_model_slot *m, iv_err *err)
     const int base = iv_engine_max_input_length(m->engine);
     const int budget = m->max_batch_tokens;
     m->max_input_length = base;
+    m->max_input_length_source = iv_engine_max_input_length_source(m->engine);
     if (base > budget) {
         if (!s->o.auto_truncate)
             return iv_errf(err, IV_E_INVALID,
@@ -158,6 +159,7 @@ static int start_model(iv_server *s, iv_model_slot *m, iv_err *err)
         IV_WARN("%s: the maximum input length %d exceeds --max-batch-tokens=%d; inputs will be truncated to %d tokens",
                 m->model_id, base, budget, budget);
         m->max_input_length = budget;
+        m->max_input_length_source = "--max-batch-tokens";
     }
     if (default_prompt(m, &s->o, err)) return iv_err_prefix(err, "%s: ", m->model_id);
     iv_batcher_opts bo = {

@@ -22,6 +22,7 @@ typedef struct iv_model_slot {
     const char *default_prompt; /* prepended when a request names no prompt, or NULL */
     int max_input_length;     /* tokens, after --max-batch-tokens clamping */
     int max_batch_tokens;     /* this model's token budget (server/token_budget.h) */
+    const char *max_input_length_source; /* the file it comes from, or "--max-batch-tokens" */
     unsigned caps;            /* IV_CAN bits */
     int num_labels;
 } iv_model_slot;

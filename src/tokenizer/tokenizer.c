@@ -311,6 +311,12 @@ int iv_tokenizer_num_special_tokens(const iv_tokenizer *tok, int pair)
     return tok->post ? tok_post_added(tok->post, pair) : 0;
 }
 
+int iv_tokenizer_is_special_id(const iv_tokenizer *tok, int32_t id)
+{
+    uint64_t idx;
+    return tok_u64map_get(&tok->added.by_id, (uint64_t)(uint32_t)id, &idx) && tok->added.toks[idx].special;
+}
+
 int iv_tokenizer_model_max_length(const iv_tokenizer *tok)
 {
     return tok->model_max_length;

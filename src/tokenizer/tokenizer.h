@@ -74,6 +74,9 @@ int32_t iv_tokenizer_token_to_id(const iv_tokenizer *tok, const char *token);
 const char *iv_tokenizer_id_to_token(const iv_tokenizer *tok, int32_t id);
 /* Number of special tokens the post-processor adds for a single (pair=0) or a pair input. */
 int iv_tokenizer_num_special_tokens(const iv_tokenizer *tok, int pair);
+/* 1 when id is an added token marked special in tokenizer.json (what
+ * transformers lists in all_special_ids), else 0. */
+int iv_tokenizer_is_special_id(const iv_tokenizer *tok, int32_t id);
 /* model_max_length from tokenizer_config.json, or 0 when not given. */
 int iv_tokenizer_model_max_length(const iv_tokenizer *tok);
 

@@ -24,6 +24,7 @@ int golden_load(golden_case *g, const char *dir)
     g->types = calloc((size_t)g->n, sizeof *g->types);
     g->key_masks = calloc((size_t)g->n, sizeof *g->key_masks);
     g->lens = calloc((size_t)g->n, sizeof *g->lens);
+    g->prompt_lens = calloc((size_t)g->n, sizeof *g->prompt_lens);
     for (int i = 0; i < g->n; i++) {
         const cJSON *in = cJSON_GetArrayItem(inputs, i);
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(in, "ids");
@@ -31,6 +32,7 @@ int golden_load(golden_case *g, const char *dir)
         const cJSON *km = cJSON_GetObjectItemCaseSensitive(in, "key_mask");
         int n = cJSON_GetArraySize(ids);
         g->lens[i] = n;
+        g->prompt_lens[i] = (int)iv_json_int(in, "prompt_len", 0);
         g->ids[i] = malloc((size_t)n * sizeof(int32_t));
         for (int k = 0; k < n; k++) g->ids[i][k] = (int32_t)cJSON_GetArrayItem(ids, k)->valuedouble;
         if (cJSON_IsArray(types) && cJSON_GetArraySize(types) == n) {
@@ -63,6 +65,7 @@ void golden_free(golden_case *g)
     free(g->types);
     free(g->key_masks);
     free(g->lens);
+    free(g->prompt_lens);
     cJSON_Delete(g->json);
     if (g->expected) iv_weights_close(g->expected);
     memset(g, 0, sizeof *g);

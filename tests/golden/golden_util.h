@@ -12,6 +12,7 @@ typedef struct golden_case {
     int32_t **ids, **types;
     uint8_t **key_masks; /* per input: cases.json "key_mask" (0 = not attended as a key), or NULL */
     int *lens;
+    int *prompt_lens;    /* per input: cases.json "prompt_len" (leading prompt tokens), else 0 */
     cJSON *json;         /* whole cases.json */
     iv_weights *expected;
 } golden_case;

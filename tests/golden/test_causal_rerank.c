@@ -3,7 +3,8 @@
  * logit(no) at the last token, compared with transformers' LM logits
  * (rerank_logits in the fixtures of tools/fixtures/synthetic_causal_rerank.py)
  * and with the converted Qwen3ForSequenceClassification checkpoint of the
- * same weights. All inputs of a fixture run as one packed batch. FP32
+ * same weights; and a Gemma checkpoint with final logit soft-capping. All
+ * inputs of a fixture run as one packed batch. FP32
  * tolerance: max abs error <= 1e-4 on logits of order 1-10. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static void check_scores(const char *name, const char *rerank_tokens, const char
     iv_outputs out;
     if (classify_all(e, g, &out) == 0) {
         CHECK_EQ_INT(out.cols, 1);
+        float worst = 0;
         for (int i = 0; i < g->n; i++) {
             const iv_tensor *want = golden_expected(g, output, i);
             REQUIRE(want != NULL);
@@ -64,7 +66,10 @@ static void check_scores(const char *name, const char *rerank_tokens, const char
             CHECK_MSG(got - w <= MAX_ABS && w - got <= MAX_ABS, "%s %s.%d: %.6f, expected %.6f", name, output, i,
                       got, w);
             if (scores) scores[i] = got;
+            if (got - w > worst) worst = got - w;
+            if (w - got > worst) worst = w - got;
         }
+        printf("    %-28s %s: %d scores, max abs error %.1e\n", name, output, g->n, (double)worst);
         iv_outputs_free(&out);
     }
     iv_engine_free(e);
@@ -117,6 +122,46 @@ TEST(golden_causal_lm_rerank_untied_lm_head)
     fixture_dir(dir, sizeof dir, "qwen3_causal_rerank_untied");
     REQUIRE(golden_load(&g, dir) == 0);
     check_scores("qwen3_causal_rerank_untied", rerank_tokens_of(&g), "rerank_logits", &g, NULL);
+    golden_free(&g);
+}
+
+/* Gemma's final_logit_softcapping: transformers returns c tanh(l / c), so the
+ * score is c tanh(l_yes / c) - c tanh(l_no / c) (the fixture checks the cap
+ * moves every input's score by more than 0.01). */
+TEST(golden_causal_lm_rerank_final_logit_softcap)
+{
+    char dir[4096];
+    golden_case g;
+    fixture_dir(dir, sizeof dir, "gemma3_causal_rerank_softcap");
+    REQUIRE(golden_load(&g, dir) == 0);
+    check_scores("gemma3_causal_rerank_softcap", rerank_tokens_of(&g), "rerank_logits", &g, NULL);
+    /* The capped head is two steps of ordinary ops, so it runs on the
+     * 16-bit device tables too: on the emulated device in FP16, within what
+     * FP16 storage of a tiny random model allows (scores of order 1). */
+    fixture_dir(dir, sizeof dir, "gemma3_causal_rerank_softcap");
+    iv_engine_opts opts = {.rerank_tokens = rerank_tokens_of(&g), .device = "emulated", .dtype = "float16"};
+    iv_engine *e = NULL;
+    iv_err err = {0};
+    if (iv_engine_load(&e, dir, &opts, &err) == 0) {
+        iv_outputs out;
+        if (classify_all(e, &g, &out) == 0) {
+            float worst = 0;
+            for (int i = 0; i < g.n; i++) {
+                const iv_tensor *want = golden_expected(&g, "rerank_logits", i);
+                REQUIRE(want != NULL);
+                const float got = out.data[out.offsets[i]], w = ((const float *)want->data)[0];
+                if (got - w > worst) worst = got - w;
+                if (w - got > worst) worst = w - got;
+            }
+            printf("    %-28s rerank_logits on emulated float16: max abs error %.1e\n", "gemma3_causal_rerank_softcap",
+                   (double)worst);
+            CHECK_MSG(worst <= 1e-2, "emulated float16: max abs error %.3g", (double)worst);
+            iv_outputs_free(&out);
+        }
+    } else {
+        iv_test_fail(__FILE__, __LINE__, "emulated load failed: %s", err.msg);
+    }
+    iv_engine_free(e);
     golden_free(&g);
 }
 

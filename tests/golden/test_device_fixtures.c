@@ -82,7 +82,7 @@ static double output_min_cosine(const char *what, iv_engine *e, golden_case *g, 
     iv_seq_input *seqs = calloc((size_t)g->n, sizeof *seqs);
     for (int i = 0; i < g->n; i++)
         seqs[i] = (iv_seq_input){.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i],
-                                 .key_mask = g->key_masks[i]};
+                                 .prompt_len = g->prompt_lens[i], .key_mask = g->key_masks[i]};
     iv_outputs out;
     iv_err err = {0};
     const int rc = iv_engine_run(e, task, seqs, g->n, &out, &err);

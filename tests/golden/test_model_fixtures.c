@@ -24,7 +24,7 @@ static int run_task(iv_engine *e, golden_case *g, iv_task task, int with_key_mas
     iv_seq_input *seqs = calloc((size_t)g->n, sizeof *seqs);
     for (int i = 0; i < g->n; i++)
         seqs[i] = (iv_seq_input){.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i],
-                                 .key_mask = with_key_masks ? g->key_masks[i] : NULL};
+                                 .prompt_len = g->prompt_lens[i], .key_mask = with_key_masks ? g->key_masks[i] : NULL};
     iv_err err = {0};
     int rc = iv_engine_run(e, task, seqs, g->n, out, &err);
     if (rc) iv_test_fail(__FILE__, __LINE__, "run failed: %s", err.msg);
@@ -76,7 +76,8 @@ static void check_isolation(const char *fixture, iv_engine *e, golden_case *g, i
     iv_outputs all;
     if (run_task(e, g, task, 1, &all)) return;
     for (int i = 0; i < g->n; i++) {
-        iv_seq_input one = {.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i], .key_mask = g->key_masks[i]};
+        iv_seq_input one = {.ids = g->ids[i], .type_ids = g->types[i], .len = g->lens[i],
+                            .prompt_len = g->prompt_lens[i], .key_mask = g->key_masks[i]};
         iv_outputs single;
         iv_err err = {0};
         if (iv_engine_run(e, task, &one, 1, &single, &err)) {

@@ -466,6 +466,7 @@ TEST(srv_text_routes_minilm)
                                   "pooling"),
               "mean");
     CHECK_EQ_INT(jint(r.json, "max_input_length"), 256);
+    CHECK_STR(jstr(r.json, "max_input_length_source"), "sentence_bert_config.json");
     CHECK_EQ_INT(jint(r.json, "max_client_batch_size"), 32);
     CHECK_EQ_INT(jint(r.json, "max_concurrent_requests"), 512);
     CHECK_EQ_INT(jint(r.json, "max_batch_tokens"), 16384);

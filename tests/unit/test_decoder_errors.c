@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "engine/engine.h"
+#include "engine/inputs.h"
 #include "test.h"
 #include "unit/ckpt_test_util.h"
 
@@ -120,14 +121,22 @@ TEST(decoder_rejects_unimplemented_switches)
     CKPT_REJECT("gemma3", gemma_not_causal, "use_bidirectional_attention", IV_E_UNSUPPORTED);
 }
 
-/* Decoders have no position table: max_position_embeddings bounds inputs,
- * raised by the factor for dynamic NTK (which exists to run past it). */
+/* Decoders have no position table. The limit in force is sentence-transformers'
+ * (tokenizer_config.json model_max_length, 128 in the fixtures, capped at
+ * max_position_embeddings); dynamic NTK, which exists to run past
+ * max_position_embeddings, has no cap of its own, as in transformers: the
+ * engine runs given sequences of any length, and inputs prepared from a
+ * request are cut at the limit. */
 TEST(decoder_max_input_length)
 {
     static const struct {
         const char *fixture;
         int max_len;
-    } cases[] = {{"llama", 128}, {"llama_dynamic", 128}, {"llama_longrope", 128}, {"qwen3", 128}};
+        const char *source;
+    } cases[] = {{"llama", 128, "tokenizer_config.json"},
+                 {"llama_dynamic", 64, "config.json"},
+                 {"llama_longrope", 128, "tokenizer_config.json"},
+                 {"qwen3", 128, "tokenizer_config.json"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/models/%s", iv_test_fixtures_dir(), cases[i].fixture);
@@ -138,22 +147,33 @@ TEST(decoder_max_input_length)
             continue;
         }
         CHECK_EQ_INT(iv_engine_max_input_length(e), cases[i].max_len);
+        CHECK_STR(iv_engine_max_input_length_source(e), cases[i].source);
         iv_engine_free(e);
     }
-    /* llama_dynamic's config says 64; its dynamic factor 2 allows 128. */
+    /* llama_dynamic's config says 64, factor 2: 300 tokens still run. */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/models/llama_dynamic", iv_test_fixtures_dir());
     iv_engine *e = NULL;
     iv_err err = {0};
     REQUIRE(iv_engine_load(&e, dir, NULL, &err) == 0);
-    int32_t ids[129];
-    for (int i = 0; i < 129; i++) ids[i] = 4 + i;
-    iv_seq_input in = {.ids = ids, .len = 129};
+    int32_t ids[300];
+    for (int i = 0; i < 300; i++) ids[i] = 4 + i % 250;
+    iv_seq_input in = {.ids = ids, .len = 300};
     iv_outputs out;
-    CHECK(iv_engine_run(e, IV_TASK_EMBED_ALL, &in, 1, &out, &err) == -1);
-    CHECK_CONTAINS(err.msg, "129 tokens");
-    in.len = 128;
     CHECK(iv_engine_run(e, IV_TASK_EMBED_ALL, &in, 1, &out, &err) == 0);
-    iv_outputs_free(&out);
+    if (!err.msg[0]) {
+        CHECK_EQ_INT(out.rows[0], 300);
+        iv_outputs_free(&out);
+    }
+    /* A request's ids are cut at the limit in force, or refused without truncation. */
+    const iv_input req = {.ids = ids, .n_ids = 300};
+    iv_input_opts o = iv_input_opts_default();
+    iv_prepared p;
+    REQUIRE(iv_prepare_input(e, &req, &o, &p, &err) == 0);
+    CHECK_EQ_INT(p.seq.len, 64);
+    iv_prepared_free(&p);
+    o.truncate = 0;
+    CHECK(iv_prepare_input(e, &req, &o, &p, &err) == -1);
+    CHECK_CONTAINS(err.msg, "maximum of 64");
     iv_engine_free(e);
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "base/file.h"
+#include "engine/max_length.h"
 #include "heads/st_meta.h"
 #include "test.h"
 #include "unit/tmp_test_util.h"
@@ -203,11 +204,34 @@ TEST(st_meta_pooling_modes)
         CHECK_MSG(pool_of(dir) == (int)ok[i].want, "%s: want %s", ok[i].cfg, iv_pool_mode_name(ok[i].want));
     }
 
-    pooling_dir(dir, "{\"pooling_mode_cls_token\":true,\"pooling_mode_mean_tokens\":true}");
-    EXPECT_FAIL(dir, IV_E_UNSUPPORTED,
-                "several pooling modes at once (pooling_mode_cls_token, pooling_mode_mean_tokens) concatenate");
-    pooling_dir(dir, "{\"pooling_mode\":[\"mean\",\"max\"]}");
-    EXPECT_FAIL(dir, IV_E_UNSUPPORTED, "several pooling modes at once (mean, max)");
+    /* Several modes concatenate: legacy booleans in sentence-transformers'
+     * fixed order (cls, max, mean, ...), a pooling_mode list in its own order. */
+    static const struct {
+        const char *cfg;
+        int n;
+        iv_pool_mode want[3];
+    } multi[] = {
+        {"{\"pooling_mode_mean_tokens\":true,\"pooling_mode_cls_token\":true}", 2, {IV_POOL_CLS, IV_POOL_MEAN}},
+        {"{\"pooling_mode_lasttoken\":true,\"pooling_mode_mean_tokens\":true,\"pooling_mode_max_tokens\":true}", 3,
+         {IV_POOL_MAX, IV_POOL_MEAN, IV_POOL_LAST}},
+        {"{\"pooling_mode\":[\"mean\",\"max\"]}", 2, {IV_POOL_MEAN, IV_POOL_MAX}},
+        {"{\"pooling_mode\":[\"lasttoken\",\"cls\",\"mean\"]}", 3, {IV_POOL_LAST, IV_POOL_CLS, IV_POOL_MEAN}},
+    };
+    for (size_t i = 0; i < sizeof multi / sizeof multi[0]; i++) {
+        pooling_dir(dir, multi[i].cfg);
+        iv_st_meta m;
+        iv_err err = {0};
+        if (iv_st_meta_load(&m, dir, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %s", multi[i].cfg, err.msg);
+            continue;
+        }
+        CHECK_MSG(m.n_pool_modes == multi[i].n, "%s: %d modes", multi[i].cfg, m.n_pool_modes);
+        for (int k = 0; k < multi[i].n && k < m.n_pool_modes; k++)
+            CHECK_MSG(m.pool_modes[k] == multi[i].want[k], "%s: mode %d is %s", multi[i].cfg, k,
+                      iv_pool_mode_name(m.pool_modes[k]));
+        CHECK(m.pool == multi[i].want[0]);
+        iv_st_meta_free(&m);
+    }
     pooling_dir(dir, "{\"pooling_mode\":\"attention\"}");
     EXPECT_FAIL(dir, IV_E_UNSUPPORTED, "unknown pooling_mode \"attention\"");
     pooling_dir(dir, "{\"pooling_mode\":3}");
@@ -456,4 +480,72 @@ TEST(st_meta_real_minilm)
     CHECK_EQ_INT(m.n_prompts, 0);
     CHECK_STR(m.backbone_dir, dir);
     iv_st_meta_free(&m);
+}
+
+/* Where the length limit comes from (sentence-transformers 6.3): the
+ * Transformer config's processor_kwargs / tokenizer_args model_max_length
+ * wins over its max_seq_length; older per-family file names are read too. */
+TEST(st_meta_length_limit_keys)
+{
+    char dir[64];
+    REQUIRE(tmp_dir(dir, sizeof dir, "st_meta") == 0);
+    static const struct {
+        const char *file, *json;
+        int want;
+    } cases[] = {
+        {"sentence_bert_config.json", "{\"max_seq_length\":256,\"processor_kwargs\":{\"model_max_length\":300}}", 300},
+        {"sentence_bert_config.json", "{\"max_seq_length\":256,\"tokenizer_args\":{\"model_max_length\":64}}", 64},
+        {"sentence_bert_config.json", "{\"processor_kwargs\":{\"model_max_length\":null},\"max_seq_length\":99}", 99},
+        {"sentence_roberta_config.json", "{\"max_seq_length\":77}", 77},
+        {"sentence_xlm-roberta_config.json", "{\"max_seq_length\":78}", 78},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s/c%zu", dir, i);
+        char path[256];
+        snprintf(path, sizeof path, "c%zu/%s", i, cases[i].file);
+        put(dir, path, cases[i].json);
+        iv_st_meta m;
+        iv_err err = {0};
+        if (iv_st_meta_load(&m, sub, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %s", cases[i].json, err.msg);
+            continue;
+        }
+        CHECK_MSG(m.max_seq_length == cases[i].want, "%s %s: %d, want %d", cases[i].file, cases[i].json,
+                  m.max_seq_length, cases[i].want);
+        iv_st_meta_free(&m);
+    }
+    tmp_rmtree(dir);
+}
+
+/* engine/max_length.c without a tokenizer: the ST value uncapped by
+ * max_position_embeddings but not past what the model runs; PyLate's saved
+ * value ignored. */
+TEST(max_length_resolve_sources)
+{
+    iv_st_meta meta;
+    memset(&meta, 0, sizeof meta);
+    iv_max_length l = iv_max_length_resolve(&meta, NULL, 512, 512);
+    CHECK_EQ_INT(l.tokens, 512);
+    CHECK_STR(l.source, "config.json");
+    l = iv_max_length_resolve(&meta, NULL, 514, 512); /* RoBERTa: positions start after padding_idx */
+    CHECK_EQ_INT(l.tokens, 512);
+    CHECK_STR(l.source, "config.json");
+    meta.max_seq_length = 128;
+    l = iv_max_length_resolve(&meta, NULL, 512, 512);
+    CHECK_EQ_INT(l.tokens, 128);
+    CHECK_STR(l.source, "sentence_bert_config.json");
+    meta.max_seq_length = 4096; /* not capped by max_position_embeddings ... */
+    l = iv_max_length_resolve(&meta, NULL, 512, 1 << 30);
+    CHECK_EQ_INT(l.tokens, 4096);
+    CHECK_STR(l.source, "sentence_bert_config.json");
+    l = iv_max_length_resolve(&meta, NULL, 512, 1000); /* ... but by what the model runs */
+    CHECK_EQ_INT(l.tokens, 1000);
+    CHECK_STR(l.source, "config.json");
+    meta.pylate.present = 1;
+    l = iv_max_length_resolve(&meta, NULL, 512, 512);
+    CHECK_EQ_INT(l.tokens, 512);
+    CHECK_STR(l.source, "config.json");
+    l = iv_max_length_resolve(&meta, NULL, 0, 0);
+    CHECK_EQ_INT(l.tokens, 0);
 }
