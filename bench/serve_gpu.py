@@ -14,7 +14,8 @@ requests to POST /embed on keep-alive connections:
   1x32  c1    one client, one request at a time (latency)
 
 Printed per scenario: requests/s, tokens/s, client-side p50/p99 over
-loopback (an upper bound of the server's time), the GPU's busy fraction
+loopback (an upper bound of the server's time), the server's own mean time
+per request (te_request_duration from /metrics), the GPU's busy fraction
 from nvidia-smi sampling (utilization.gpu every 100 ms) and each replica's
 busy fraction from the server's own /info (time inside forward passes).
 
@@ -54,6 +55,15 @@ def start_server(binary, model, devices, log_path):
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError("server did not start in 300 s")
+
+
+def request_duration(port):
+    """(sum seconds, count) of the server's te_request_duration histogram."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    total = re.search(r"^te_request_duration_sum (\S+)$", text, re.M)
+    count = re.search(r"^te_request_duration_count (\S+)$", text, re.M)
+    return (float(total.group(1)) if total else 0.0), (float(count.group(1)) if count else 0.0)
 
 
 def info(port):
@@ -103,6 +113,7 @@ def run_scenario(load_bin, port, root, n_seqs, seq_len, clients, seconds, vocab)
     subprocess.run([load_bin, "--port", str(port), "--body", path, "--clients", str(min(clients, 8)),
                     "--seconds", "1.5"], capture_output=True, check=False)
     before = info(port)["replicas"]
+    dur0 = request_duration(port)
     sampler = GpuSampler()
     t0 = time.time()
     out = subprocess.run([load_bin, "--port", str(port), "--body", path, "--clients", str(clients),
@@ -110,11 +121,14 @@ def run_scenario(load_bin, port, root, n_seqs, seq_len, clients, seconds, vocab)
     wall = time.time() - t0
     gpu_busy = sampler.stop()
     after = info(port)["replicas"]
+    dur1 = request_duration(port)
     if out.returncode:
         raise RuntimeError(f"serve_load failed: {out.stderr}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["tokens_per_s"] = res["rps"] * n_seqs * seq_len
     res["gpu_busy"] = gpu_busy
+    # The server's own time per request (first byte in to response queued), mean.
+    res["server_mean_ms"] = (dur1[0] - dur0[0]) / (dur1[1] - dur0[1]) * 1e3 if dur1[1] > dur0[1] else None
     res["replica_busy"] = [(a["busy_seconds"] - b["busy_seconds"]) / wall for a, b in zip(after, before)]
     return res
 
@@ -159,6 +173,7 @@ def main():
                         rb = "/".join(f"{b * 100:.0f}%" for b in r["replica_busy"])
                         print(f"gpu-serve {name} --device {devices} {label} c{clients}: {r['rps']:,.0f} req/s, "
                               f"{r['tokens_per_s']:,.0f} tok/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
+                              f"server mean {r['server_mean_ms']:.2f} ms, "
                               f"errors {r['errors']}, GPU busy {gpu} (nvidia-smi), replicas busy {rb}", flush=True)
                 finally:
                     proc.terminate()
