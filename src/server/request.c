@@ -54,6 +54,7 @@ void iv_req_fail(iv_req *r, const iv_api_error *e)
 int iv_req_parse_json(iv_req *r)
 {
     iv_api_error e;
+    if (r->json) return 0; /* already parsed (POST / looks at the body before it dispatches) */
     if (iv_codec_parse_body(r->body.data ? r->body.data : "", r->body.len, &r->json, &e)) {
         iv_req_fail(r, &e);
         return -1;

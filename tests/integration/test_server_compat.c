@@ -357,3 +357,45 @@ TEST(srv_batch_limits_per_api)
     free(body);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
+
+/* POST / by model type, as huggingface_hub's InferenceClient calls it. */
+TEST(srv_root_post_inference_client_shapes)
+{
+    const char *emb = srv_fixture("bert"), *cls = srv_fixture("bert_seqcls3");
+    if (!emb || !cls) return;
+    srv s;
+    const char *args[] = {"--model-id", cls, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r, p;
+    /* text_classification: [[{"label","score"} x labels]] even for one text; /predict stays flat. */
+    REQUIRE(http_post(&s, "/", "{\"inputs\":\"I love it\",\"parameters\":{\"top_k\":null}}", &r) == 0);
+    REQUIRE(http_post(&s, "/predict", "{\"inputs\":\"I love it\"}", &p) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(cJSON_GetArraySize(r.json), 1);
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetArrayItem(r.json, 0)), 3);
+    CHECK_EQ_INT(cJSON_GetArraySize(p.json), 3);
+    CHECK_STR(jstr(cJSON_GetArrayItem(cJSON_GetArrayItem(r.json, 0), 0), "label"),
+              jstr(cJSON_GetArrayItem(p.json, 0), "label"));
+    http_resp_free(&r);
+    http_resp_free(&p);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+
+    const char *args2[] = {"--model-id", emb, NULL};
+    REQUIRE(srv_start(&s, args2) == 0);
+    /* sentence_similarity posts /similarity's body to /; feature_extraction /embed's. */
+    REQUIRE(http_post(&s, "/", "{\"inputs\":{\"source_sentence\":\"a cat\",\"sentences\":[\"a dog\",\"x\"]}}", &r) == 0);
+    REQUIRE(http_post(&s, "/similarity", "{\"inputs\":{\"source_sentence\":\"a cat\",\"sentences\":[\"a dog\",\"x\"]}}",
+                      &p) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(r.body, p.body);
+    http_resp_free(&r);
+    http_resp_free(&p);
+    REQUIRE(http_post(&s, "/", "{\"inputs\":\"a cat\"}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(cJSON_GetArraySize(r.json), 1);
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/", "{\"inputs\":", &r) == 0);
+    CHECK_EQ_INT(r.status, 400);
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
