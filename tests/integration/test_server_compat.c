@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/strbuf.h"
 #include "server/quantize_embeddings.h"
+#include "server/server.h"
 #include "server_harness.h"
 #include "test.h"
 
@@ -398,4 +400,23 @@ TEST(srv_root_post_inference_client_shapes)
     CHECK_EQ_INT(r.status, 400);
     http_resp_free(&r);
     CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+TEST(cli_version)
+{
+    char cmd[4096], buf[256] = {0};
+    if (access(iv_test_binary(), X_OK) != 0) {
+        iv_test_skip("infinity_v3 binary not built");
+        return;
+    }
+    static const char *forms[] = {"--version", "-V", "serve --version"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s", iv_test_binary(), forms[i]);
+        FILE *p = popen(cmd, "r");
+        REQUIRE(p);
+        size_t n = fread(buf, 1, sizeof buf - 1, p);
+        buf[n] = 0;
+        CHECK_EQ_INT(pclose(p), 0);
+        CHECK_STR(buf, "infinity_v3 " IV_SERVER_VERSION "\n");
+    }
 }
