@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/hub.h"
 #include "server/routes_common.h"
 
 /* Fields shared by the embedding-style requests. */
@@ -632,7 +633,10 @@ void iv_route_info(iv_req *r)
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"model_id\":");
     iv_sb_json_string(&b, m->model_id, strlen(m->model_id));
-    iv_sb_puts(&b, ",\"model_sha\":null,\"model_dtype\":");
+    /* TEI's model_sha: the snapshot's commit when the model came from the hub cache. */
+    char sha[41];
+    if (iv_hub_snapshot_commit(m->model_dir, sha) == 0) iv_sb_printf(&b, ",\"model_sha\":\"%s\",\"model_dtype\":", sha);
+    else iv_sb_puts(&b, ",\"model_sha\":null,\"model_dtype\":");
     const char *dtype = iv_engine_dtype_name(m->engine);
     iv_sb_json_string(&b, dtype, strlen(dtype));
     iv_sb_puts(&b, ",\"served_model_name\":");

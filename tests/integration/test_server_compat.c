@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/strbuf.h"
+#include "engine/hub.h"
 #include "server/quantize_embeddings.h"
 #include "server/server.h"
 #include "server_harness.h"
@@ -419,4 +420,37 @@ TEST(cli_version)
         CHECK_EQ_INT(pclose(p), 0);
         CHECK_STR(buf, "infinity_v3 " IV_SERVER_VERSION "\n");
     }
+}
+
+/* /info's model_sha: the commit of a hub-cache snapshot, null for a plain directory. */
+TEST(srv_info_model_sha_from_snapshot)
+{
+    char zero[41];
+    CHECK(iv_hub_snapshot_commit("/x/models--a--b/snapshots/0123456789abcdef0123456789abcdef01234567/", zero) == 0);
+    CHECK_STR(zero, "0123456789abcdef0123456789abcdef01234567");
+    CHECK(iv_hub_snapshot_commit("/x/models--a--b/snapshots/main", zero) == -1);
+    CHECK(iv_hub_snapshot_commit("/x/0123456789abcdef0123456789abcdef01234567", zero) == -1);
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    char tmp[] = "/tmp/iv_sha_XXXXXX", snap[1024], cmd[4096];
+    REQUIRE(mkdtemp(tmp));
+    snprintf(snap, sizeof snap, "%s/models--org--bert/snapshots/89abcdef0123456789abcdef0123456789abcdef", tmp);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s'/. '%s'/", snap, dir, snap);
+    REQUIRE(system(cmd) == 0);
+    srv s;
+    const char *args[] = {"--model-id", snap, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    REQUIRE(http_get(&s, "/info", &r) == 0);
+    CHECK_STR(jstr(r.json, "model_sha"), "89abcdef0123456789abcdef0123456789abcdef");
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+    const char *args2[] = {"--model-id", dir, NULL};
+    REQUIRE(srv_start(&s, args2) == 0);
+    REQUIRE(http_get(&s, "/info", &r) == 0);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(r.json, "model_sha")));
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    CHECK(system(cmd) == 0);
 }
