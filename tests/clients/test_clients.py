@@ -285,7 +285,10 @@ def main():
     finally:
         for p in (p1, p2):
             p.terminate()
-            p.wait(timeout=60)
+            rc = p.wait(timeout=120)
+            if rc != 0:  # a clean SIGTERM exit is 0 (a sanitizer report is not)
+                failed += 1
+                print("FAIL server exited with status %d" % rc, flush=True)
     print("%d of %d libraries passed" % (len([c for c in CHECKS if not a.only or a.only in c[0]]) - failed,
                                           len([c for c in CHECKS if not a.only or a.only in c[0]])))
     return 1 if failed else 0
