@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: all test test-unit test-clients test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -61,6 +61,21 @@ test-unit: $(BUILD)/run_tests $(BUILD)/infinity_v3
 
 deps:
 	scripts/install-deps.sh
+
+# The client libraries (openai, huggingface_hub, langchain, llama-index,
+# infinity_client, cohere) against the real server on all-MiniLM-L6-v2 and
+# the reranker/classifier fixtures; pip-installs them into .cache/clients-venv
+# when missing. Not part of `make test` (it needs PyPI the first time).
+CLIENTS_VENV := .cache/clients-venv
+CLIENT_PKGS := openai cohere huggingface_hub langchain-openai langchain-community \
+	llama-index-embeddings-openai-like llama-index-embeddings-text-embeddings-inference infinity_client numpy
+test-clients: models
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	@test -x $(CLIENTS_VENV)/bin/python || python3 -m venv $(CLIENTS_VENV)
+	@$(CLIENTS_VENV)/bin/python -c "import openai, cohere, huggingface_hub, langchain_openai, langchain_community, \
+		llama_index.embeddings.openai_like, llama_index.embeddings.text_embeddings_inference, infinity_client, numpy" \
+		2>/dev/null || $(CLIENTS_VENV)/bin/pip install -q $(CLIENT_PKGS)
+	$(CLIENTS_VENV)/bin/python tests/clients/test_clients.py --binary build/release/infinity_v3
 
 models:
 	scripts/fetch-models.sh

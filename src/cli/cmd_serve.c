@@ -30,11 +30,15 @@ static void usage(FILE *f)
             "  --uds-path PATH              listen on a Unix socket instead of TCP\n"
             "  --api-key KEY                require `Authorization: Bearer KEY` (not on /health, /metrics)\n"
             "  --payload-limit BYTES        largest request body (2000000)\n"
-            "  --max-concurrent-requests N  inputs admitted at once; more get 429 (512)\n"
+            "  --max-concurrent-requests N  inputs admitted at once; more get 429\n"
+            "                               (512, raised to --max-client-batch-size-openai when unset)\n"
             "  --max-batch-tokens N         token budget of one forward pass (16384; on a GPU, what its\n"
             "                               free memory after the weights holds)\n"
             "  --max-batch-requests N       sequences per forward pass (no limit)\n"
-            "  --max-client-batch-size N    inputs per request (32)\n"
+            "  --max-client-batch-size N    inputs per request on TEI's routes (32)\n"
+            "  --max-client-batch-size-openai N   inputs per request on the OpenAI, Infinity,\n"
+            "                               Cohere and vLLM routes (2048)\n"
+            "  --url-prefix PREFIX          serve every route under PREFIX (e.g. /v1/infinity)\n"
             "  --auto-truncate [true|false] truncate inputs over the model's limit (true)\n"
             "  --default-prompt-name NAME   prompt from config_sentence_transformers.json for every request\n"
             "  --default-prompt TEXT        prompt text for every request\n"
@@ -130,6 +134,7 @@ int iv_cmd_serve(int argc, char **argv)
     int n_models = 0, n_served = 0, splade = 0;
     set_log_level(getenv("LOG_LEVEL"));
 
+    int concurrency_set = 0;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL;
@@ -189,6 +194,7 @@ int iv_cmd_serve(int argc, char **argv)
             if (!(rc = parse_int(a, val, 1, LONG_MAX, &x))) o.payload_limit = (size_t)x;
         } else if (!strcmp(a, "--max-concurrent-requests")) {
             if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_concurrent_requests = (int)x;
+            concurrency_set = 1;
         } else if (!strcmp(a, "--max-batch-tokens")) {
             if (!(rc = parse_int(a, val, 1, 1 << 28, &x))) {
                 o.max_batch_tokens = (int)x;
@@ -198,6 +204,10 @@ int iv_cmd_serve(int argc, char **argv)
             if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_batch_requests = (int)x;
         } else if (!strcmp(a, "--max-client-batch-size")) {
             if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_client_batch_size = (int)x;
+        } else if (!strcmp(a, "--max-client-batch-size-openai")) {
+            if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.max_client_batch_size_openai = (int)x;
+        } else if (!strcmp(a, "--url-prefix")) {
+            o.url_prefix = val;
         } else if (!strcmp(a, "--tokenization-workers")) {
             if (!(rc = parse_int(a, val, 1, 64, &x))) o.tokenization_workers = (int)x;
         } else if (!strcmp(a, "--http-threads")) {
@@ -237,6 +247,15 @@ int iv_cmd_serve(int argc, char **argv)
         return 2;
     }
     for (int i = 0; i < n_served; i++) models[i].served_name = served[i];
+    /* Permits are per input: unless told otherwise, the largest request an
+     * API accepts must fit, or it would get 429 forever. */
+    if (!concurrency_set && o.max_concurrent_requests < o.max_client_batch_size_openai)
+        o.max_concurrent_requests = o.max_client_batch_size_openai;
+    if (o.url_prefix && o.url_prefix[0] && (o.url_prefix[0] != '/' || o.url_prefix[strlen(o.url_prefix) - 1] == '/')) {
+        fprintf(stderr, "infinity_v3 serve: --url-prefix must start with / and not end with one, got \"%s\"\n",
+                o.url_prefix);
+        return 2;
+    }
     raise_fd_limit();
 
     iv_server *s;

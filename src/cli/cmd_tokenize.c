@@ -1,4 +1,5 @@
-/* `infinity_v3 tokenize`: JSON lines in (a string, or [text, pair]), one
+/* `infinity_v3 tokenize`: lines in (plain text as `embed` reads it, a JSON
+ * string, or a JSON [text, pair] array), one
  * JSON line out per input with ids, type_ids, tokens and char offsets as the
  * Python tokenizers library reports them. A bad line yields
  * {"error": "..."} and processing continues; the exit code is 1 when any
@@ -15,8 +16,9 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: infinity_v3 tokenize --tokenizer DIR_OR_FILE [options] < inputs.jsonl\n"
-            "  Each input line is a JSON string, or a [text, pair] array.\n"
+            "usage: infinity_v3 tokenize --tokenizer DIR_OR_FILE [options] < inputs.txt\n"
+            "  Each input line is plain text (as `embed` reads it), a JSON string, or a\n"
+            "  [text, pair] array. Lines starting with \" or [ are read as JSON.\n"
             "  (--model-id DIR is accepted as a synonym of --tokenizer)\n"
             "  --no-special-tokens       do not add the post-processor's special tokens\n"
             "  --pair                    require every line to be a [text, pair] array\n"
@@ -51,7 +53,8 @@ static const char *skip_ws(const char *p, const char *e)
     return p;
 }
 
-/* Parses `"text"` or `["text", "pair"]`; strings keep embedded NULs. */
+/* Parses `"text"` or `["text", "pair"]` (strings keep embedded NULs), or
+ * takes a line that does not start like JSON as the text itself. */
 static int parse_line(const char *line, size_t len, char **text, size_t *tlen, char **pair, size_t *plen,
                       iv_err *err)
 {
@@ -81,8 +84,16 @@ static int parse_line(const char *line, size_t len, char **text, size_t *tlen, c
             return iv_errf(err, IV_E_INVALID, "a pair must be a 2-element array of strings [text, pair]");
         }
         p = skip_ws(p + 1, e);
+    } else if (p < e && *p == '{') {
+        return iv_errf(err, IV_E_INVALID, "each line must be plain text, a JSON string or a [text, pair] array");
     } else {
-        return iv_errf(err, IV_E_INVALID, "each line must be a JSON string or a [text, pair] array");
+        /* Plain text, as `embed` reads it: the whole line is the text. */
+        *text = malloc(len + 1);
+        if (!*text) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        memcpy(*text, line, len);
+        (*text)[len] = 0;
+        *tlen = len;
+        return 0;
     }
     if (p != e) {
         free(*text);

@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "ops/cpu/omp_policy.h"
+#include "server/server.h"
 
 static void usage(FILE *f)
 {
@@ -11,6 +12,7 @@ static void usage(FILE *f)
             "       infinity_v3 embed --model-id DIR [--all|--sparse] < inputs\n"
             "       infinity_v3 predict --model-id DIR < inputs\n"
             "       infinity_v3 tokenize --tokenizer DIR_OR_FILE [--pair] < inputs\n"
+            "       infinity_v3 --version\n"
             "Run a subcommand with --help for its options.\n");
 }
 
@@ -22,6 +24,13 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    /* As TEI's router prints it: name and version. Also after `serve`. */
+    for (int i = 1; i < argc && i <= 2; i++)
+        if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+            if (i == 2 && strcmp(argv[1], "serve")) break;
+            printf("infinity_v3 %s\n", IV_SERVER_VERSION);
+            return 0;
+        }
     if (argc > 1 && argv[1][0] != '-') {
         const char *sub = argv[1];
         for (const iv_command *c = iv_commands; c->name; c++)

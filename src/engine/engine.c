@@ -158,7 +158,10 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         if (iv_model_pack_cpu_weights(e->model, NULL, err) || iv_st_dense_pack_cpu(&e->dense, err) ||
             iv_st_dense_pack_cpu(&e->colbert.dense, err))
             goto fail;
-        IV_INFO("CPU linear kernel %s (instruction sets up to %s)", iv_cpu_panel_kernel_name(), iv_cpu_isa_cap_name());
+        /* What runs, not what the cap would allow (an AVX2-only CPU under
+         * the default cap runs avx2). */
+        IV_INFO("CPU linear kernel %s, instruction set %s (IV_CPU_ISA cap %s)", iv_cpu_panel_kernel_name(),
+                iv_cpu_isa_used_name(), iv_cpu_isa_cap_name());
     } else {
         if (iv_model_to_device(e->model, ops, err) || iv_st_dense_to_device(&e->dense, ops, err) ||
             iv_st_dense_to_device(&e->colbert.dense, ops, err))

@@ -38,6 +38,10 @@ typedef struct iv_hub_repo {
 void iv_hub_repo_init(iv_hub_repo *r, const char *cache_root, const char *id);
 /* 40 lowercase hex digits: a full commit hash. */
 int iv_hub_is_commit(const char *s);
+/* The commit of a checkpoint directory that is a cache snapshot
+ * (<cache>/models--org--name/snapshots/<40 hex>[/]): 0 and commit filled,
+ * else -1 (a plain local directory). */
+int iv_hub_snapshot_commit(const char *dir, char commit[41]);
 /* Branch or tag names as refs/ may hold them: [A-Za-z0-9._/-], no "..",
  * no leading '/', at most 255 characters. */
 int iv_hub_revision_valid(const char *rev);

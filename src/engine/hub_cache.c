@@ -165,3 +165,19 @@ int iv_hub_link_blob(const iv_hub_repo *r, const char *commit, const char *file,
         return iv_errf(err, IV_E_IO, "cannot link %s -> %s: %s", link_path, target, strerror(errno));
     return 0;
 }
+
+int iv_hub_snapshot_commit(const char *dir, char commit[41])
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    /* ".../snapshots/" + 40 hex */
+    static const char marker[] = "/snapshots/";
+    const size_t m = sizeof marker - 1;
+    if (n < m + 40 || strncmp(dir + n - 40 - m, marker, m)) return -1;
+    char c[41];
+    memcpy(c, dir + n - 40, 40);
+    c[40] = 0;
+    if (!iv_hub_is_commit(c)) return -1;
+    memcpy(commit, c, 41);
+    return 0;
+}

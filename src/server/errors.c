@@ -88,9 +88,37 @@ static int infinity_status(const iv_api_error *e)
     }
 }
 
+/* Cohere and vLLM answer every problem with the request 400. */
+static int compat_status(iv_api_kind kind)
+{
+    switch (kind) {
+    case IV_API_OVERLOADED: return 429;
+    case IV_API_BACKEND:
+    case IV_API_INTERNAL: return 500;
+    case IV_API_UNHEALTHY: return 503;
+    case IV_API_PAYLOAD: return 413;
+    case IV_API_CONTENT_TYPE: return 415;
+    case IV_API_UNAUTHORIZED: return 401;
+    default: return 400;
+    }
+}
+
 int iv_error_status(iv_flavour f, const iv_api_error *e)
 {
+    if (f == IV_FLAVOUR_COHERE || f == IV_FLAVOUR_VLLM) return compat_status(e->kind);
     return f == IV_FLAVOUR_INFINITY ? infinity_status(e) : tei_status(e->kind);
+}
+
+static const char *vllm_type(int status)
+{
+    switch (status) {
+    case 400: return "BadRequestError";
+    case 413: return "RequestEntityTooLarge";
+    case 415: return "UnsupportedMediaType";
+    case 429: return "TooManyRequests";
+    case 503: return "ServiceUnavailable";
+    default: return "InternalServerError";
+    }
 }
 
 static void take(iv_strbuf *b, iv_reply *out, const char *ctype)
@@ -136,6 +164,25 @@ void iv_error_render(iv_flavour f, const iv_api_error *e, iv_reply *out)
             take(&b, out, "application/json");
             out->www_authenticate = "Bearer";
         }
+        return;
+    }
+    if (f == IV_FLAVOUR_COHERE || f == IV_FLAVOUR_VLLM) {
+        const char *msg = e->msg;
+        char buf[1100];
+        if (e->kind == IV_API_JSON_SYNTAX || e->kind == IV_API_JSON_DATA) {
+            snprintf(buf, sizeof buf, "invalid request: %s", e->msg);
+            msg = buf;
+        }
+        if (f == IV_FLAVOUR_COHERE) {
+            iv_sb_puts(&b, "{\"message\":");
+            iv_sb_json_string(&b, msg, strlen(msg));
+            iv_sb_putc(&b, '}');
+        } else {
+            iv_sb_puts(&b, "{\"object\":\"error\",\"message\":");
+            iv_sb_json_string(&b, msg, strlen(msg));
+            iv_sb_printf(&b, ",\"type\":\"%s\",\"param\":null,\"code\":%d}", vllm_type(out->status), out->status);
+        }
+        take(&b, out, "application/json");
         return;
     }
     if (f == IV_FLAVOUR_INFINITY) {

@@ -8,6 +8,8 @@
  *   OpenAI:   {"message": msg, "code": 422, "type": "Validation"} (TEI's /v1/embeddings)
  *   Infinity: {"error": {"message", "type": null, "param": null, "code"}}, and
  *             FastAPI's 422 {"detail": [{"type", "loc", "msg"}]} for request-shape errors.
+ *   Cohere:   {"message": msg} (400 for every request problem)
+ *   vLLM:     {"object": "error", "message", "type": "BadRequestError", "param": null, "code"}
  * TEI's framework-level rejections (JSON syntax 400, JSON types 422, body
  * too large 413, content type 415) are plain text, as axum sends them. */
 #ifndef IV_SERVER_ERRORS_H
@@ -15,7 +17,13 @@
 
 #include <stddef.h>
 
-typedef enum iv_flavour { IV_FLAVOUR_TEI = 0, IV_FLAVOUR_OPENAI, IV_FLAVOUR_INFINITY } iv_flavour;
+typedef enum iv_flavour {
+    IV_FLAVOUR_TEI = 0,
+    IV_FLAVOUR_OPENAI,
+    IV_FLAVOUR_INFINITY,
+    IV_FLAVOUR_COHERE, /* Cohere's /v1|v2/embed, /v1|v2/rerank: {"message": msg}, 400 for bad requests */
+    IV_FLAVOUR_VLLM,   /* vLLM's /score: {"object":"error","message","type","param":null,"code"} */
+} iv_flavour;
 
 typedef enum iv_api_kind {
     IV_API_EMPTY,           /* empty input: 400 */

@@ -204,6 +204,26 @@ static int early_checks(iv_req *r)
     return 0;
 }
 
+/* --url-prefix: routes live under the prefix (r->path is the part after
+ * it); /health and /ping also answer at the root, for probes that do not
+ * know the prefix. */
+static const iv_route *find_route(iv_server *srv, const char *method, const char *url, const char **path,
+                                  int *status)
+{
+    const char *prefix = srv->o.url_prefix;
+    size_t n = prefix ? strlen(prefix) : 0;
+    if (n && !strncmp(url, prefix, n) && (url[n] == '/' || url[n] == 0)) {
+        *path = url[n] ? url + n : "/";
+        return iv_route_find(method, *path, status);
+    }
+    *path = url;
+    if (n && strcmp(url, "/health") && strcmp(url, "/ping")) {
+        *status = 404;
+        return NULL;
+    }
+    return iv_route_find(method, url, status);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -224,7 +244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         iv_sb_init(&r->body);
         *con_cls = r;
         int status = 0;
-        r->route = iv_route_find(method, url, &status);
+        r->route = find_route(srv, method, url, &r->path, &status);
         if (!r->route) {
             iv_req_reply(r, status, NULL, NULL);
             return queue_reply(r);

@@ -54,6 +54,7 @@ void iv_req_fail(iv_req *r, const iv_api_error *e)
 int iv_req_parse_json(iv_req *r)
 {
     iv_api_error e;
+    if (r->json) return 0; /* already parsed (POST / looks at the body before it dispatches) */
     if (iv_codec_parse_body(r->body.data ? r->body.data : "", r->body.len, &r->json, &e)) {
         iv_req_fail(r, &e);
         return -1;
@@ -98,10 +99,16 @@ void iv_req_count(iv_req *r, int single)
 
 int iv_req_check_batch(iv_req *r, int n)
 {
-    const int max = r->srv->o.max_client_batch_size;
+    /* TEI's routes keep TEI's limit; the OpenAI, Infinity, Cohere and vLLM
+     * APIs take up to 2048 inputs (clients send hundreds at once). */
+    const int tei = r->flavour == IV_FLAVOUR_TEI;
+    const int max = tei ? r->srv->o.max_client_batch_size : r->srv->o.max_client_batch_size_openai;
     if (n <= max) return 0;
     iv_api_error e;
-    iv_api_errorf(&e, IV_API_VALIDATION, "batch size %d > maximum allowed batch size %d", n, max);
+    if (tei) iv_api_errorf(&e, IV_API_VALIDATION, "batch size %d > maximum allowed batch size %d", n, max);
+    else
+        iv_api_errorf(&e, IV_API_VALIDATION,
+                      "batch size %d > maximum allowed batch size %d (--max-client-batch-size-openai)", n, max);
     if (r->flavour == IV_FLAVOUR_INFINITY) {
         e.kind = IV_API_JSON_DATA;
         iv_api_error_shape(&e, "\"body\",\"input\"", "too_long",

@@ -27,13 +27,30 @@ static const iv_route routes[] = {
     {"POST", "/embeddings", iv_route_infinity_embeddings, IV_FLAVOUR_INFINITY, 0, 1},
     {"POST", "/classify", iv_route_classify, IV_FLAVOUR_INFINITY, 0, 1},
     {"GET", "/models", iv_route_models, IV_FLAVOUR_INFINITY, 0, 0},
+    /* Cohere (routes_cohere.c); /v1/rerank also takes Jina's and vLLM's bodies */
+    {"POST", "/v1/embed", iv_route_cohere_embed, IV_FLAVOUR_COHERE, 0, 1},
+    {"POST", "/v2/embed", iv_route_cohere_embed, IV_FLAVOUR_COHERE, 0, 1},
+    {"POST", "/v1/rerank", iv_route_cohere_rerank, IV_FLAVOUR_COHERE, 0, 1},
+    {"POST", "/v2/rerank", iv_route_cohere_rerank, IV_FLAVOUR_COHERE, 0, 1},
+    /* vLLM (routes_vllm.c) */
+    {"POST", "/score", iv_route_vllm_score, IV_FLAVOUR_VLLM, 0, 1},
+    {"POST", "/v1/score", iv_route_vllm_score, IV_FLAVOUR_VLLM, 0, 1},
+    /* OpenAI's GET /v1/models/{id}: a path ending in '*' matches by prefix */
+    {"GET", "/v1/models/*", iv_route_models, IV_FLAVOUR_OPENAI, 0, 0},
 };
+
+static int path_matches(const char *pattern, const char *path)
+{
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*') return !strncmp(pattern, path, n - 1) && path[n - 1];
+    return !strcmp(pattern, path);
+}
 
 const iv_route *iv_route_find(const char *method, const char *path, int *status)
 {
     int path_known = 0;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(routes[i].path, path)) continue;
+        if (!path_matches(routes[i].path, path)) continue;
         path_known = 1;
         if (!strcmp(routes[i].method, method)) return &routes[i];
         /* HEAD is GET without a body (MHD drops it). */

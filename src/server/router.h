@@ -35,6 +35,9 @@ void iv_route_openai_embeddings(iv_req *r);   /* routes_openai.c */
 void iv_route_infinity_embeddings(iv_req *r); /* routes_infinity.c */
 void iv_route_infinity_rerank(iv_req *r);
 void iv_route_classify(iv_req *r);
-void iv_route_models(iv_req *r);
+void iv_route_models(iv_req *r);     /* also GET /v1/models/{id} */
+void iv_route_cohere_embed(iv_req *r);  /* routes_cohere.c: /v1/embed, /v2/embed */
+void iv_route_cohere_rerank(iv_req *r); /* /v1/rerank, /v2/rerank (Cohere, Jina, vLLM bodies) */
+void iv_route_vllm_score(iv_req *r);    /* routes_vllm.c: /score, /v1/score */
 
 #endif

@@ -287,14 +287,30 @@ void iv_route_classify(iv_req *r)
 void iv_route_models(iv_req *r)
 {
     const iv_server *s = r->srv;
+    /* GET /v1/models/{id}: that model's object alone (OpenAI), 404 when unknown. */
+    const char *one = !strncmp(r->path, "/v1/models/", 11) ? r->path + 11 : NULL;
+    int found = -1;
+    for (int i = 0; one && i < s->n_models && found < 0; i++)
+        if (!strcmp(s->models[i].served_name, one) || !strcmp(s->models[i].model_id, one)) found = i;
+    if (one && found < 0) {
+        iv_strbuf nb;
+        iv_sb_init(&nb);
+        iv_sb_puts(&nb, "{\"error\":{\"message\":");
+        char msg[512];
+        snprintf(msg, sizeof msg, "The model `%.400s` does not exist.", one);
+        iv_sb_json_string(&nb, msg, strlen(msg));
+        iv_sb_puts(&nb, ",\"type\":\"invalid_request_error\",\"param\":\"model\",\"code\":\"model_not_found\"}}");
+        iv_req_reply(r, 404, "application/json", &nb);
+        return;
+    }
     iv_strbuf b;
     iv_sb_init(&b);
-    iv_sb_puts(&b, "{\"object\":\"list\",\"data\":[");
-    for (int i = 0; i < s->n_models; i++) {
+    if (!one) iv_sb_puts(&b, "{\"object\":\"list\",\"data\":[");
+    for (int i = one ? found : 0; i < (one ? found + 1 : s->n_models); i++) {
         const iv_model_slot *m = &s->models[i];
         const int queued = iv_batcher_queue_size(m->batcher) + iv_batcher_tokenize_backlog(m->batcher);
         const int in_use = iv_batcher_permits_in_use(m->batcher);
-        iv_sb_puts(&b, i ? ",{\"id\":" : "{\"id\":");
+        iv_sb_puts(&b, i && !one ? ",{\"id\":" : "{\"id\":");
         iv_sb_json_string(&b, m->served_name, strlen(m->served_name));
         iv_sb_printf(&b, ",\"object\":\"model\",\"owned_by\":\"infinity\",\"created\":%lld,\"backend\":\"native\"",
                      (long long)time(NULL));
@@ -312,6 +328,6 @@ void iv_route_models(iv_req *r)
                      (double)in_use / (double)s->o.max_concurrent_requests, queued, in_use - queued > 0 ? in_use - queued : 0,
                      s->o.max_batch_requests > 0 ? s->o.max_batch_requests : s->o.max_client_batch_size);
     }
-    iv_sb_puts(&b, "]}");
+    if (!one) iv_sb_puts(&b, "]}");
     iv_req_reply_json(r, &b);
 }

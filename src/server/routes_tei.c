@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/hub.h"
 #include "server/routes_common.h"
 #include "server/replica_report.h"
 
@@ -224,7 +225,11 @@ static void finish_predict(iv_req *r)
     iv_strbuf b;
     iv_sb_init(&b);
     if (!order) b.oom = 1;
-    if (!r->inputs.single) iv_sb_putc(&b, '[');
+    /* POST / answers the Hugging Face Inference API's [[...]] even for one
+     * input (huggingface_hub's InferenceClient.text_classification reads
+     * that shape); /predict keeps TEI's flat list. */
+    const int wrap = !r->inputs.single || !strcmp(r->path, "/");
+    if (wrap) iv_sb_putc(&b, '[');
     for (int i = 0; order && i < r->job.n_items; i++) {
         if (iv_route_scores(r, i, r->p.raw_scores, order)) {
             free(order);
@@ -234,7 +239,7 @@ static void finish_predict(iv_req *r)
         if (i) iv_sb_putc(&b, ',');
         put_predictions(r, &b, i, order);
     }
-    if (!r->inputs.single) iv_sb_putc(&b, ']');
+    if (wrap) iv_sb_putc(&b, ']');
     free(order);
     iv_req_reply_json(r, &b);
 }
@@ -629,7 +634,10 @@ void iv_route_info(iv_req *r)
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"model_id\":");
     iv_sb_json_string(&b, m->model_id, strlen(m->model_id));
-    iv_sb_puts(&b, ",\"model_sha\":null,\"model_dtype\":");
+    /* TEI's model_sha: the snapshot's commit when the model came from the hub cache. */
+    char sha[41];
+    if (iv_hub_snapshot_commit(m->model_dir, sha) == 0) iv_sb_printf(&b, ",\"model_sha\":\"%s\",\"model_dtype\":", sha);
+    else iv_sb_puts(&b, ",\"model_sha\":null,\"model_dtype\":");
     const char *dtype = iv_engine_dtype_name(m->engine);
     iv_sb_json_string(&b, dtype, strlen(dtype));
     iv_sb_puts(&b, ",\"served_model_name\":");
@@ -676,6 +684,13 @@ void iv_route_info(iv_req *r)
 
 /* ---- POST / and /invocations ---- */
 
+static int is_similarity_body(iv_req *r)
+{
+    if (iv_req_parse_json(r)) return 0; /* /embed parses again and answers the error */
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(r->json, "inputs");
+    return cJSON_IsObject(in) && cJSON_GetObjectItemCaseSensitive(in, "source_sentence");
+}
+
 void iv_route_default_post(iv_req *r)
 {
     const iv_model_slot *m = &r->srv->models[0];
@@ -684,6 +699,10 @@ void iv_route_default_post(iv_req *r)
         else iv_route_predict(r);
     } else if (!(m->caps & IV_CAN(IV_TASK_EMBED)) && (m->caps & IV_CAN(IV_TASK_SPARSE))) {
         iv_route_embed_sparse(r);
+    } else if (is_similarity_body(r)) {
+        /* huggingface_hub's InferenceClient.sentence_similarity posts TEI's
+         * /similarity body to the model's URL. */
+        iv_route_similarity(r);
     } else {
         iv_route_embed(r);
     }

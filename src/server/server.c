@@ -20,6 +20,7 @@ void iv_server_opts_default(iv_server_opts *o)
     o->port = 7997;
     o->payload_limit = 2000000;
     o->max_client_batch_size = 32;
+    o->max_client_batch_size_openai = 2048;
     o->max_concurrent_requests = 512;
     o->max_batch_tokens = 16384;
     o->auto_truncate = 1;

@@ -38,7 +38,9 @@ typedef struct iv_server_opts {
     const char *uds_path;     /* listen on a Unix socket instead of TCP */
     size_t payload_limit;     /* 2,000,000 bytes */
     const char *api_key;      /* NULL: no authentication */
-    int max_client_batch_size;   /* 32 */
+    int max_client_batch_size;   /* 32: TEI's routes */
+    int max_client_batch_size_openai; /* 2048: OpenAI, Infinity, Cohere and vLLM routes */
+    const char *url_prefix;      /* every route under this path prefix ("" or NULL: none) */
     int max_concurrent_requests; /* 512 */
     int max_batch_tokens;        /* 16384 */
     int max_batch_tokens_set;    /* 1: given by the operator; 0: sized from a GPU's free memory */

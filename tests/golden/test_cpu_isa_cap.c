@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "ops/cpu/cpu_isa.h"
 #include "test.h"
 
 /* `embed --all` of the input file under cap (NULL: unset); the output text, or NULL. */
@@ -73,4 +74,33 @@ TEST(cpu_isa_cap_same_bits)
     unlink(in);
     unlink(out);
     rmdir(dir);
+}
+
+/* The start-up log names the instruction set that runs: on an AVX2-only CPU
+ * "avx2" under the default cap (it said "up to avx512" before), and the cap
+ * when IV_CPU_ISA lowers it. */
+TEST(cpu_isa_used_name)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    const int fma = __builtin_cpu_supports("fma");
+    const char *want = fma && __builtin_cpu_supports("avx512f") ? "avx512"
+                       : fma && __builtin_cpu_supports("avx2") ? "avx2"
+                                                                : "baseline";
+    if (!getenv("IV_CPU_ISA")) CHECK_STR(iv_cpu_isa_used_name(), want);
+#endif
+    if (access(iv_test_binary(), X_OK) != 0) return;
+    char model[4096];
+    snprintf(model, sizeof model, "%s/all-MiniLM-L6-v2", iv_test_models_dir());
+    if (access(model, R_OK) != 0) return;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "echo hi | IV_CPU_ISA=baseline '%s' embed --model-id '%s' 2>&1 >/dev/null", iv_test_binary(),
+             model);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p);
+    char buf[8192] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = 0;
+    pclose(p);
+    CHECK_CONTAINS(buf, "instruction set baseline (IV_CPU_ISA cap baseline)");
 }

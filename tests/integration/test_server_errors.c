@@ -133,7 +133,7 @@ TEST(srv_errors_validation)
     const char *dir = srv_fixture("bert");
     if (!dir) return;
     srv s;
-    const char *args[] = {"--model-id", dir, "--max-client-batch-size", "4", NULL};
+    const char *args[] = {"--model-id", dir, "--max-client-batch-size", "4", "--max-client-batch-size-openai", "4", NULL};
     REQUIRE(srv_start(&s, args) == 0);
     /* Empty inputs: 400 Empty. */
     const char *empty = "{\"error\":\"Input validation error: `inputs` cannot be empty\",\"error_type\":\"Empty\"}";

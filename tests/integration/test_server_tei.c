@@ -468,7 +468,7 @@ TEST(srv_text_routes_minilm)
     CHECK_EQ_INT(jint(r.json, "max_input_length"), 256);
     CHECK_STR(jstr(r.json, "max_input_length_source"), "sentence_bert_config.json");
     CHECK_EQ_INT(jint(r.json, "max_client_batch_size"), 32);
-    CHECK_EQ_INT(jint(r.json, "max_concurrent_requests"), 512);
+    CHECK_EQ_INT(jint(r.json, "max_concurrent_requests"), 2048); /* raised to --max-client-batch-size-openai */
     CHECK_EQ_INT(jint(r.json, "max_batch_tokens"), 16384);
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(r.json, "max_batch_requests")));
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(r.json, "auto_truncate")));

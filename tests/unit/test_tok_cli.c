@@ -68,8 +68,15 @@ TEST(tok_cli_tokenize)
     CHECK_EQ_INT(rc, 1);
     REQUIRE(out);
     CHECK(!strncmp(out, "{\"ids\":[5],", 11));
-    CHECK_CONTAINS(out, "\n{\"error\":\"each line must be a JSON string or a [text, pair] array\"}\n");
+    CHECK_CONTAINS(out, "\n{\"error\":\"each line must be plain text, a JSON string or a [text, pair] array\"}\n");
     CHECK_CONTAINS(out, "\n{\"error\":\"unterminated JSON string\"}\n{\"ids\":[6],");
+
+    /* Plain-text lines, as `embed` reads them (also with a CR LF ending). */
+    rc = run_cli(dir, "", "unaffable cafe\r\nhello \"the\" world\n", &out);
+    CHECK_EQ_INT(rc, 0);
+    REQUIRE(out);
+    CHECK(!strncmp(out, "{\"ids\":[2,8,9,10,13,3],", 23));
+    CHECK_CONTAINS(out, "\"offsets\":[[0,0],[0,2],[2,5],[5,9],[10,14],[0,0]]}\n{\"ids\":[2,5,");
 
     /* --pair requires arrays; truncation options are honoured. */
     rc = run_cli(dir, "--pair", "\"hello\"\n", &out);

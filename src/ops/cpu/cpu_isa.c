@@ -33,3 +33,16 @@ static int current_cap(void)
 int iv_cpu_isa_allows(iv_cpu_isa level) { return (int)level <= current_cap(); }
 
 const char *iv_cpu_isa_cap_name(void) { return names[current_cap()]; }
+
+iv_cpu_isa iv_cpu_isa_used(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    const int fma = __builtin_cpu_supports("fma");
+    if (fma && __builtin_cpu_supports("avx512f") && iv_cpu_isa_allows(IV_ISA_AVX512)) return IV_ISA_AVX512;
+    if (fma && __builtin_cpu_supports("avx2") && iv_cpu_isa_allows(IV_ISA_AVX2)) return IV_ISA_AVX2;
+#endif
+    return IV_ISA_BASELINE;
+}
+
+const char *iv_cpu_isa_used_name(void) { return names[iv_cpu_isa_used()]; }

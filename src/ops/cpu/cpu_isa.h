@@ -16,5 +16,9 @@ typedef enum iv_cpu_isa { IV_ISA_BASELINE = 0, IV_ISA_AVX2 = 1, IV_ISA_AVX512 = 
 int iv_cpu_isa_allows(iv_cpu_isa level);
 /* The cap in force, as IV_CPU_ISA spells it ("avx512" when unset). */
 const char *iv_cpu_isa_cap_name(void);
+/* The instruction set the kernels actually use: the highest level this CPU
+ * has (AVX-512F + FMA, AVX2 + FMA, else baseline) that the cap allows. */
+iv_cpu_isa iv_cpu_isa_used(void);
+const char *iv_cpu_isa_used_name(void);
 
 #endif
