@@ -91,6 +91,8 @@ static int apply_config(iv_tokenizer *tok, const cJSON *cfg, const char *path, i
     const cJSON *mml = cJSON_GetObjectItemCaseSensitive(cfg, "model_max_length");
     if (cJSON_IsNumber(mml) && mml->valuedouble >= 1 && mml->valuedouble < TOK_MAX_SANE_LENGTH)
         tok->model_max_length = (int)mml->valuedouble;
+    const char *unk = config_token(cfg, "unk_token");
+    if (unk) tok->config_unk_id = iv_tokenizer_token_to_id(tok, unk);
 
     /* Llama-style tokenizers build their template from the flags:
      *   single = [bos:0] $A:0 [eos:0], pair = single [bos:1] $B:1 [eos:1]
@@ -140,6 +142,7 @@ static int load_text(iv_tokenizer **out, const char *json, size_t len, const cha
         cJSON_Delete(j);
         return iv_errf(err, IV_E_NOMEM, "out of memory loading %s", json_name);
     }
+    tok->config_unk_id = -1;
     int rc = load_json(tok, j, nul_ph, json_name, err);
     cJSON_Delete(j);
     if (!rc && cfg) {

@@ -67,6 +67,12 @@ int iv_tokenizer_decode(const iv_tokenizer *tok, const int32_t *ids, int n, int 
 int iv_tokenizer_decode_n(const iv_tokenizer *tok, const int32_t *ids, int n, int skip_special_tokens,
                           char **out, size_t *out_len, iv_err *err);
 
+/* transformers' convert_tokens_to_string: the decoder over token strings
+ * (lens[i] bytes each; lens NULL: NUL-terminated), joined; without a
+ * decoder the tokens joined with spaces. */
+int iv_tokenizer_decode_tokens(const iv_tokenizer *tok, const char *const *tokens, const int32_t *lens, int n,
+                               char **out, size_t *out_len, iv_err *err);
+
 int iv_tokenizer_vocab_size(const iv_tokenizer *tok);
 /* -1 when absent. */
 int32_t iv_tokenizer_token_to_id(const iv_tokenizer *tok, const char *token);
@@ -74,6 +80,12 @@ int32_t iv_tokenizer_token_to_id(const iv_tokenizer *tok, const char *token);
 const char *iv_tokenizer_id_to_token(const iv_tokenizer *tok, int32_t id);
 /* Number of special tokens the post-processor adds for a single (pair=0) or a pair input. */
 int iv_tokenizer_num_special_tokens(const iv_tokenizer *tok, int pair);
+/* The unknown token's id as transformers reports it (tokenizer.unk_token_id):
+ * tokenizer_config.json's unk_token when given, else the model's; -1: none. */
+int32_t iv_tokenizer_unk_id(const iv_tokenizer *tok);
+/* 1 when the model has a non-empty continuing_subword_prefix (WordPiece,
+ * BPE with one): transformers' test for a word-aware tokenizer. */
+int iv_tokenizer_has_subword_prefix(const iv_tokenizer *tok);
 /* model_max_length from tokenizer_config.json, or 0 when not given. */
 int iv_tokenizer_model_max_length(const iv_tokenizer *tok);
 
