@@ -176,6 +176,7 @@ static int prepare_item(iv_batcher *b, iv_job *job, iv_job_item *it, iv_err *err
     const int want_truncate = o.truncate;
     o.truncate = 1;
     if (iv_prepare_input(b->engine, &in, &o, &it->prep, err)) return -1;
+    if (job->task == IV_TASK_TOKEN_CLASSIFY) it->in = in; /* offsets are into the text as cut */
     if (!want_truncate && it->prep.enc.n_truncated > 0) {
         int given = it->prep.enc.len + it->prep.enc.n_truncated;
         iv_prepared_free(&it->prep);
@@ -288,8 +289,9 @@ static void run_batch(iv_batcher *b, iv_job_item **batch, int n, int64_t tokens,
                 job->cols = out.cols; /* same for every batch of this engine and task */
             }
         }
-        /* The sequence is no longer needed: free token buffers early. */
-        iv_prepared_free(&it->prep);
+        /* The sequence is no longer needed: free token buffers early (token
+         * classification keeps the offsets for its entities). */
+        if (job->task != IV_TASK_TOKEN_CLASSIFY) iv_prepared_free(&it->prep);
         item_finished(it);
     }
     if (!rc) iv_outputs_free(&out);

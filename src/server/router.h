@@ -36,5 +36,7 @@ void iv_route_infinity_embeddings(iv_req *r); /* routes_infinity.c */
 void iv_route_infinity_rerank(iv_req *r);
 void iv_route_classify(iv_req *r);
 void iv_route_models(iv_req *r);
+void iv_route_token_classify(iv_req *r); /* routes_token_classify.c */
+int iv_route_predict_tokens(iv_req *r);  /* /predict on a token classifier: 1 when it took the request */
 
 #endif
