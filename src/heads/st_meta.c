@@ -164,7 +164,7 @@ static int load_module_config(const char *dir, const char *module_name, const ch
 static int parse_pooling(iv_st_meta *m, const cJSON *cfg, const char *path, iv_err *err)
 {
     if (iv_json_bool_chk(cfg, "include_prompt", 1, &m->pool_include_prompt, path, err)) return -1;
-    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cfg, "pooling_mode");
+    const cJSON *pm = iv_json_get(cfg, "pooling_mode");
     if (pm && !cJSON_IsNull(pm)) { /* the current form wins over legacy keys, as in sentence-transformers */
         if (cJSON_IsArray(pm)) {
             int n = cJSON_GetArraySize(pm);
@@ -223,7 +223,7 @@ static int parse_dense(iv_st_dense *d, const cJSON *cfg, const char *path, iv_er
     if (iv_json_bool_chk(cfg, "bias", 1, &d->bias, path, err)) return -1;
 
     /* Absent: the Dense default, Tanh. null: sentence-transformers builds Identity. */
-    const cJSON *af = cJSON_GetObjectItemCaseSensitive(cfg, "activation_function");
+    const cJSON *af = iv_json_get(cfg, "activation_function");
     if (!af) {
         d->act = IV_ACT_TANH;
     } else if (cJSON_IsNull(af)) {
@@ -385,7 +385,7 @@ static int load_bert_config(iv_st_meta *m, const char *model_dir, iv_err *err)
 /* Reads an optional string-or-null field into a malloc'd copy. */
 static int dup_opt_str(const cJSON *obj, const char *key, char **out, const char *path, iv_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    const cJSON *v = iv_json_get(obj, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a string or null", path, key);
     *out = strdup(v->valuestring);
@@ -424,7 +424,7 @@ static int parse_pylate(iv_st_pylate *p, const cJSON *cfg, const char *path, iv_
                          &p->attend_to_expansion_tokens, path, err))
         return -1;
     if (!p->do_query_expansion) p->attend_to_expansion_tokens = 0;
-    const cJSON *sk = cJSON_GetObjectItemCaseSensitive(cfg, "skiplist_words");
+    const cJSON *sk = iv_json_get(cfg, "skiplist_words");
     if (!sk || cJSON_IsNull(sk)) return 0;
     if (!cJSON_IsArray(sk)) return iv_errf(err, IV_E_FORMAT, "%s: \"skiplist_words\" must be a list of strings", path);
     int n = cJSON_GetArraySize(sk);
@@ -455,7 +455,7 @@ static int load_st_config(iv_st_meta *m, const char *model_dir, iv_err *err)
         rc = iv_errf(err, IV_E_FORMAT, "%s: must be a JSON object", path);
         goto done;
     }
-    const cJSON *prompts = cJSON_GetObjectItemCaseSensitive(cfg, "prompts");
+    const cJSON *prompts = iv_json_get(cfg, "prompts");
     if (prompts && !cJSON_IsNull(prompts)) {
         if (!cJSON_IsObject(prompts)) {
             rc = iv_errf(err, IV_E_FORMAT, "%s: \"prompts\" must be an object of name -> text", path);

@@ -1,12 +1,13 @@
 #include "models/lm_score_head.h"
 
 #include <cJSON.h>
+#include "base/json.h"
 #include "models/loader.h"
 
 /* The LM head weight [V, H] (and bias [V] or NULL), as transformers ties it. */
 static int lm_head(iv_model *m, const iv_tensor **w, const iv_tensor **b, iv_err *err)
 {
-    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "tie_word_embeddings");
+    const cJSON *tie = iv_json_get(m->cfg.json, "tie_word_embeddings");
     const int64_t V = m->embed.word->shape[0], H = m->embed.word->shape[1];
     *w = *b = NULL;
     if (!cJSON_IsTrue(tie)) {
@@ -27,7 +28,7 @@ int iv_model_can_score_tokens(const iv_model *m, iv_err *err)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "scoring with LM-head tokens needs a *ForCausalLM checkpoint; this one is \"%s\"",
                        c->architecture[0] ? c->architecture : c->model_type);
-    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(c->json, "final_logit_softcapping");
+    const cJSON *cap = iv_json_get(c->json, "final_logit_softcapping");
     if (cJSON_IsNumber(cap) && cap->valuedouble > 0)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json: final_logit_softcapping makes the yes/no log-odds non-linear in the hidden "
