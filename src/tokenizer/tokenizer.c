@@ -322,6 +322,36 @@ int iv_tokenizer_decode_tokens(const iv_tokenizer *tok, const char *const *token
     return rc;
 }
 
+int iv_tokenizer_prepend_lowercase(iv_tokenizer *tok, iv_err *err)
+{
+    tok_normalizer *n = tok->normalizer;
+    if (n && n->kind == TOK_N_LOWERCASE) return 0;
+    const int seq = n && n->kind == TOK_N_SEQUENCE;
+    for (int i = 0; seq && i < n->n_items; i++)
+        if (n->items[i].kind == TOK_N_LOWERCASE) return 0;
+    const int rest = seq ? n->n_items : n ? 1 : 0;
+    tok_normalizer *s = calloc(1, sizeof *s);
+    tok_normalizer *items = calloc((size_t)rest + 1, sizeof *items);
+    if (!s || !items) {
+        free(s);
+        free(items);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    items[0].kind = TOK_N_LOWERCASE;
+    if (seq) {
+        memcpy(items + 1, n->items, (size_t)rest * sizeof *items); /* members move; the old shell goes */
+        free(n->items);
+    } else if (n) {
+        items[1] = *n;
+    }
+    free(n);
+    s->kind = TOK_N_SEQUENCE;
+    s->items = items;
+    s->n_items = rest + 1;
+    tok->normalizer = s;
+    return 0;
+}
+
 /* ------------------------------------------------------------- lookups */
 
 int32_t iv_tokenizer_unk_id(const iv_tokenizer *tok)

@@ -67,6 +67,13 @@ int iv_tokenizer_decode(const iv_tokenizer *tok, const int32_t *ids, int n, int 
 int iv_tokenizer_decode_n(const iv_tokenizer *tok, const int32_t *ids, int n, int skip_special_tokens,
                           char **out, size_t *out_len, iv_err *err);
 
+/* sentence-transformers' do_lower_case (sentence_bert_config.json): a
+ * Lowercase normalizer in front of the tokenizer's own, unless it has one
+ * (a Lowercase, alone or in its Sequence), as the Transformer module does
+ * to a fast tokenizer. Offsets still point into the original text. Call
+ * before the tokenizer is shared between threads. */
+int iv_tokenizer_prepend_lowercase(iv_tokenizer *tok, iv_err *err);
+
 /* transformers' convert_tokens_to_string: the decoder over token strings
  * (lens[i] bytes each; lens NULL: NUL-terminated), joined; without a
  * decoder the tokens joined with spaces. */
