@@ -164,3 +164,29 @@ TEST(findings_bert_is_decoder_refused)
     CKPT_REJECT("bert", set_is_decoder, "is_decoder is true", IV_E_UNSUPPORTED);
     CKPT_REJECT("roberta", set_is_decoder, "causal attention", IV_E_UNSUPPORTED);
 }
+
+static void set_mpnet_mlm(cJSON *cfg)
+{
+    cJSON *a = cJSON_CreateArray();
+    cJSON_AddItemToArray(a, cJSON_CreateString("MPNetForMaskedLM"));
+    ckpt_set(cfg, "architectures", a);
+}
+
+/* sentence-transformers/all-mpnet-base-v2 says MPNetForMaskedLM but saves
+ * no lm_head.*: sentence-transformers loads it with AutoModel. It must load
+ * (embedding, no sparse output), as the mpnet fixture's weights do here. */
+TEST(findings_mlm_architecture_without_head_loads)
+{
+    char dir[512];
+    REQUIRE(ckpt_make(dir, sizeof dir, "mpnet", set_mpnet_mlm, 1) == 0);
+    iv_engine *e = NULL;
+    iv_err err = {0};
+    if (iv_engine_load(&e, dir, NULL, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    } else {
+        CHECK(!(iv_engine_capabilities(e) & IV_CAN(IV_TASK_SPARSE)));
+        CHECK(iv_engine_capabilities(e) & IV_CAN(IV_TASK_EMBED_ALL));
+        iv_engine_free(e);
+    }
+    tmp_rmtree(dir);
+}
