@@ -78,6 +78,23 @@ def run_raw(p, text, strategy, ignore_labels):
     return [e for e in grouped if e.get("entity", None) not in ignore and e.get("entity_group", None) not in ignore]
 
 
+def write_compact(doc, f):
+    """One line per text's entity list; scores with float32's 9 significant digits."""
+    def dumps(v):
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+    def entity(e):
+        return "{" + ",".join(f"{dumps(k)}:{format(v, '.9g') if k == 'score' else dumps(v)}" for k, v in e.items()) + "}"
+
+    f.write("{\n" + f'"description":{dumps(doc["description"])},\n"texts":{dumps(doc["texts"])},\n"cases":[\n')
+    for ci, c in enumerate(doc["cases"]):
+        head = {k: v for k, v in c.items() if k != "outputs"}
+        f.write(dumps(head)[:-1] + ',"outputs":[\n')
+        f.write(",\n".join("[" + ",".join(entity(e) for e in out) + "]" for out in c["outputs"]))
+        f.write("\n]}" + ("," if ci + 1 < len(doc["cases"]) else "") + "\n")
+    f.write("]}\n")
+
+
 def cases_for(p):
     cases = []
     for raw in (False, True):
@@ -115,8 +132,7 @@ def main():
             "cases": cases_for(p),
         }
         with open(os.path.join(d, "token_pipeline.json"), "w", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False, indent=1)
-            f.write("\n")
+            write_compact(doc, f)
         print(name, len(doc["cases"]), "cases")
     return 0
 
