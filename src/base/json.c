@@ -5,6 +5,20 @@
 #include <string.h>
 #include "base/file.h"
 
+static const iv_json_recorder *g_recorder;
+
+void iv_json_set_recorder(const iv_json_recorder *r)
+{
+    g_recorder = r;
+}
+
+cJSON *iv_json_get(const cJSON *obj, const char *key)
+{
+    if (!obj) return NULL;
+    if (g_recorder && g_recorder->on_get) g_recorder->on_get(g_recorder->ctx, obj, key);
+    return cJSON_GetObjectItemCaseSensitive(obj, key);
+}
+
 int iv_json_parse(const char *buf, size_t len, const char *what, cJSON **out, iv_err *err)
 {
     const char *end = NULL;
@@ -13,6 +27,7 @@ int iv_json_parse(const char *buf, size_t len, const char *what, cJSON **out, iv
         size_t off = end ? (size_t)(end - buf) : 0;
         return iv_errf(err, IV_E_FORMAT, "%s: malformed JSON near byte %zu", what, off);
     }
+    if (g_recorder && g_recorder->on_parse) g_recorder->on_parse(g_recorder->ctx, j, what);
     *out = j;
     return 0;
 }
@@ -30,7 +45,7 @@ int iv_json_load_file(const char *path, size_t max_size, cJSON **out, iv_err *er
 static const cJSON *item(const cJSON *obj, const char *key)
 {
     if (!obj || !cJSON_IsObject(obj)) return NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    const cJSON *v = iv_json_get(obj, key);
     if (!v || cJSON_IsNull(v)) return NULL;
     return v;
 }

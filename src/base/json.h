@@ -11,6 +11,22 @@ int iv_json_load_file(const char *path, size_t max_size, cJSON **out, iv_err *er
 /* Parses a buffer of known length. */
 int iv_json_parse(const char *buf, size_t len, const char *what, cJSON **out, iv_err *err);
 
+/* A key of an object (cJSON_GetObjectItemCaseSensitive; NULL when obj is
+ * NULL or has no such key). Every checkpoint-file key is read through this
+ * (or the getters below), so the recorder sees it. */
+cJSON *iv_json_get(const cJSON *obj, const char *key);
+
+/* Test hook (tests/unit/test_checkpoint_fields.c, docs/checkpoint-fields.md):
+ * when set, on_parse sees every document iv_json_parse / iv_json_load_file
+ * returns (with its name or path) and on_get every iv_json_get lookup.
+ * Process-wide and unsynchronised: set it only while one thread loads. */
+typedef struct iv_json_recorder {
+    void (*on_parse)(void *ctx, const cJSON *root, const char *what);
+    void (*on_get)(void *ctx, const cJSON *obj, const char *key);
+    void *ctx;
+} iv_json_recorder;
+void iv_json_set_recorder(const iv_json_recorder *r); /* NULL: off */
+
 /* Typed getters: return def when the key is absent or JSON null. A present
  * key of the wrong type is an error only in the *_req / *_chk forms. */
 int64_t iv_json_int(const cJSON *obj, const char *key, int64_t def);

@@ -137,6 +137,9 @@ static int flush(const iv_cli_run *run, iv_cli_item *items, iv_prepared *prep, i
             iv_sb_json_string(out, msg, strlen(msg));
             iv_sb_putc(out, '}');
             failed++;
+        } else if (run->emit_item) {
+            failed += run->emit_item(run->emit_ctx, run->engine, &items[i].in, &prep[i], res.data + res.offsets[k],
+                                     res.rows[k], res.cols, out) != 0;
         } else {
             run->emit(run->emit_ctx, run->engine, res.data + res.offsets[k], res.rows[k], res.cols, out);
         }

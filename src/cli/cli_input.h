@@ -24,6 +24,11 @@ void iv_cli_item_free(iv_cli_item *it);
 typedef void (*iv_cli_emit_fn)(void *ctx, const iv_engine *e, const float *rows, int n_rows, int cols,
                                iv_strbuf *out);
 
+/* The same with the item's input and its tokenization (offsets); returns
+ * nonzero when it wrote an error for the item. */
+typedef int (*iv_cli_emit_item_fn)(void *ctx, const iv_engine *e, const iv_input *in, const iv_prepared *prep,
+                                   const float *rows, int n_rows, int cols, iv_strbuf *out);
+
 typedef struct iv_cli_run {
     iv_engine *engine;
     iv_task task;
@@ -31,6 +36,7 @@ typedef struct iv_cli_run {
     int batch_tokens;  /* token budget per forward */
     iv_cli_emit_fn emit;
     void *emit_ctx;
+    iv_cli_emit_item_fn emit_item; /* used instead of emit when set */
 } iv_cli_run;
 
 /* Reads every line of f, runs them in batches and prints one JSON line per

@@ -6,6 +6,7 @@
 const iv_command iv_commands[] = {
     {"embed", iv_cmd_embed},
     {"predict", iv_cmd_predict},
+    {"classify-tokens", iv_cmd_classify_tokens},
     {"tokenize", iv_cmd_tokenize},
     {"serve", iv_cmd_serve},
     {"taps", iv_cmd_taps},

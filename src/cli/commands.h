@@ -12,6 +12,7 @@ extern const iv_command iv_commands[];
 
 int iv_cmd_embed(int argc, char **argv);
 int iv_cmd_predict(int argc, char **argv);
+int iv_cmd_classify_tokens(int argc, char **argv);
 int iv_cmd_tokenize(int argc, char **argv);
 int iv_cmd_serve(int argc, char **argv);
 int iv_cmd_taps(int argc, char **argv);

@@ -11,6 +11,7 @@ static void usage(FILE *f)
             "usage: infinity_v3 [serve] --model-id DIR [options]\n"
             "       infinity_v3 embed --model-id DIR [--all|--sparse] < inputs\n"
             "       infinity_v3 predict --model-id DIR < inputs\n"
+            "       infinity_v3 classify-tokens --model-id DIR [--aggregation-strategy S] < inputs\n"
             "       infinity_v3 tokenize --tokenizer DIR_OR_FILE [--pair] < inputs\n"
             "       infinity_v3 --version\n"
             "Run a subcommand with --help for its options.\n");

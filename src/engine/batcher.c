@@ -158,6 +158,7 @@ static int prepare_item(iv_batcher *b, iv_job *job, iv_job_item *it, iv_err *err
     const int want_truncate = o.truncate;
     o.truncate = 1;
     if (iv_prepare_input(b->engine, &in, &o, &it->prep, err)) return -1;
+    if (job->task == IV_TASK_TOKEN_CLASSIFY) it->in = in; /* offsets are into the text as cut */
     if (!want_truncate && it->prep.enc.n_truncated > 0) {
         int given = it->prep.enc.len + it->prep.enc.n_truncated;
         iv_prepared_free(&it->prep);

@@ -45,8 +45,9 @@ typedef enum iv_job_stage {
 } iv_job_stage;
 
 typedef struct iv_job_item {
-    iv_input in;              /* filled by the caller; buffers owned by the caller */
-    /* Filled by the batcher. */
+    iv_input in;              /* filled by the caller; buffers owned by the caller (token
+                                 classification: the text as cut by the character limit) */
+    /* Filled by the batcher (token classification keeps prep.enc until iv_job_release). */
     iv_prepared prep;
     float *out;               /* rows * job->cols floats (malloc'd), NULL when not run */
     int rows;

@@ -149,6 +149,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         iv_err_prefix(err, "tokenizer: ");
         goto fail;
     }
+    if (e->tok && e->meta.do_lower_case && iv_tokenizer_prepend_lowercase(e->tok, err)) goto fail;
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score

@@ -141,8 +141,9 @@ static void deliver(iv_batcher *b, iv_job_item **batch, int n, int rc, const iv_
                 job->cols = out->cols; /* same for every batch of this model and task */
             }
         }
-        /* The sequence is no longer needed: free token buffers early. */
-        iv_prepared_free(&it->prep);
+        /* The sequence is no longer needed: free token buffers early (token
+         * classification keeps the offsets for its entities). */
+        if (job->task != IV_TASK_TOKEN_CLASSIFY) iv_prepared_free(&it->prep);
         iv_item_finished(it);
     }
 }

@@ -31,7 +31,7 @@ typedef struct special_ids {
  * with "content"), else the first fallback the vocabulary has; -1 if none. */
 static int32_t special_id(const cJSON *tcfg, const char *key, const char *const *fallbacks, const iv_tokenizer *tok)
 {
-    const cJSON *v = tcfg ? cJSON_GetObjectItemCaseSensitive(tcfg, key) : NULL;
+    const cJSON *v = tcfg ? iv_json_get(tcfg, key) : NULL;
     const char *name = cJSON_IsString(v) ? v->valuestring : cJSON_IsObject(v) ? iv_json_str(v, "content", NULL) : NULL;
     if (name) return iv_tokenizer_token_to_id(tok, name);
     for (; *fallbacks; fallbacks++) {

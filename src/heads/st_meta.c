@@ -183,7 +183,7 @@ static int parse_pooling(iv_st_meta *m, const cJSON *cfg, const char *path, iv_e
 {
     if (iv_json_bool_chk(cfg, "include_prompt", 1, &m->pool_include_prompt, path, err)) return -1;
     m->n_pool_modes = 0;
-    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cfg, "pooling_mode");
+    const cJSON *pm = iv_json_get(cfg, "pooling_mode");
     if (pm && !cJSON_IsNull(pm)) { /* the current form wins over legacy keys, as in sentence-transformers */
         if (!cJSON_IsArray(pm)) return pool_mode_item(m, pm, path, err);
         if (cJSON_GetArraySize(pm) == 0)
@@ -214,7 +214,7 @@ static int parse_dense(iv_st_dense *d, const cJSON *cfg, const char *path, iv_er
     if (iv_json_bool_chk(cfg, "bias", 1, &d->bias, path, err)) return -1;
 
     /* Absent: the Dense default, Tanh. null: sentence-transformers builds Identity. */
-    const cJSON *af = cJSON_GetObjectItemCaseSensitive(cfg, "activation_function");
+    const cJSON *af = iv_json_get(cfg, "activation_function");
     if (!af) {
         d->act = IV_ACT_TANH;
     } else if (cJSON_IsNull(af)) {
@@ -378,9 +378,9 @@ static int kwargs_model_max_length(const cJSON *cfg, int64_t *out, const char *p
     *out = 0;
     const char *keys[2] = {"processor_kwargs", "tokenizer_args"};
     for (int k = 0; k < 2; k++) {
-        const cJSON *kw = cJSON_GetObjectItemCaseSensitive(cfg, keys[k]);
+        const cJSON *kw = iv_json_get(cfg, keys[k]);
         if (!cJSON_IsObject(kw)) continue;
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(kw, "model_max_length");
+        const cJSON *v = iv_json_get(kw, "model_max_length");
         if (!v || cJSON_IsNull(v)) continue;
         if (iv_json_int_chk(kw, "model_max_length", 0, out, path, err)) return -1;
     }
@@ -417,7 +417,7 @@ static int load_bert_config(iv_st_meta *m, const char *model_dir, iv_err *err)
 /* Reads an optional string-or-null field into a malloc'd copy. */
 static int dup_opt_str(const cJSON *obj, const char *key, char **out, const char *path, iv_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    const cJSON *v = iv_json_get(obj, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v)) return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a string or null", path, key);
     *out = strdup(v->valuestring);
@@ -456,7 +456,7 @@ static int parse_pylate(iv_st_pylate *p, const cJSON *cfg, const char *path, iv_
                          &p->attend_to_expansion_tokens, path, err))
         return -1;
     if (!p->do_query_expansion) p->attend_to_expansion_tokens = 0;
-    const cJSON *sk = cJSON_GetObjectItemCaseSensitive(cfg, "skiplist_words");
+    const cJSON *sk = iv_json_get(cfg, "skiplist_words");
     if (!sk || cJSON_IsNull(sk)) return 0;
     if (!cJSON_IsArray(sk)) return iv_errf(err, IV_E_FORMAT, "%s: \"skiplist_words\" must be a list of strings", path);
     int n = cJSON_GetArraySize(sk);
@@ -487,7 +487,7 @@ static int load_st_config(iv_st_meta *m, const char *model_dir, iv_err *err)
         rc = iv_errf(err, IV_E_FORMAT, "%s: must be a JSON object", path);
         goto done;
     }
-    const cJSON *prompts = cJSON_GetObjectItemCaseSensitive(cfg, "prompts");
+    const cJSON *prompts = iv_json_get(cfg, "prompts");
     if (prompts && !cJSON_IsNull(prompts)) {
         if (!cJSON_IsObject(prompts)) {
             rc = iv_errf(err, IV_E_FORMAT, "%s: \"prompts\" must be an object of name -> text", path);

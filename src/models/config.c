@@ -23,7 +23,7 @@ static void copy_str(char *dst, size_t cap, const char *src)
 
 static int read_labels(iv_hf_config *cfg, iv_err *err)
 {
-    const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(cfg->root, "id2label");
+    const cJSON *id2label = iv_json_get(cfg->root, "id2label");
     int n = 0;
     if (cJSON_IsObject(id2label)) {
         const cJSON *it;
@@ -68,16 +68,16 @@ int iv_hf_config_parse(iv_hf_config *cfg, const char *text, size_t len, iv_err *
     const cJSON *j = cfg->root;
     if (!cJSON_IsObject(j)) return iv_errf(err, IV_E_FORMAT, "config.json: not a JSON object");
 
-    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(j, "architectures");
+    const cJSON *archs = iv_json_get(j, "architectures");
     if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0) {
         const cJSON *a0 = cJSON_GetArrayItem(archs, 0);
         if (!cJSON_IsString(a0)) return iv_errf(err, IV_E_FORMAT, "config.json: architectures[0] must be a string");
         copy_str(cfg->architecture, sizeof cfg->architecture, a0->valuestring);
     }
     copy_str(cfg->model_type, sizeof cfg->model_type, iv_json_str(j, "model_type", ""));
-    cfg->has_auto_map = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "auto_map"));
-    cJSON *text_cfg = cJSON_GetObjectItemCaseSensitive(j, "text_config");
-    if (cJSON_IsObject(text_cfg) && !cJSON_GetObjectItemCaseSensitive(j, "hidden_size")) j = cfg->json = text_cfg;
+    cfg->has_auto_map = cJSON_IsObject(iv_json_get(j, "auto_map"));
+    cJSON *text_cfg = iv_json_get(j, "text_config");
+    if (cJSON_IsObject(text_cfg) && !iv_json_get(j, "hidden_size")) j = cfg->json = text_cfg;
 
     /* DistilBERT and GPT-2 style configs (Nomic BERT hub checkpoints) spell these
      * differently; families may override. */
@@ -137,7 +137,7 @@ static int names_repo(const cJSON *v, const char *repo)
 int iv_config_references_code(const iv_hf_config *cfg, const char *repo)
 {
     if (!strcmp(iv_json_str(cfg->root, "_name_or_path", ""), repo)) return 1;
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->root, "auto_map");
+    const cJSON *map = iv_json_get(cfg->root, "auto_map");
     const cJSON *it;
     if (cJSON_IsObject(map))
         cJSON_ArrayForEach(it, map) if (names_repo(it, repo)) return 1;
@@ -146,7 +146,7 @@ int iv_config_references_code(const iv_hf_config *cfg, const char *repo)
 
 int iv_config_auto_map_classes(const iv_hf_config *cfg, const char *class_prefix, iv_err *err)
 {
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(cfg->root, "auto_map");
+    const cJSON *map = iv_json_get(cfg->root, "auto_map");
     const cJSON *it;
     if (!cJSON_IsObject(map)) return 0;
     cJSON_ArrayForEach(it, map) {

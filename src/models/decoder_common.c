@@ -136,7 +136,7 @@ static int load_heads(iv_model *m, iv_err *err)
 
 int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err)
 {
-    if (d->default_head_dim > 0 && !cJSON_GetObjectItemCaseSensitive(m->cfg.json, "head_dim"))
+    if (d->default_head_dim > 0 && !iv_json_get(m->cfg.json, "head_dim"))
         m->cfg.head_dim = d->default_head_dim;
     const iv_hf_config *c = &m->cfg;
     if (c->architecture[0] && iv_require_architecture(m, d->archs, err)) return -1;
@@ -147,7 +147,7 @@ int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err)
     if (act < 0) return iv_errf(err, IV_E_UNSUPPORTED, "unsupported MLP activation \"%s\"", act_name);
     if (c->intermediate_size <= 0) return iv_errf(err, IV_E_FORMAT, "config.json: intermediate_size missing");
     if (c->head_dim % 2) return iv_errf(err, IV_E_FORMAT, "config.json: head_dim %d must be even", c->head_dim);
-    const cJSON *rope_params = cJSON_GetObjectItemCaseSensitive(c->json, "rope_parameters");
+    const cJSON *rope_params = iv_json_get(c->json, "rope_parameters");
     const double partial = iv_json_num(c->json, "partial_rotary_factor", iv_json_num(rope_params, "partial_rotary_factor", 1));
     if (partial != 1.0)
         return iv_errf(err, IV_E_UNSUPPORTED, "partial_rotary_factor %g is not supported for model_type \"%s\"", partial,
@@ -177,7 +177,7 @@ int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err)
 
 int iv_decoder_layer_types(const iv_model *m, unsigned char *sliding, int *found, iv_err *err)
 {
-    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "layer_types");
+    const cJSON *lt = iv_json_get(m->cfg.json, "layer_types");
     *found = 0;
     if (!lt || cJSON_IsNull(lt)) return 0;
     if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) < m->n_layers)
@@ -253,8 +253,8 @@ int iv_decoder_kind_rope(iv_model *m, const char *kind, const unsigned char *whi
                          iv_err *err)
 {
     const cJSON *cfg = m->cfg.json;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
-    const cJSON *sub = cJSON_GetObjectItemCaseSensitive(params, kind);
+    const cJSON *params = iv_json_get(cfg, "rope_parameters");
+    const cJSON *sub = iv_json_get(params, kind);
     if (params && !cJSON_IsNull(params) && !cJSON_IsObject(sub))
         return iv_errf(err, IV_E_FORMAT, "config.json: rope_parameters has no \"%s\" entry", kind);
     iv_rope_params p;

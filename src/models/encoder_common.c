@@ -196,7 +196,18 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
     const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0], E = m->embed.word->shape[1];
     iv_head *h = &m->mlm_head;
     *h = (iv_head){0};
-    if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
+    char name[256];
+    snprintf(name, sizeof name, "%s.weight", decoder);
+    if (head_step(m, &h->steps[0], dense, 0, H, act, 0, err)) return -1;
+    if (!h->steps[0].w && !iv_weights_find(m->weights, name)) {
+        /* No masked-LM tensors at all: a base model saved under a
+         * *ForMaskedLM architecture (sentence-transformers/all-mpnet-base-v2
+         * is MPNetForMaskedLM without lm_head.*), which sentence-transformers
+         * loads with AutoModel. It embeds; it has no sparse output. */
+        *h = (iv_head){0};
+        return 0;
+    }
+    if (!h->steps[0].w) return head_step(m, &h->steps[0], dense, 0, H, act, 1, err); /* names the missing tensor */
     if (h->steps[0].w->shape[0] != E)
         return iv_errf(err, IV_E_FORMAT, "MLM transform \"%s\" must map to the embedding width %lld", dense,
                        (long long)E);
@@ -205,8 +216,6 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
     h->steps[0].ln_w = ln.w;
     h->steps[0].ln_b = ln.b;
     h->steps[0].ln_eps = m->block.norm_eps;
-    char name[256];
-    snprintf(name, sizeof name, "%s.weight", decoder);
     iv_head_step *dec = &h->steps[1];
     if (iv_ld_top_opt(m, name, V, E, &dec->w, err)) return -1;
     if (!dec->w) dec->w = m->embed.word; /* tied to the input embeddings, as saved by transformers */

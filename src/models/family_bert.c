@@ -78,6 +78,12 @@ static int bert_load(iv_model *m, iv_err *err)
     const char *pet = iv_json_str(c->json, "position_embedding_type", "absolute");
     if (strcmp(pet, "absolute"))
         return iv_errf(err, IV_E_UNSUPPORTED, "position_embedding_type \"%s\" is not supported (only absolute)", pet);
+    /* transformers runs a BertModel with is_decoder as a decoder: causal attention. */
+    if (iv_json_bool(c->json, "is_decoder", 0))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: is_decoder is true, so transformers runs this %s checkpoint with causal "
+                       "attention; infinity_v3 runs BERT-style encoders bidirectionally only",
+                       c->model_type);
     if (c->architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
     static const char *const bert_prefixes[] = {"bert.", "", NULL};
     static const char *const roberta_prefixes[] = {"roberta.", "xlm_roberta.", "camembert.", "", NULL};

@@ -75,7 +75,7 @@ static int set_att_type(deberta_cfg *d, const char *t, iv_err *err)
 /* pos_att_type: a list of strings, or one "c2p|p2c" string (older configs); null = none. */
 static int parse_att_types(const cJSON *j, deberta_cfg *d, iv_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "pos_att_type");
+    const cJSON *v = iv_json_get(j, "pos_att_type");
     if (!v || cJSON_IsNull(v)) return 0;
     if (cJSON_IsString(v)) {
         for (const char *p = v->valuestring; *p;) {

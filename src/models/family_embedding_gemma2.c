@@ -57,7 +57,7 @@ static int read_layer_dims(const iv_model *m, int *head_dim, int *kv_heads, iv_e
         head_dim[l] = c->head_dim;
         kv_heads[l] = c->num_kv_heads;
     }
-    const cJSON *per = cJSON_GetObjectItemCaseSensitive(c->json, "per_layer_config");
+    const cJSON *per = iv_json_get(c->json, "per_layer_config");
     if (!per || cJSON_IsNull(per)) return 0;
     if (!cJSON_IsObject(per)) return iv_errf(err, IV_E_FORMAT, "config.json: per_layer_config must be an object");
     const cJSON *it;
@@ -144,7 +144,7 @@ static int embedding_gemma2_load(iv_model *m, iv_err *err)
     unsigned char *sliding = calloc((size_t)n, 1);
     int rc = !head_dim || !kv_heads || !sliding ? iv_errf(err, IV_E_NOMEM, "out of memory") : 0;
     m->n_layers = n; /* read_layer_dims runs before the layers exist */
-    if (!cJSON_GetObjectItemCaseSensitive(c->json, "head_dim")) m->cfg.head_dim = 256; /* the config class's default */
+    if (!iv_json_get(c->json, "head_dim")) m->cfg.head_dim = 256; /* the config class's default */
     if (!rc) rc = read_layer_dims(m, head_dim, kv_heads, err);
     if (!rc) {
         const iv_decoder_desc d = {

@@ -41,9 +41,9 @@ static int gemma3_layer_types(iv_model *m, unsigned char *sliding, iv_err *err)
 static int gemma3_rope(iv_model *m, const unsigned char *sliding, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(c->json, "rope_parameters");
-    const cJSON *full = cJSON_GetObjectItemCaseSensitive(params, "full_attention");
-    const cJSON *local = cJSON_GetObjectItemCaseSensitive(params, "sliding_attention");
+    const cJSON *params = iv_json_get(c->json, "rope_parameters");
+    const cJSON *full = iv_json_get(params, "full_attention");
+    const cJSON *local = iv_json_get(params, "sliding_attention");
     const int nested = cJSON_IsObject(full) || cJSON_IsObject(local);
     unsigned char *global = malloc((size_t)m->n_layers);
     if (!global) return iv_errf(err, IV_E_NOMEM, "out of memory");

@@ -73,7 +73,7 @@ static int load_embeddings(iv_model *m, int rope, iv_err *err)
 /* One rotary table for all layers: plain or the remote code's NTK scaling. */
 static int load_rope(iv_model *m, iv_err *err)
 {
-    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "rope_scaling");
+    const cJSON *scaling = iv_json_get(m->cfg.json, "rope_scaling");
     if (cJSON_IsObject(scaling)) {
         const char *t = iv_json_str(scaling, "type", iv_json_str(scaling, "rope_type", ""));
         if (strcmp(t, "ntk"))
@@ -133,7 +133,7 @@ static int reject_new_impl_switches(const cJSON *j, iv_err *err)
 /* transformers' native gte: rope_parameters of any transformers type. */
 static int native_rope(iv_model *m, iv_err *err)
 {
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "rope_parameters");
+    const cJSON *params = iv_json_get(m->cfg.json, "rope_parameters");
     if (iv_json_num(params, "partial_rotary_factor", 1.0) != 1.0)
         return iv_errf(err, IV_E_UNSUPPORTED, "rope_parameters.partial_rotary_factor is not supported by gte");
     iv_rope_params p;

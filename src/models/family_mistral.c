@@ -36,14 +36,14 @@ static const char k_ministral3_default_rope[] =
 static int ministral3_rope(iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
-    const cJSON *given = cJSON_GetObjectItemCaseSensitive(c->json, "rope_parameters");
+    const cJSON *given = iv_json_get(c->json, "rope_parameters");
     cJSON *defaults = NULL;
     const cJSON *params = given;
     if (!cJSON_IsObject(given)) params = defaults = cJSON_Parse(k_ministral3_default_rope);
     if (!params) return iv_errf(err, IV_E_NOMEM, "out of memory");
     iv_rope_params rope;
     int rc = iv_rope_params_from_config(c->json, params, c->head_dim, 10000.0, c->max_position_embeddings, &rope, err);
-    const cJSON *beta = cJSON_GetObjectItemCaseSensitive(params, "llama_4_scaling_beta");
+    const cJSON *beta = iv_json_get(params, "llama_4_scaling_beta");
     if (!rc && !cJSON_IsNumber(beta))
         rc = iv_errf(err, IV_E_FORMAT, "ministral3: rope_parameters.llama_4_scaling_beta must be a number");
     if (!rc) {
@@ -71,7 +71,7 @@ static int mistral_load(iv_model *m, iv_err *err)
                        "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
                        "checkpoints are supported",
                        c->model_type);
-    if (cJSON_GetObjectItemCaseSensitive(c->json, "layer_types"))
+    if (iv_json_get(c->json, "layer_types"))
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "%s config with layer_types (alternating attention) is not supported; transformers' %s "
                        "ignores it too",

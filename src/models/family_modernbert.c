@@ -37,7 +37,7 @@ enum { GLOBAL = 0, LOCAL = 1 };
 /* Which layers are global: layer_types when present, else every n-th layer. */
 static int read_layer_kinds(const iv_model *m, int *kinds, iv_err *err)
 {
-    const cJSON *types = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "layer_types");
+    const cJSON *types = iv_json_get(m->cfg.json, "layer_types");
     if (types && !cJSON_IsNull(types)) {
         if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != m->n_layers)
             return iv_errf(err, IV_E_FORMAT, "config.json: layer_types must list %d layer types", m->n_layers);
@@ -65,7 +65,7 @@ static int type_rope(iv_model *m, int kind, const unsigned char *which, iv_err *
     const cJSON *cfg = m->cfg.json;
     const int d = m->block.head_dim;
     const double theta = iv_json_num(cfg, legacy_key[kind], default_theta[kind]);
-    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters")))
+    if (cJSON_IsObject(iv_json_get(cfg, "rope_parameters")))
         return iv_decoder_kind_rope(m, type_key[kind], which, d, theta, err);
     /* Hub style: one rope_scaling (if any) for both types, a theta per type. */
     iv_rope_params p;

@@ -69,7 +69,7 @@ static int reject_hub_switches(const cJSON *j, iv_err *err)
     for (const char *const *f = flags; *f; f++)
         if (iv_json_bool(j, *f, 0))
             return iv_errf(err, IV_E_UNSUPPORTED, "config.json: \"%s\": true is not supported", *f);
-    const cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "rotary_emb_scale_base");
+    const cJSON *sb = iv_json_get(j, "rotary_emb_scale_base");
     if (sb && !cJSON_IsNull(sb))
         return iv_errf(err, IV_E_UNSUPPORTED, "config.json: rotary_emb_scale_base (xPos) is not supported");
     return 0;
@@ -160,7 +160,7 @@ static int hub_moe(const iv_model *m, int64_t inner, iv_moe *tmpl, unsigned char
     if (iv_json_bool(j, "expert_choice_router", 0))
         return iv_errf(err, IV_E_UNSUPPORTED, "config.json: \"expert_choice_router\": true is not supported");
     /* megablocks takes a norm order (a number) or a bool; nomic-embed-text-v2-moe sets false. */
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(j, "moe_normalize_expert_weights");
+    const cJSON *norm = iv_json_get(j, "moe_normalize_expert_weights");
     if (cJSON_IsTrue(norm) || (cJSON_IsNumber(norm) && norm->valuedouble != 0))
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json: moe_normalize_expert_weights is not supported (the routed weights are used as "
@@ -198,10 +198,10 @@ static int v5_config(iv_model *m, iv_rope_params *p, iv_err *err)
     if (act < 0) return iv_errf(err, IV_E_UNSUPPORTED, "unsupported hidden_act \"%s\"", act_name);
     s->act = (iv_act)act;
     s->gated = 1;
-    if (!cJSON_GetObjectItemCaseSensitive(c->json, "max_position_embeddings")) c->max_position_embeddings = 2048;
+    if (!iv_json_get(c->json, "max_position_embeddings")) c->max_position_embeddings = 2048;
     s->rot_dim = c->head_dim;
     if (iv_rope_params_from_config(c->json, NULL, s->rot_dim, 1000.0, c->max_position_embeddings, p, err)) return -1;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(c->json, "rope_parameters");
+    const cJSON *params = iv_json_get(c->json, "rope_parameters");
     if (iv_json_num(params, "partial_rotary_factor", 1.0) != 1.0)
         return iv_errf(err, IV_E_UNSUPPORTED, "rope_parameters.partial_rotary_factor is not supported by nomic_bert");
     if (strcmp(p->type, "default") && strcmp(p->type, "dynamic"))
@@ -228,7 +228,7 @@ static int nomic_load(iv_model *m, iv_err *err)
                        "layers.0.self_attn.q_proj (transformers layout)");
 
     iv_rope_params rope;
-    const int hub_config_keys = cJSON_GetObjectItemCaseSensitive(c->json, "n_embd") != NULL;
+    const int hub_config_keys = iv_json_get(c->json, "n_embd") != NULL;
     if (hub_config_keys ? hub_config(m, &rope, err) : v5_config(m, &rope, err)) return -1;
     iv_block_spec *s = &m->block;
     const int64_t H = c->hidden_size;

@@ -53,7 +53,7 @@ static int qwen3_moe_desc(const iv_model *m, iv_decoder_desc *d, unsigned char *
                        "config.json: qwen3_moe needs 0 < num_experts_per_tok <= num_experts, moe_intermediate_size "
                        "and decoder_sparse_step > 0");
     for (int l = 0; l < m->cfg.num_layers; l++) moe_layers[l] = n_experts > 0 && (l + 1) % step == 0;
-    const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers"), *it;
+    const cJSON *only = iv_json_get(j, "mlp_only_layers"), *it;
     cJSON_ArrayForEach(it, only) {
         if (!iv_json_is_integer(it)) return iv_errf(err, IV_E_FORMAT, "config.json: mlp_only_layers must list layers");
         int l = (int)it->valuedouble;

@@ -43,7 +43,7 @@ static const char *const k_kind_key[] = {"full_attention", "sliding_attention"};
 static int read_layers(const iv_model *m, unsigned char *sliding, int64_t *window, iv_err *err)
 {
     const cJSON *cfg = m->cfg.json;
-    const cJSON *windows = cJSON_GetObjectItemCaseSensitive(cfg, "attention_windows");
+    const cJSON *windows = iv_json_get(cfg, "attention_windows");
     *window = iv_json_int(cfg, "sliding_window", 128);
     if (windows && !cJSON_IsNull(windows)) {
         if (!cJSON_IsArray(windows) || cJSON_GetArraySize(windows) != m->n_layers)
@@ -79,15 +79,15 @@ static int kind_rope(iv_model *m, int kind, const unsigned char *sliding, unsign
         if (which[l]) any = 1, last = l;
     }
     if (!any) return 0;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    const cJSON *params = iv_json_get(cfg, "rope_parameters");
     if (params && !cJSON_IsNull(params))
         return iv_decoder_kind_rope(m, k_kind_key[kind], which, m->block.head_dim, default_theta[kind], err);
     /* The hub style: default tables from rope_theta alone. */
-    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling")))
+    if (cJSON_IsObject(iv_json_get(cfg, "rope_scaling")))
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json: rope_scaling without per-kind rope_parameters is not supported for ultrabert "
                        "(transformers builds default rotary tables from rope_theta alone)");
-    const cJSON *thetas = cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta");
+    const cJSON *thetas = iv_json_get(cfg, "rope_theta");
     double theta = default_theta[kind];
     if (thetas && !cJSON_IsNull(thetas)) {
         const int listed = cJSON_IsArray(thetas) && cJSON_GetArraySize(thetas) == m->n_layers;

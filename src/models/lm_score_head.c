@@ -1,12 +1,13 @@
 #include "models/lm_score_head.h"
 
 #include <cJSON.h>
+#include "base/json.h"
 #include "models/loader.h"
 
 /* The LM head weight [V, H] (and bias [V] or NULL), as transformers ties it. */
 static int lm_head(iv_model *m, const iv_tensor **w, const iv_tensor **b, iv_err *err)
 {
-    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "tie_word_embeddings");
+    const cJSON *tie = iv_json_get(m->cfg.json, "tie_word_embeddings");
     const int64_t V = m->embed.word->shape[0], H = m->embed.word->shape[1];
     *w = *b = NULL;
     if (!cJSON_IsTrue(tie)) {
@@ -33,7 +34,7 @@ int iv_model_can_score_tokens(const iv_model *m, iv_err *err)
 /* config.json final_logit_softcapping (Gemma 2 / 3): 0 when absent or null. */
 static float final_softcap(const iv_model *m)
 {
-    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(m->cfg.json, "final_logit_softcapping");
+    const cJSON *cap = iv_json_get(m->cfg.json, "final_logit_softcapping");
     return cJSON_IsNumber(cap) && cap->valuedouble > 0 ? (float)cap->valuedouble : 0.0f;
 }
 

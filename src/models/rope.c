@@ -24,7 +24,7 @@ static int is_type(const iv_rope_params *p, const char *t) { return !strcmp(p->t
 /* longrope's per-frequency factors: a list of exactly rot_dim / 2 numbers. */
 static int read_factor_list(const cJSON *src, const char *key, int half, float *out, iv_err *err)
 {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(src, key);
+    const cJSON *a = iv_json_get(src, key);
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != half)
         return iv_errf(err, IV_E_FORMAT, "rope longrope: \"%s\" must be a list of %d numbers (rotary dims / 2)", key,
                        half);
@@ -50,9 +50,9 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (rotary dims %d)", rot_dim);
     /* v5: rope_parameters {rope_type, rope_theta, factor, ...}; v4: rope_theta + rope_scaling {type|rope_type, ...}. */
     const cJSON *params = rope_obj;
-    if (!params) params = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    if (!params) params = iv_json_get(cfg, "rope_parameters");
     if (params && !cJSON_IsObject(params)) params = NULL;
-    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    const cJSON *scaling = iv_json_get(cfg, "rope_scaling");
     if (scaling && !cJSON_IsObject(scaling)) scaling = NULL;
     const cJSON *src = params ? params : scaling;
     out->theta = iv_json_num(params, "rope_theta", iv_json_num(cfg, "rope_theta", default_theta));
@@ -64,7 +64,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
                            "longrope, ntk)",
                            t);
         snprintf(out->type, sizeof out->type, "%s", t);
-        out->has_factor = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(src, "factor"));
+        out->has_factor = cJSON_IsNumber(iv_json_get(src, "factor"));
         out->factor = iv_json_num(src, "factor", 1.0);
         out->low_freq_factor = iv_json_num(src, "low_freq_factor", 1.0);
         out->high_freq_factor = iv_json_num(src, "high_freq_factor", 4.0);
@@ -76,7 +76,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         out->mscale_all_dim = iv_json_num(src, "mscale_all_dim", 0.0);
         out->attention_factor = iv_json_num(src, "attention_factor", 0.0);
         out->truncate = iv_json_bool(src, "truncate", 1);
-        const cJSON *mixed_b = cJSON_GetObjectItemCaseSensitive(src, "mixed_b");
+        const cJSON *mixed_b = iv_json_get(src, "mixed_b");
         if (cJSON_IsNumber(mixed_b)) {
             out->has_mixed_b = 1;
             out->mixed_b = mixed_b->valuedouble;
@@ -89,7 +89,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
     /* transformers' standardize_rope_params: a top-level original_max_position_embeddings
      * (Phi-3 style) wins over the one inside a global rope dict for these types. */
     if (!rope_obj && (is_type(out, "llama3") || is_type(out, "yarn") || is_type(out, "longrope"))) {
-        const cJSON *top = cJSON_GetObjectItemCaseSensitive(cfg, "original_max_position_embeddings");
+        const cJSON *top = iv_json_get(cfg, "original_max_position_embeddings");
         if (iv_json_is_integer(top)) out->original_max_position_embeddings = (int)top->valuedouble;
     }
     if (out->theta <= 0) return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (theta %g)", out->theta);

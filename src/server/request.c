@@ -132,6 +132,7 @@ void iv_model_routes(const iv_model_slot *m, char *buf, size_t cap)
     if (m->caps & IV_CAN(IV_TASK_EMBED_ALL)) ADD("/embed_all");
     if (m->caps & IV_CAN(IV_TASK_SPARSE)) ADD("/embed_sparse");
     if (m->caps & IV_CAN(IV_TASK_CLASSIFY)) ADD(m->num_labels == 1 ? "/rerank, /predict, /classify" : "/predict, /classify");
+    if (m->caps & IV_CAN(IV_TASK_TOKEN_CLASSIFY)) ADD("/predict, /token_classify");
     if (iv_engine_tokenizer(m->engine)) ADD("/tokenize, /decode");
 #undef ADD
 }

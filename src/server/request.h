@@ -31,6 +31,8 @@ typedef struct iv_route_params {
     int sparse;          /* /embed_sparse */
     int similarity;      /* /similarity: item 0 is the source sentence */
     const char *metric_task; /* "embed" or "predict": te_embed_* / te_predict_* */
+    int aggregation;     /* token classification: iv_aggregation */
+    const cJSON *ignore_labels; /* token classification: list in r->json, NULL: ["O"] */
 } iv_route_params;
 
 enum iv_req_state { IV_REQ_NEW, IV_REQ_RUNNING, IV_REQ_DONE, IV_REQ_REPLIED };

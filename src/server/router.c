@@ -20,6 +20,7 @@ static const iv_route routes[] = {
     {"POST", "/decode", iv_route_decode, IV_FLAVOUR_TEI, 0, 1},
     {"POST", "/", iv_route_default_post, IV_FLAVOUR_TEI, 0, 1},
     {"POST", "/invocations", iv_route_default_post, IV_FLAVOUR_TEI, 0, 1},
+    {"POST", "/token_classify", iv_route_token_classify, IV_FLAVOUR_TEI, 0, 1},
     /* OpenAI (TEI's implementation and error bodies) */
     {"POST", "/v1/embeddings", iv_route_openai_embeddings, IV_FLAVOUR_OPENAI, 0, 1},
     {"GET", "/v1/models", iv_route_models, IV_FLAVOUR_OPENAI, 0, 0},

@@ -39,5 +39,7 @@ void iv_route_models(iv_req *r);     /* also GET /v1/models/{id} */
 void iv_route_cohere_embed(iv_req *r);  /* routes_cohere.c: /v1/embed, /v2/embed */
 void iv_route_cohere_rerank(iv_req *r); /* /v1/rerank, /v2/rerank (Cohere, Jina, vLLM bodies) */
 void iv_route_vllm_score(iv_req *r);    /* routes_vllm.c: /score, /v1/score */
+void iv_route_token_classify(iv_req *r); /* routes_token_classify.c */
+int iv_route_predict_tokens(iv_req *r);  /* /predict on a token classifier: 1 when it took the request */
 
 #endif

@@ -246,7 +246,8 @@ static void finish_predict(iv_req *r)
 
 void iv_route_predict(iv_req *r)
 {
-    if (iv_req_parse_json(r)) return;
+    if (!r->json && iv_req_parse_json(r)) return;
+    if (iv_route_predict_tokens(r)) return;
     iv_api_error e;
     common_fields c = {0};
     if (iv_codec_predict_inputs(r->json, "inputs", &r->inputs, &e) ||
@@ -647,6 +648,10 @@ void iv_route_info(iv_req *r)
         iv_sb_puts(&b, m->num_labels == 1 ? "{\"reranker\":" : "{\"classifier\":");
         put_labels(&b, m->engine, m->num_labels);
         iv_sb_putc(&b, '}');
+    } else if (m->caps & IV_CAN(IV_TASK_TOKEN_CLASSIFY)) {
+        iv_sb_puts(&b, "{\"token_classifier\":");
+        put_labels(&b, m->engine, m->num_labels);
+        iv_sb_putc(&b, '}');
     } else {
         const iv_st_meta *meta = iv_engine_st_meta(m->engine);
         const iv_pool_mode mode = s->o.engine.pooling_override ? (iv_pool_mode)s->o.engine.pooling_override : meta->pool;
@@ -694,7 +699,9 @@ static int is_similarity_body(iv_req *r)
 void iv_route_default_post(iv_req *r)
 {
     const iv_model_slot *m = &r->srv->models[0];
-    if ((m->caps & IV_CAN(IV_TASK_CLASSIFY)) && !(m->caps & IV_CAN(IV_TASK_EMBED))) {
+    if (m->caps & IV_CAN(IV_TASK_TOKEN_CLASSIFY)) {
+        iv_route_token_classify(r);
+    } else if ((m->caps & IV_CAN(IV_TASK_CLASSIFY)) && !(m->caps & IV_CAN(IV_TASK_EMBED))) {
         if (m->num_labels == 1) iv_route_rerank(r);
         else iv_route_predict(r);
     } else if (!(m->caps & IV_CAN(IV_TASK_EMBED)) && (m->caps & IV_CAN(IV_TASK_SPARSE))) {

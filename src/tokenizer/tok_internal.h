@@ -505,6 +505,7 @@ struct iv_tokenizer {
     tok_decoder *decoder;
     tok_added_vocab added;
     int model_max_length;
+    int32_t config_unk_id; /* tokenizer_config.json unk_token's id; -1: not given or not in the vocabulary */
 };
 
 /* ------------------------------------------------------------------ */

@@ -33,7 +33,7 @@ void iv_tokenizer_free(iv_tokenizer *tok)
 /* Loads an optional section: NULL/absent/null leaves *out NULL. */
 #define LOAD_SECTION(json, key, type, loader, out, path)                                   \
     do {                                                                                   \
-        const cJSON *sec_ = cJSON_GetObjectItemCaseSensitive(json, key);                   \
+        const cJSON *sec_ = iv_json_get(json, key);                   \
         if (sec_ && !cJSON_IsNull(sec_)) {                                                 \
             if (!cJSON_IsObject(sec_))                                                     \
                 return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be an object or null",   \
@@ -50,7 +50,7 @@ static int load_json(iv_tokenizer *tok, const cJSON *j, uint32_t nul_ph, const c
     const char *version = iv_json_str(j, "version", NULL);
     if (version && strcmp(version, "1.0"))
         return iv_errf(err, IV_E_UNSUPPORTED, "%s: unknown tokenizer version \"%s\"", path, version);
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *model = iv_json_get(j, "model");
     if (!model) return iv_errf(err, IV_E_FORMAT, "%s: missing \"model\"", path);
     if (tok_load_model(model, &tok->model, nul_ph, err)) return iv_err_prefix(err, "%s: ", path);
     LOAD_SECTION(j, "normalizer", tok_normalizer, tok_load_normalizer, tok->normalizer, path);
@@ -59,7 +59,7 @@ static int load_json(iv_tokenizer *tok, const cJSON *j, uint32_t nul_ph, const c
     LOAD_SECTION(j, "decoder", tok_decoder, tok_load_decoder, tok->decoder, path);
     /* "truncation" and "padding" are deliberately not applied: the caller
      * chooses truncation per request (iv_encode_opts). */
-    if (tok_load_added_tokens(cJSON_GetObjectItemCaseSensitive(j, "added_tokens"), tok, err))
+    if (tok_load_added_tokens(iv_json_get(j, "added_tokens"), tok, err))
         return iv_err_prefix(err, "%s: ", path);
     return 0;
 }
@@ -67,7 +67,7 @@ static int load_json(iv_tokenizer *tok, const cJSON *j, uint32_t nul_ph, const c
 /* bos_token / eos_token: a string or an AddedToken object. */
 static const char *config_token(const cJSON *cfg, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    const cJSON *v = iv_json_get(cfg, key);
     if (cJSON_IsString(v)) return v->valuestring;
     if (cJSON_IsObject(v)) return iv_json_str(v, "content", NULL);
     return NULL;
@@ -85,19 +85,59 @@ static int rebuilds_template(const char *cls)
     return 0;
 }
 
+/* Tokenizer classes transformers (5.x) builds from tokenizer_config.json
+ * around a BertNormalizer: their normalizer takes do_lower_case (default
+ * true), strip_accents (default None) and tokenize_chinese_chars (default
+ * true) from the config, whatever tokenizer.json's normalizer says. */
+static int bert_normalizer_class(const char *cls)
+{
+    static const char *names[] = {"BertTokenizer",       "DistilBertTokenizer", "ElectraTokenizer",
+                                  "ConvBertTokenizer",   "MobileBertTokenizer", "SqueezeBertTokenizer",
+                                  "LayoutLMTokenizer",   "MPNetTokenizer",      "FunnelTokenizer",
+                                  "DPRContextEncoderTokenizer", "DPRQuestionEncoderTokenizer"};
+    if (!cls) return 0;
+    const size_t n = strlen(cls);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const size_t k = strlen(names[i]);
+        if (!strncmp(cls, names[i], k) && (n == k || !strcmp(cls + k, "Fast"))) return 1;
+    }
+    return 0;
+}
+
+static int apply_bert_flags(iv_tokenizer *tok, const cJSON *cfg, const char *path, iv_err *err)
+{
+    if (!tok->normalizer || tok->normalizer->kind != TOK_N_BERT) return 0;
+    int lower, chinese;
+    if (iv_json_bool_chk(cfg, "do_lower_case", 1, &lower, path, err) ||
+        iv_json_bool_chk(cfg, "tokenize_chinese_chars", 1, &chinese, path, err))
+        return -1;
+    const cJSON *sa = iv_json_get(cfg, "strip_accents");
+    if (sa && !cJSON_IsNull(sa) && !cJSON_IsBool(sa))
+        return iv_errf(err, IV_E_FORMAT, "%s: strip_accents must be true, false or null", path);
+    tok->normalizer->lowercase = lower;
+    tok->normalizer->handle_chinese = chinese;
+    tok->normalizer->strip_accents = cJSON_IsBool(sa) ? cJSON_IsTrue(sa) : -1;
+    return 0;
+}
+
 static int apply_config(iv_tokenizer *tok, const cJSON *cfg, const char *path, iv_err *err)
 {
     if (!cJSON_IsObject(cfg)) return iv_errf(err, IV_E_FORMAT, "%s: top level must be an object", path);
-    const cJSON *mml = cJSON_GetObjectItemCaseSensitive(cfg, "model_max_length");
+    const cJSON *mml = iv_json_get(cfg, "model_max_length");
     if (cJSON_IsNumber(mml) && mml->valuedouble >= 1 && mml->valuedouble < TOK_MAX_SANE_LENGTH)
         tok->model_max_length = (int)mml->valuedouble;
+    const char *unk = config_token(cfg, "unk_token");
+    if (unk) tok->config_unk_id = iv_tokenizer_token_to_id(tok, unk);
+
+    if (bert_normalizer_class(iv_json_str(cfg, "tokenizer_class", NULL)) && apply_bert_flags(tok, cfg, path, err))
+        return -1;
 
     /* Llama-style tokenizers build their template from the flags:
      *   single = [bos:0] $A:0 [eos:0], pair = single [bos:1] $B:1 [eos:1]
      * (defaults add_bos_token=true, add_eos_token=false). */
     if (!rebuilds_template(iv_json_str(cfg, "tokenizer_class", NULL))) return 0;
-    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
-    const cJSON *ae = cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token");
+    const cJSON *ab = iv_json_get(cfg, "add_bos_token");
+    const cJSON *ae = iv_json_get(cfg, "add_eos_token");
     if ((ab && !cJSON_IsBool(ab) && !cJSON_IsNull(ab)) || (ae && !cJSON_IsBool(ae) && !cJSON_IsNull(ae)))
         return iv_errf(err, IV_E_FORMAT, "%s: add_bos_token / add_eos_token must be true or false", path);
     int add_bos = ab && cJSON_IsBool(ab) ? cJSON_IsTrue(ab) : 1;
@@ -140,6 +180,7 @@ static int load_text(iv_tokenizer **out, const char *json, size_t len, const cha
         cJSON_Delete(j);
         return iv_errf(err, IV_E_NOMEM, "out of memory loading %s", json_name);
     }
+    tok->config_unk_id = -1;
     int rc = load_json(tok, j, nul_ph, json_name, err);
     cJSON_Delete(j);
     if (!rc && cfg) {

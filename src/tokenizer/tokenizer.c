@@ -276,7 +276,95 @@ int iv_tokenizer_decode_n(const iv_tokenizer *tok, const int32_t *ids, int n, in
     return rc;
 }
 
+typedef struct decode_tokens_args {
+    const char *const *tokens;
+    const int32_t *lens;
+    int n;
+    char **out;
+    size_t *out_len;
+} decode_tokens_args;
+
+__attribute__((noinline)) static int decode_tokens_impl(tok_ctx *c, const decode_tokens_args *a)
+{
+    const iv_tokenizer *tok = c->tok;
+    tok_strs toks = {0};
+    for (int i = 0; i < a->n; i++)
+        tok_strs_push(c, &toks, a->tokens[i], a->lens ? a->lens[i] : (int32_t)strlen(a->tokens[i]));
+    if (tok->decoder && tok_decode_chain(c, tok->decoder, &toks)) return -1;
+    size_t total = 0;
+    for (int i = 0; i < toks.n; i++) total += (size_t)toks.len[i] + 1;
+    char *s = malloc(total + 1);
+    if (!s) return iv_errf(c->err, IV_E_NOMEM, "out of memory while decoding");
+    size_t o = 0;
+    for (int i = 0; i < toks.n; i++) {
+        if (!tok->decoder && i > 0) s[o++] = ' ';
+        memcpy(s + o, toks.s[i], (size_t)toks.len[i]);
+        o += (size_t)toks.len[i];
+    }
+    s[o] = 0;
+    *a->out = s;
+    if (a->out_len) *a->out_len = o;
+    return 0;
+}
+
+int iv_tokenizer_decode_tokens(const iv_tokenizer *tok, const char *const *tokens, const int32_t *lens, int n,
+                               char **out, size_t *out_len, iv_err *err)
+{
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    decode_tokens_args args = {tokens, lens, n, out, out_len};
+    tok_ctx c;
+    if (tok_ctx_init(&c, tok, err)) return -1;
+    int rc;
+    if (setjmp(c.oom) == 0) rc = decode_tokens_impl(&c, &args);
+    else rc = iv_errf(err, IV_E_NOMEM, "out of memory while decoding");
+    tok_ctx_free(&c);
+    return rc;
+}
+
+int iv_tokenizer_prepend_lowercase(iv_tokenizer *tok, iv_err *err)
+{
+    tok_normalizer *n = tok->normalizer;
+    if (n && n->kind == TOK_N_LOWERCASE) return 0;
+    const int seq = n && n->kind == TOK_N_SEQUENCE;
+    for (int i = 0; seq && i < n->n_items; i++)
+        if (n->items[i].kind == TOK_N_LOWERCASE) return 0;
+    const int rest = seq ? n->n_items : n ? 1 : 0;
+    tok_normalizer *s = calloc(1, sizeof *s);
+    tok_normalizer *items = calloc((size_t)rest + 1, sizeof *items);
+    if (!s || !items) {
+        free(s);
+        free(items);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    items[0].kind = TOK_N_LOWERCASE;
+    if (seq) {
+        memcpy(items + 1, n->items, (size_t)rest * sizeof *items); /* members move; the old shell goes */
+        free(n->items);
+    } else if (n) {
+        items[1] = *n;
+    }
+    free(n);
+    s->kind = TOK_N_SEQUENCE;
+    s->items = items;
+    s->n_items = rest + 1;
+    tok->normalizer = s;
+    return 0;
+}
+
 /* ------------------------------------------------------------- lookups */
+
+int32_t iv_tokenizer_unk_id(const iv_tokenizer *tok)
+{
+    return tok->config_unk_id >= 0 ? tok->config_unk_id : tok->model.unk_id;
+}
+
+int iv_tokenizer_has_subword_prefix(const iv_tokenizer *tok)
+{
+    const tok_model *m = &tok->model;
+    if (m->kind == TOK_M_WORDPIECE) return m->prefix_len > 0;
+    return m->kind == TOK_M_BPE && m->has_prefix && m->prefix_len > 0;
+}
 
 int iv_tokenizer_vocab_size(const iv_tokenizer *tok)
 {

@@ -67,6 +67,19 @@ int iv_tokenizer_decode(const iv_tokenizer *tok, const int32_t *ids, int n, int 
 int iv_tokenizer_decode_n(const iv_tokenizer *tok, const int32_t *ids, int n, int skip_special_tokens,
                           char **out, size_t *out_len, iv_err *err);
 
+/* sentence-transformers' do_lower_case (sentence_bert_config.json): a
+ * Lowercase normalizer in front of the tokenizer's own, unless it has one
+ * (a Lowercase, alone or in its Sequence), as the Transformer module does
+ * to a fast tokenizer. Offsets still point into the original text. Call
+ * before the tokenizer is shared between threads. */
+int iv_tokenizer_prepend_lowercase(iv_tokenizer *tok, iv_err *err);
+
+/* transformers' convert_tokens_to_string: the decoder over token strings
+ * (lens[i] bytes each; lens NULL: NUL-terminated), joined; without a
+ * decoder the tokens joined with spaces. */
+int iv_tokenizer_decode_tokens(const iv_tokenizer *tok, const char *const *tokens, const int32_t *lens, int n,
+                               char **out, size_t *out_len, iv_err *err);
+
 int iv_tokenizer_vocab_size(const iv_tokenizer *tok);
 /* -1 when absent. */
 int32_t iv_tokenizer_token_to_id(const iv_tokenizer *tok, const char *token);
@@ -77,6 +90,12 @@ int iv_tokenizer_num_special_tokens(const iv_tokenizer *tok, int pair);
 /* 1 when id is an added token marked special in tokenizer.json (what
  * transformers lists in all_special_ids), else 0. */
 int iv_tokenizer_is_special_id(const iv_tokenizer *tok, int32_t id);
+/* The unknown token's id as transformers reports it (tokenizer.unk_token_id):
+ * tokenizer_config.json's unk_token when given, else the model's; -1: none. */
+int32_t iv_tokenizer_unk_id(const iv_tokenizer *tok);
+/* 1 when the model has a non-empty continuing_subword_prefix (WordPiece,
+ * BPE with one): transformers' test for a word-aware tokenizer. */
+int iv_tokenizer_has_subword_prefix(const iv_tokenizer *tok);
 /* model_max_length from tokenizer_config.json, or 0 when not given. */
 int iv_tokenizer_model_max_length(const iv_tokenizer *tok);
 
