@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include "base/log.h"
 #include "models/loader.h"
 
 static int ld_linear(iv_model *m, const char *base, int64_t out, int64_t in, const iv_tensor **w,
@@ -132,7 +133,11 @@ static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_
     snprintf(full, sizeof full, "%s%s", under_prefix ? m->prefix : "", w);
     const iv_tensor *t = iv_weights_find(m->weights, full);
     if (!t) {
-        if (required) return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing head tensor \"%s\"", full);
+        if (required)
+            return iv_errf(err, IV_E_NOTFOUND,
+                           "checkpoint is missing head tensor \"%s\" while holding other tensors of the %s head "
+                           "(a partial head)",
+                           full, m->cfg.architecture[0] ? m->cfg.architecture : m->cfg.model_type);
         st->w = NULL;
         return 0;
     }
@@ -148,11 +153,58 @@ static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_
     return 0;
 }
 
+/* Whether the checkpoint holds any tensor of the module `base` (its
+ * .weight, .bias or the legacy .gamma/.beta), taken as is or under the
+ * backbone prefix. */
+static int module_present(const iv_model *m, const char *base, int under_prefix)
+{
+    static const char *const suffixes[] = {"weight", "bias", "gamma", "beta"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        char full[400];
+        snprintf(full, sizeof full, "%s%s.%s", under_prefix ? m->prefix : "", base, suffixes[i]);
+        if (iv_weights_find(m->weights, full)) return 1;
+    }
+    return 0;
+}
+
+/* The task a head serves, for messages; NULL for heads that are the model
+ * itself (ColBERT's projection), which stay required. */
+static const char *head_task(const iv_model *m, const iv_head *h)
+{
+    if (h == &m->seq_head) return "sequence classification";
+    if (h == &m->token_head) return "token classification";
+    if (h == &m->mlm_head) return "masked-LM (SPLADE)";
+    return NULL;
+}
+
+int iv_head_absent(iv_model *m, iv_head *h, const char *const *modules)
+{
+    const char *task = head_task(m, h);
+    if (!task) return 0;
+    for (int i = 0; modules[i]; i++)
+        if (module_present(m, modules[i], 0)) return 0;
+    *h = (iv_head){0};
+    m->absent_head = h;
+    char names[200] = "";
+    size_t off = 0;
+    for (int i = 0; modules[i] && off < sizeof names; i++)
+        off += (size_t)snprintf(names + off, sizeof names - off, "%s%s.*", i ? ", " : "", modules[i]);
+    snprintf(m->missing_head, sizeof m->missing_head,
+             "config.json declares %s, but the checkpoint holds only the base model: it has no weights for the "
+             "%s head (%s), so %s is unavailable",
+             m->cfg.architecture, task, names, task);
+    IV_WARN("%s; loaded the base model", m->missing_head);
+    return 1;
+}
+
 int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_under_prefix, iv_act first_act,
                           const char *second, iv_err *err)
 {
     const int64_t H = m->cfg.hidden_size;
     *h = (iv_head){0};
+    /* A pooler under the backbone prefix belongs to the base model (BertModel keeps it). */
+    const char *own[] = {second, first_under_prefix ? NULL : first, NULL};
+    if (iv_head_absent(m, h, own)) return 0;
     if (head_step(m, &h->steps[0], first, first_under_prefix, H, first_act, 1, err)) return -1;
     const int64_t mid = h->steps[0].w->shape[0];
     if (head_step(m, &h->steps[1], second, 0, mid, IV_ACT_NONE, 1, err)) return -1;
@@ -164,6 +216,7 @@ int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_
 int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_dim, iv_err *err)
 {
     *h = (iv_head){0};
+    if (iv_head_absent(m, h, (const char *const[]){name, NULL})) return 0;
     if (head_step(m, &h->steps[0], name, 0, in_dim, IV_ACT_NONE, 1, err)) return -1;
     h->n_steps = 1;
     h->out_dim = (int)h->steps[0].w->shape[0];
@@ -175,6 +228,7 @@ int iv_load_transform_head(iv_model *m, iv_head *h, const char *dense, iv_act ac
 {
     const int64_t H = m->cfg.hidden_size;
     *h = (iv_head){0};
+    if (iv_head_absent(m, h, (const char *const[]){out, dense, norm, NULL})) return 0;
     if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
     const int64_t mid = h->steps[0].w->shape[0];
     iv_norm ln;
@@ -196,6 +250,9 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
     const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0], E = m->embed.word->shape[1];
     iv_head *h = &m->mlm_head;
     *h = (iv_head){0};
+    /* The decoder is usually tied (absent); `bias` is a tensor name, not a module. */
+    if (!iv_weights_find(m->weights, bias) && iv_head_absent(m, h, (const char *const[]){dense, norm, decoder, NULL}))
+        return 0;
     if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
     if (h->steps[0].w->shape[0] != E)
         return iv_errf(err, IV_E_FORMAT, "MLM transform \"%s\" must map to the embedding width %lld", dense,
