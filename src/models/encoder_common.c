@@ -123,6 +123,9 @@ int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
     return iv_load_encoder_layer_weights(m, nm, err);
 }
 
+/* One linear step of a head. required 0: absent leaves st->w NULL; 1: absent
+ * is an error; 2: the same, said as a partial head (the caller has seen
+ * other tensors of it). */
 static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_prefix, int64_t in,
                      iv_act act, int required, iv_err *err)
 {
@@ -133,11 +136,11 @@ static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_
     snprintf(full, sizeof full, "%s%s", under_prefix ? m->prefix : "", w);
     const iv_tensor *t = iv_weights_find(m->weights, full);
     if (!t) {
+        /* Heads with none of their tensors were let through (iv_head_absent):
+         * this one has some, or is one the model cannot do without. */
         if (required)
-            return iv_errf(err, IV_E_NOTFOUND,
-                           "checkpoint is missing head tensor \"%s\" while holding other tensors of the %s head "
-                           "(a partial head)",
-                           full, m->cfg.architecture[0] ? m->cfg.architecture : m->cfg.model_type);
+            return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing head tensor \"%s\"%s", full,
+                           required > 1 ? " while holding other tensors of the head (a partial head)" : "");
         st->w = NULL;
         return 0;
     }
@@ -153,15 +156,14 @@ static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_
     return 0;
 }
 
-/* Whether the checkpoint holds any tensor of the module `base` (its
- * .weight, .bias or the legacy .gamma/.beta), taken as is or under the
- * backbone prefix. */
-static int module_present(const iv_model *m, const char *base, int under_prefix)
+/* Whether the checkpoint holds any tensor of the top-level module `base`
+ * (its .weight, .bias or the legacy .gamma/.beta). */
+static int module_present(const iv_model *m, const char *base)
 {
     static const char *const suffixes[] = {"weight", "bias", "gamma", "beta"};
     for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
         char full[400];
-        snprintf(full, sizeof full, "%s%s.%s", under_prefix ? m->prefix : "", base, suffixes[i]);
+        snprintf(full, sizeof full, "%s.%s", base, suffixes[i]);
         if (iv_weights_find(m->weights, full)) return 1;
     }
     return 0;
@@ -182,7 +184,7 @@ int iv_head_absent(iv_model *m, iv_head *h, const char *const *modules)
     const char *task = head_task(m, h);
     if (!task) return 0;
     for (int i = 0; modules[i]; i++)
-        if (module_present(m, modules[i], 0)) return 0;
+        if (module_present(m, modules[i])) return 0;
     *h = (iv_head){0};
     m->absent_head = h;
     char names[200] = "";
@@ -205,9 +207,10 @@ int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_
     /* A pooler under the backbone prefix belongs to the base model (BertModel keeps it). */
     const char *own[] = {second, first_under_prefix ? NULL : first, NULL};
     if (iv_head_absent(m, h, own)) return 0;
-    if (head_step(m, &h->steps[0], first, first_under_prefix, H, first_act, 1, err)) return -1;
+    const int req = head_task(m, h) ? 2 : 1;
+    if (head_step(m, &h->steps[0], first, first_under_prefix, H, first_act, req, err)) return -1;
     const int64_t mid = h->steps[0].w->shape[0];
-    if (head_step(m, &h->steps[1], second, 0, mid, IV_ACT_NONE, 1, err)) return -1;
+    if (head_step(m, &h->steps[1], second, 0, mid, IV_ACT_NONE, req, err)) return -1;
     h->n_steps = 2;
     h->out_dim = (int)h->steps[1].w->shape[0];
     return 0;
@@ -217,7 +220,7 @@ int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_di
 {
     *h = (iv_head){0};
     if (iv_head_absent(m, h, (const char *const[]){name, NULL})) return 0;
-    if (head_step(m, &h->steps[0], name, 0, in_dim, IV_ACT_NONE, 1, err)) return -1;
+    if (head_step(m, &h->steps[0], name, 0, in_dim, IV_ACT_NONE, head_task(m, h) ? 2 : 1, err)) return -1;
     h->n_steps = 1;
     h->out_dim = (int)h->steps[0].w->shape[0];
     return 0;
@@ -229,14 +232,14 @@ int iv_load_transform_head(iv_model *m, iv_head *h, const char *dense, iv_act ac
     const int64_t H = m->cfg.hidden_size;
     *h = (iv_head){0};
     if (iv_head_absent(m, h, (const char *const[]){out, dense, norm, NULL})) return 0;
-    if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
+    if (head_step(m, &h->steps[0], dense, 0, H, act, 2, err)) return -1;
     const int64_t mid = h->steps[0].w->shape[0];
     iv_norm ln;
     if (iv_ld_layer_norm(m, norm, mid, 1, &ln, err)) return -1;
     h->steps[0].ln_w = ln.w;
     h->steps[0].ln_b = ln.b;
     h->steps[0].ln_eps = m->block.norm_eps;
-    if (head_step(m, &h->steps[1], out, 0, mid, IV_ACT_NONE, 1, err)) return -1;
+    if (head_step(m, &h->steps[1], out, 0, mid, IV_ACT_NONE, 2, err)) return -1;
     h->n_steps = 2;
     h->out_dim = (int)h->steps[1].w->shape[0];
     return 0;
@@ -253,7 +256,7 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
     /* The decoder is usually tied (absent); `bias` is a tensor name, not a module. */
     if (!iv_weights_find(m->weights, bias) && iv_head_absent(m, h, (const char *const[]){dense, norm, decoder, NULL}))
         return 0;
-    if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
+    if (head_step(m, &h->steps[0], dense, 0, H, act, 2, err)) return -1;
     if (h->steps[0].w->shape[0] != E)
         return iv_errf(err, IV_E_FORMAT, "MLM transform \"%s\" must map to the embedding width %lld", dense,
                        (long long)E);

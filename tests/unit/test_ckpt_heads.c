@@ -231,3 +231,10 @@ TEST(ckpt_write_weights_roundtrip)
     if (ref) iv_engine_free(ref);
     tmp_rmtree(dir);
 }
+
+/* ColBERT's projection is the model itself, not an optional head. */
+TEST(ckpt_colbert_projection_stays_required)
+{
+    expect_bad("colbert_bert", (const char *const[]){"linear.", NULL}, NULL, NULL, 0,
+               "checkpoint is missing head tensor \"linear.weight\"", IV_E_NOTFOUND);
+}
