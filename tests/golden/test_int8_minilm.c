@@ -215,9 +215,9 @@ static void int8_corpus(const char *name, double min_floor, double mean_floor, i
         }
         const double mean = sum / n;
         if (n == all) CHECK_MSG(mean >= mean_floor, "%s: mean int8 cosine %.6f < %.4f", name, mean, mean_floor);
-        printf("    int8 %s vs FP32 over %d corpus texts: min cosine %.6f, mean %.6f, min over texts > 20 bytes "
-               "%.6f; worst:",
-               name, n, min, mean, min_long);
+        printf("    int8 %s vs FP32 over %d corpus texts: min cosine %.6f, mean %.6f", name, n, min, mean);
+        if (min_long < 1) printf(", min over texts > 20 bytes %.6f", min_long);
+        printf("; worst (text, cosine):");
         /* The three worst texts, with their cosines. */
         int shown[3] = {-1, -1, -1};
         for (int k = 0; k < 3; k++) {
