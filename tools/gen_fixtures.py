@@ -23,7 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import (common, real_minilm, synthetic, synthetic_causal_rerank, synthetic_colbert,  # noqa: E402
+from fixtures import (common, real_minilm, real_more, synthetic, synthetic_causal_rerank, synthetic_colbert,  # noqa: E402
                       synthetic_deberta, synthetic_decoders, synthetic_enc, synthetic_enc2,
                       synthetic_pad_eos, synthetic_st6, verify)
 
@@ -63,6 +63,7 @@ def main():
     ap.add_argument("names", nargs="*", help="synthetic fixtures to build (default: all, plus the real model)")
     ap.add_argument("--no-verify", action="store_true", help="skip the reload / padded-batch self-check")
     ap.add_argument("--no-real", action="store_true", help="skip tests/fixtures/real")
+    ap.add_argument("--real", action="store_true", help="only tests/fixtures/real (the real models)")
     args = ap.parse_args()
     if not os.path.isdir(os.path.join("tests", "fixtures")):
         sys.exit("run from the repository root")
@@ -74,6 +75,8 @@ def main():
     if unknown:
         sys.exit(f"unknown fixture(s) {unknown}; known: {sorted(known)}")
     todo = [known[n] for n in args.names] if args.names else list(known.values())
+    if args.real:
+        todo = []
     t0 = time.time()
     for spec, build, check in todo:
         d, outputs, n = build(spec, MODELS_DIR)
@@ -83,12 +86,15 @@ def main():
             line += f"; verified (reload max diff {worst:.1e}, padded batch {worst_batch:.1e})"
         print(line, flush=True)
 
-    if not args.names and not args.no_real:
-        d, n = real_minilm.build(REAL_DIR)
+    real = [(real_minilm.build, real_minilm.verify, "one-by-one vs batch"),
+            (real_more.build_mpnet, real_more.verify_mpnet, "one-by-one vs batch"),
+            (real_more.build_splade, real_more.verify_splade, "SparseEncoder")]
+    for build, check, second in real if not args.names and not args.no_real else []:
+        d, n = build(REAL_DIR)
         line = f"wrote {d}: {n} texts, {size_of(d) // 1024} KiB"
         if not args.no_verify:
-            worst, worst_batch = real_minilm.verify(REAL_DIR)
-            line += f"; verified (reload max diff {worst:.1e}, one-by-one vs batch {worst_batch:.1e})"
+            worst, worst_second = check(REAL_DIR)
+            line += f"; verified (reload max diff {worst:.1e}, {second} {worst_second:.1e})"
         print(line, flush=True)
 
     total = size_of(MODELS_DIR) + (size_of(REAL_DIR) if os.path.isdir(REAL_DIR) else 0)

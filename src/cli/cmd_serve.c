@@ -266,8 +266,9 @@ int iv_cmd_serve(int argc, char **argv)
     }
     for (int i = 0; splade && i < s->n_models; i++)
         if (!(s->models[i].caps & IV_CAN(IV_TASK_SPARSE))) {
-            IV_ERROR("--pooling splade needs a *ForMaskedLM checkpoint; %s (%s) has no masked-LM head",
-                     s->models[i].model_id, iv_engine_architecture(s->models[i].engine));
+            const char *why = iv_engine_missing_head(s->models[i].engine);
+            IV_ERROR("--pooling splade needs a *ForMaskedLM checkpoint; %s (%s) has no masked-LM head%s%s",
+                     s->models[i].model_id, iv_engine_architecture(s->models[i].engine), why[0] ? ": " : "", why);
             iv_server_stop(s);
             return 1;
         }

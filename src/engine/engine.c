@@ -372,10 +372,17 @@ oom:
 int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out, iv_err *err)
 {
     memset(out, 0, sizeof *out);
-    if ((unsigned)task >= IV_TASK_COUNT || !(e->caps & IV_CAN(task)))
-        return iv_errf(err, IV_E_UNSUPPORTED, "this model (%s) does not support %s",
-                       e->model->cfg.architecture[0] ? e->model->cfg.architecture : e->model->cfg.model_type,
-                       task_name(task));
+    if ((unsigned)task >= IV_TASK_COUNT || !(e->caps & IV_CAN(task))) {
+        const iv_model *m = e->model;
+        const iv_head *need = task == IV_TASK_CLASSIFY         ? &m->seq_head
+                              : task == IV_TASK_TOKEN_CLASSIFY ? &m->token_head
+                              : task == IV_TASK_SPARSE         ? &m->mlm_head
+                                                               : NULL;
+        const int absent = need && need == m->absent_head;
+        return iv_errf(err, IV_E_UNSUPPORTED, "this model (%s) does not support %s%s%s",
+                       m->cfg.architecture[0] ? m->cfg.architecture : m->cfg.model_type, task_name(task),
+                       absent ? ": " : "", absent ? m->missing_head : "");
+    }
     if (n <= 0) return iv_errf(err, IV_E_INVALID, "no inputs");
     pthread_mutex_lock(&e->lock);
     int rc = run_locked(e, task, seqs, n, out, err);
@@ -394,6 +401,7 @@ int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, i
 }
 
 unsigned iv_engine_capabilities(const iv_engine *e) { return e->caps; }
+const char *iv_engine_missing_head(const iv_engine *e) { return e->model->missing_head; }
 const char *iv_engine_device_name(const iv_engine *e) { return e->ops->name; }
 const char *iv_engine_device_label(const iv_engine *e) { return e->device_label; }
 void iv_engine_bind_thread(const iv_engine *e)

@@ -86,6 +86,9 @@ const char *iv_engine_device_label(const iv_engine *e);
 void iv_engine_bind_thread(const iv_engine *e);
 const char *iv_engine_dtype_name(const iv_engine *e);
 unsigned iv_engine_capabilities(const iv_engine *e);  /* IV_CAN bits */
+/* Why a head config.json declares was not loaded (the checkpoint holds only
+ * the base model), naming the task it would serve; "" when none is missing. */
+const char *iv_engine_missing_head(const iv_engine *e);
 int iv_engine_hidden_size(const iv_engine *e);
 int iv_engine_embedding_dim(const iv_engine *e);      /* pooled output width */
 int iv_engine_max_input_length(const iv_engine *e);   /* tokens, specials included */

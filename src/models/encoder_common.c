@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include "base/log.h"
 #include "models/loader.h"
 
 static int ld_linear(iv_model *m, const char *base, int64_t out, int64_t in, const iv_tensor **w,
@@ -122,6 +123,9 @@ int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
     return iv_load_encoder_layer_weights(m, nm, err);
 }
 
+/* One linear step of a head. required 0: absent leaves st->w NULL; 1: absent
+ * is an error; 2: the same, said as a partial head (the caller has seen
+ * other tensors of it). */
 static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_prefix, int64_t in,
                      iv_act act, int required, iv_err *err)
 {
@@ -132,7 +136,11 @@ static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_
     snprintf(full, sizeof full, "%s%s", under_prefix ? m->prefix : "", w);
     const iv_tensor *t = iv_weights_find(m->weights, full);
     if (!t) {
-        if (required) return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing head tensor \"%s\"", full);
+        /* Heads with none of their tensors were let through (iv_head_absent):
+         * this one has some, or is one the model cannot do without. */
+        if (required)
+            return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing head tensor \"%s\"%s", full,
+                           required > 1 ? " while holding other tensors of the head (a partial head)" : "");
         st->w = NULL;
         return 0;
     }
@@ -148,14 +156,61 @@ static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_
     return 0;
 }
 
+/* Whether the checkpoint holds any tensor of the top-level module `base`
+ * (its .weight, .bias or the legacy .gamma/.beta). */
+static int module_present(const iv_model *m, const char *base)
+{
+    static const char *const suffixes[] = {"weight", "bias", "gamma", "beta"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        char full[400];
+        snprintf(full, sizeof full, "%s.%s", base, suffixes[i]);
+        if (iv_weights_find(m->weights, full)) return 1;
+    }
+    return 0;
+}
+
+/* The task a head serves, for messages; NULL for heads that are the model
+ * itself (ColBERT's projection), which stay required. */
+static const char *head_task(const iv_model *m, const iv_head *h)
+{
+    if (h == &m->seq_head) return "sequence classification";
+    if (h == &m->token_head) return "token classification";
+    if (h == &m->mlm_head) return "masked-LM (SPLADE)";
+    return NULL;
+}
+
+int iv_head_absent(iv_model *m, iv_head *h, const char *const *modules)
+{
+    const char *task = head_task(m, h);
+    if (!task) return 0;
+    for (int i = 0; modules[i]; i++)
+        if (module_present(m, modules[i])) return 0;
+    *h = (iv_head){0};
+    m->absent_head = h;
+    char names[200] = "";
+    size_t off = 0;
+    for (int i = 0; modules[i] && off < sizeof names; i++)
+        off += (size_t)snprintf(names + off, sizeof names - off, "%s%s.*", i ? ", " : "", modules[i]);
+    snprintf(m->missing_head, sizeof m->missing_head,
+             "config.json declares %s, but the checkpoint holds only the base model: it has no weights for the "
+             "%s head (%s), so %s is unavailable",
+             m->cfg.architecture, task, names, task);
+    IV_WARN("%s; loaded the base model", m->missing_head);
+    return 1;
+}
+
 int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_under_prefix, iv_act first_act,
                           const char *second, iv_err *err)
 {
     const int64_t H = m->cfg.hidden_size;
     *h = (iv_head){0};
-    if (head_step(m, &h->steps[0], first, first_under_prefix, H, first_act, 1, err)) return -1;
+    /* A pooler under the backbone prefix belongs to the base model (BertModel keeps it). */
+    const char *own[] = {second, first_under_prefix ? NULL : first, NULL};
+    if (iv_head_absent(m, h, own)) return 0;
+    const int req = head_task(m, h) ? 2 : 1;
+    if (head_step(m, &h->steps[0], first, first_under_prefix, H, first_act, req, err)) return -1;
     const int64_t mid = h->steps[0].w->shape[0];
-    if (head_step(m, &h->steps[1], second, 0, mid, IV_ACT_NONE, 1, err)) return -1;
+    if (head_step(m, &h->steps[1], second, 0, mid, IV_ACT_NONE, req, err)) return -1;
     h->n_steps = 2;
     h->out_dim = (int)h->steps[1].w->shape[0];
     return 0;
@@ -164,7 +219,8 @@ int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_
 int iv_load_linear_head(iv_model *m, iv_head *h, const char *name, int64_t in_dim, iv_err *err)
 {
     *h = (iv_head){0};
-    if (head_step(m, &h->steps[0], name, 0, in_dim, IV_ACT_NONE, 1, err)) return -1;
+    if (iv_head_absent(m, h, (const char *const[]){name, NULL})) return 0;
+    if (head_step(m, &h->steps[0], name, 0, in_dim, IV_ACT_NONE, head_task(m, h) ? 2 : 1, err)) return -1;
     h->n_steps = 1;
     h->out_dim = (int)h->steps[0].w->shape[0];
     return 0;
@@ -175,14 +231,15 @@ int iv_load_transform_head(iv_model *m, iv_head *h, const char *dense, iv_act ac
 {
     const int64_t H = m->cfg.hidden_size;
     *h = (iv_head){0};
-    if (head_step(m, &h->steps[0], dense, 0, H, act, 1, err)) return -1;
+    if (iv_head_absent(m, h, (const char *const[]){out, dense, norm, NULL})) return 0;
+    if (head_step(m, &h->steps[0], dense, 0, H, act, 2, err)) return -1;
     const int64_t mid = h->steps[0].w->shape[0];
     iv_norm ln;
     if (iv_ld_layer_norm(m, norm, mid, 1, &ln, err)) return -1;
     h->steps[0].ln_w = ln.w;
     h->steps[0].ln_b = ln.b;
     h->steps[0].ln_eps = m->block.norm_eps;
-    if (head_step(m, &h->steps[1], out, 0, mid, IV_ACT_NONE, 1, err)) return -1;
+    if (head_step(m, &h->steps[1], out, 0, mid, IV_ACT_NONE, 2, err)) return -1;
     h->n_steps = 2;
     h->out_dim = (int)h->steps[1].w->shape[0];
     return 0;
@@ -196,18 +253,10 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
     const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0], E = m->embed.word->shape[1];
     iv_head *h = &m->mlm_head;
     *h = (iv_head){0};
-    char name[256];
-    snprintf(name, sizeof name, "%s.weight", decoder);
-    if (head_step(m, &h->steps[0], dense, 0, H, act, 0, err)) return -1;
-    if (!h->steps[0].w && !iv_weights_find(m->weights, name)) {
-        /* No masked-LM tensors at all: a base model saved under a
-         * *ForMaskedLM architecture (sentence-transformers/all-mpnet-base-v2
-         * is MPNetForMaskedLM without lm_head.*), which sentence-transformers
-         * loads with AutoModel. It embeds; it has no sparse output. */
-        *h = (iv_head){0};
+    /* The decoder is usually tied (absent); `bias` is a tensor name, not a module. */
+    if (!iv_weights_find(m->weights, bias) && iv_head_absent(m, h, (const char *const[]){dense, norm, decoder, NULL}))
         return 0;
-    }
-    if (!h->steps[0].w) return head_step(m, &h->steps[0], dense, 0, H, act, 1, err); /* names the missing tensor */
+    if (head_step(m, &h->steps[0], dense, 0, H, act, 2, err)) return -1;
     if (h->steps[0].w->shape[0] != E)
         return iv_errf(err, IV_E_FORMAT, "MLM transform \"%s\" must map to the embedding width %lld", dense,
                        (long long)E);
@@ -216,6 +265,8 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
     h->steps[0].ln_w = ln.w;
     h->steps[0].ln_b = ln.b;
     h->steps[0].ln_eps = m->block.norm_eps;
+    char name[256];
+    snprintf(name, sizeof name, "%s.weight", decoder);
     iv_head_step *dec = &h->steps[1];
     if (iv_ld_top_opt(m, name, V, E, &dec->w, err)) return -1;
     if (!dec->w) dec->w = m->embed.word; /* tied to the input embeddings, as saved by transformers */

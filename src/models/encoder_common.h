@@ -39,9 +39,17 @@ int iv_load_encoder_layer_weights(iv_model *m, const iv_encoder_names *names, iv
 int iv_load_encoder_layer_weights_routed(iv_model *m, const iv_encoder_names *names, const unsigned char *routed,
                                          iv_err *err);
 
-/* Heads. Each returns 0 with an empty head when `required` is 0 and the
- * tensors are absent. `base` names are taken as is (no backbone prefix)
- * unless under_prefix is set. */
+/* Heads. A checkpoint whose config declares a head architecture may hold
+ * only the base model (as many sentence-transformers checkpoints do): when
+ * none of a head's own tensors are present, each loader below returns 0 with
+ * the head empty and m->missing_head saying why, so the task is refused at
+ * request time; a head with some of its tensors, or one of the wrong shape,
+ * is an error. ColBERT's projection (m->token_proj) is always required.
+ * `base` names are taken as is (no backbone prefix) unless under_prefix is
+ * set. */
+/* 1 (h emptied, m->missing_head set) when no module of the NULL-terminated
+ * list (top-level names; .weight/.bias/.gamma/.beta) is in the checkpoint. */
+int iv_head_absent(iv_model *m, iv_head *h, const char *const *modules);
 /* dense(+tanh) then out_proj: RoBERTa/MPNet "classifier.dense" + "classifier.out_proj";
  * BERT: pooler.dense + classifier; DistilBERT: pre_classifier (+relu) + classifier. */
 int iv_load_two_step_head(iv_model *m, iv_head *h, const char *first, int first_under_prefix, iv_act first_act,

@@ -110,6 +110,8 @@ static int load_mlm_head(iv_model *m, iv_err *err)
     const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0];
     iv_head *h = &m->mlm_head;
     *h = (iv_head){0};
+    if (iv_head_absent(m, h, (const char *const[]){"head.linear1", "head.linear2", "head.decoder", "cls", NULL}))
+        return 0;
     const iv_tensor *w1, *w2, *dec;
     const int64_t mid = iv_json_int(m->cfg.json, "prediction_head_size", 768);
     int tied;

@@ -99,6 +99,10 @@ typedef struct iv_model {
     iv_head token_head;         /* token classification */
     iv_head mlm_head;           /* masked-LM logits (SPLADE) */
     iv_head token_proj;         /* per-token projection of multi-vector models (ColBERT's linear) */
+    /* Why the head config.json declares is empty (its tensors are not in the
+     * checkpoint: only the base model was saved); "" when nothing is missing. */
+    char missing_head[384];
+    const iv_head *absent_head; /* the empty head missing_head is about, or NULL */
 
     /* Per-layer inputs (EmbeddingGemma 2's projection-only PLE), from the
      * scaled embeddings e: ple = N(reshape(e W^T * ple_scale, [T, layers,

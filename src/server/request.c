@@ -152,22 +152,48 @@ void iv_model_capability_set(const iv_model_slot *m, char *buf, size_t cap)
     if (off < cap) snprintf(buf + off, cap - off, "}");
 }
 
+void iv_model_tasks_json(const iv_model_slot *m, iv_strbuf *b)
+{
+    static const struct {
+        iv_task task;
+        const char *name;
+    } k_tasks[] = {{IV_TASK_EMBED, "embed"},       {IV_TASK_EMBED_ALL, "embed_all"},
+                   {IV_TASK_SPARSE, "embed_sparse"}, {IV_TASK_CLASSIFY, "classify"},
+                   {IV_TASK_TOKEN_CLASSIFY, "token_classify"}, {IV_TASK_MULTIVECTOR, "multi_vector"}};
+    iv_sb_puts(b, ",\"tasks\":[");
+    int n = 0;
+    for (size_t i = 0; i < sizeof k_tasks / sizeof *k_tasks; i++) {
+        if (!(m->caps & IV_CAN(k_tasks[i].task))) continue;
+        iv_sb_printf(b, "%s\"%s\"", n++ ? "," : "", k_tasks[i].name);
+        if (k_tasks[i].task == IV_TASK_CLASSIFY && m->num_labels == 1) iv_sb_puts(b, ",\"rerank\"");
+    }
+    iv_sb_putc(b, ']');
+    const char *missing = iv_engine_missing_head(m->engine);
+    if (missing[0]) {
+        iv_sb_puts(b, ",\"missing_head\":");
+        iv_sb_json_string(b, missing, strlen(missing));
+    }
+}
+
 void iv_req_not_supported(iv_req *r, const char *tei_what, const char *capability)
 {
     iv_api_error e;
     const iv_model_slot *m = r->model;
+    /* A head the config declares but the checkpoint lacks: say so (it names its task). */
+    const char *missing = iv_engine_missing_head(m->engine);
     if (r->flavour == IV_FLAVOUR_INFINITY) {
         char caps[128];
         iv_model_capability_set(m, caps, sizeof caps);
         iv_api_errorf(&e, IV_API_NOT_SUPPORTED,
                       "ModelNotDeployedError: model=`%.200s` does not support `%s`. Reason: the loaded moded cannot "
-                      "fullyfill `%s`. Options are %s.",
-                      m->served_name, capability, capability, caps);
+                      "fullyfill `%s`. Options are %s.%s%s",
+                      m->served_name, capability, capability, caps, missing[0] ? " " : "", missing);
     } else {
         char routes[256];
         iv_model_routes(m, routes, sizeof routes);
-        iv_api_errorf(&e, IV_API_NOT_SUPPORTED, "Backend error: %s. Model `%.200s` (%s) serves: %s", tei_what,
-                      m->served_name, iv_engine_architecture(m->engine), routes[0] ? routes : "nothing");
+        iv_api_errorf(&e, IV_API_NOT_SUPPORTED, "Backend error: %s. Model `%.200s` (%s) serves: %s%s%s", tei_what,
+                      m->served_name, iv_engine_architecture(m->engine), routes[0] ? routes : "nothing",
+                      missing[0] ? ". " : "", missing);
     }
     iv_req_fail(r, &e);
 }

@@ -93,6 +93,10 @@ void iv_req_not_supported(iv_req *r, const char *tei_what, const char *capabilit
 void iv_model_routes(const iv_model_slot *m, char *buf, size_t cap);
 /* Infinity's capability set, e.g. {'embed'}. */
 void iv_model_capability_set(const iv_model_slot *m, char *buf, size_t cap);
+/* /info's "tasks" (a JSON array): what the loaded model can do, e.g.
+ * ["embed","embed_all"]; then "missing_head", the reason a head config.json
+ * declares is absent from the checkpoint, when one is. Starts with a comma. */
+void iv_model_tasks_json(const iv_model_slot *m, iv_strbuf *b);
 
 int64_t iv_now_ns(void);
 

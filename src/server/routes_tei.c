@@ -670,6 +670,7 @@ void iv_route_info(iv_req *r)
         if (mv) iv_sb_printf(&b, ",\"multi_vector\":{\"dim\":%d}", mv->dim);
         iv_sb_puts(&b, "}}");
     }
+    iv_model_tasks_json(m, &b);
     iv_sb_printf(&b,
                  ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_input_length_source\":\"%s\","
                  "\"max_batch_tokens\":%d,\"max_batch_requests\":",

@@ -1,16 +1,20 @@
-/* `--dtype int8` on the real all-MiniLM-L6-v2 (scripts/fetch-models.sh)
+/* `--dtype int8` (per-row int8 weights, per-token u8 activations) on the
+ * real all-MiniLM-L6-v2 and all-mpnet-base-v2 (scripts/fetch-models.sh):
  * against the FP32 sentence-transformers embeddings committed in
- * tests/fixtures/real/all-MiniLM-L6-v2: every sentence's pooled vector must
- * keep cosine >= 0.99 (per-row int8 weights, per-token u8 activations). */
+ * tests/fixtures/real/all-MiniLM-L6-v2 (24 sentences, measured min 0.993484,
+ * asserted >= 0.993), and against our FP32 engine on the varied corpus
+ * tests/fixtures/real/int8_corpus.jsonl, where one-character inputs go
+ * lower (floors below, as measured). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/file.h"
+#include "engine/inputs.h"
 #include "golden_util.h"
 #include "test.h"
 
-#define MIN_COS 0.99
+#define MIN_COS 0.993
 
 static int open_int8_minilm(iv_engine **e, golden_case *g)
 {
@@ -93,4 +97,151 @@ TEST(golden_int8_unknown_dtype_rejected)
     CHECK(iv_engine_load(&e, model, &opts, &err) == -1);
     CHECK(e == NULL);
     CHECK_CONTAINS(err.msg, "float32 or int8");
+}
+
+/* ---- the int8 floor on a varied corpus ----
+ * tests/fixtures/real/int8_corpus.jsonl (one JSON string a line, 113 texts):
+ * single characters and symbols ("?", "a", "中", "😀"), short queries,
+ * punctuation runs, code, 15 languages, paragraphs and one long input. The
+ * FP32 engine is the reference here (it matches sentence-transformers to
+ * ~4e-7 on these models: test_real_minilm.c, test_real_models.c). */
+
+#define CORPUS_MAX 256
+
+/* Sanitizer builds run mpnet (110M parameters) ~15x slower: there its corpus
+ * check takes the first SANITIZED_TEXTS texts (the short ones, the worst
+ * case) and the minimum floor only; memory checking is the point there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+#define SANITIZED_TEXTS 40
+
+static int load_corpus(char **texts)
+{
+    char path[4096];
+    iv_path_join(path, sizeof path, iv_test_fixtures_dir(), "real/int8_corpus.jsonl");
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        iv_test_fail(__FILE__, __LINE__, "cannot open %s", path);
+        return 0;
+    }
+    int n = 0;
+    char line[8192];
+    while (n < CORPUS_MAX && fgets(line, sizeof line, f)) {
+        cJSON *s = cJSON_Parse(line);
+        if (cJSON_IsString(s)) texts[n++] = strdup(s->valuestring);
+        cJSON_Delete(s);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Pooled, normalised embeddings of the corpus on dtype; NULL on failure. */
+static float *embed_corpus(const char *model, const char *dtype, char **texts, int n, int *dim)
+{
+    iv_engine_opts opts = {.device = "cpu", .dtype = dtype};
+    iv_engine *e;
+    iv_err err = {0};
+    if (iv_engine_load(&e, model, &opts, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "load %s (%s): %s", model, dtype, err.msg);
+        return NULL;
+    }
+    iv_prepared *prep = calloc((size_t)n, sizeof *prep);
+    iv_seq_input *seqs = calloc((size_t)n, sizeof *seqs);
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 1;
+    float *vecs = NULL;
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        iv_input in = {.text = texts[i], .text_len = strlen(texts[i])};
+        if (iv_prepare_input(e, &in, &o, &prep[i], &err)) {
+            iv_test_fail(__FILE__, __LINE__, "text %d: %s", i, err.msg);
+            ok = 0;
+        }
+        seqs[i] = prep[i].seq;
+    }
+    iv_outputs out;
+    if (ok && iv_engine_run(e, IV_TASK_EMBED, seqs, n, &out, &err) == 0) {
+        *dim = out.cols;
+        vecs = malloc((size_t)n * out.cols * sizeof(float));
+        for (int i = 0; i < n; i++) {
+            float *v = out.data + out.offsets[i];
+            iv_embedding_finish(v, out.cols, 0, 1);
+            memcpy(vecs + (size_t)i * out.cols, v, (size_t)out.cols * sizeof(float));
+        }
+        iv_outputs_free(&out);
+    } else if (ok) {
+        iv_test_fail(__FILE__, __LINE__, "run %s (%s): %s", model, dtype, err.msg);
+    }
+    for (int i = 0; i < n; i++) iv_prepared_free(&prep[i]);
+    free(prep);
+    free(seqs);
+    iv_engine_free(e);
+    return vecs;
+}
+
+/* Every text's int8 embedding keeps cosine >= min_floor to FP32 and the
+ * mean stays >= mean_floor; prints the figures and the worst texts. */
+static void int8_corpus(const char *name, double min_floor, double mean_floor, int max_texts)
+{
+    char model[4096];
+    iv_path_join(model, sizeof model, iv_test_models_dir(), name);
+    if (!iv_dir_exists(model)) {
+        iv_test_fail(__FILE__, __LINE__, "%s missing: run scripts/fetch-models.sh", model);
+        return;
+    }
+    char *texts[CORPUS_MAX];
+    const int all = load_corpus(texts);
+    REQUIRE(all > 100);
+    const int n = max_texts < all ? max_texts : all;
+    int d32 = 0, d8 = 0;
+    float *ref = embed_corpus(model, "float32", texts, n, &d32), *q = embed_corpus(model, "int8", texts, n, &d8);
+    if (ref && q && d32 == d8) {
+        double cos[CORPUS_MAX], min = 1, sum = 0, min_long = 1;
+        for (int i = 0; i < n; i++) {
+            cos[i] = iv_test_cosine(q + (size_t)i * d8, ref + (size_t)i * d8, d8);
+            sum += cos[i];
+            if (cos[i] < min) min = cos[i];
+            if (strlen(texts[i]) > 20 && cos[i] < min_long) min_long = cos[i];
+            CHECK_MSG(cos[i] >= min_floor, "%s text %d (%s): int8 cosine %.6f < %.4f", name, i, texts[i], cos[i],
+                      min_floor);
+        }
+        const double mean = sum / n;
+        if (n == all) CHECK_MSG(mean >= mean_floor, "%s: mean int8 cosine %.6f < %.4f", name, mean, mean_floor);
+        printf("    int8 %s vs FP32 over %d corpus texts: min cosine %.6f, mean %.6f", name, n, min, mean);
+        if (min_long < 1) printf(", min over texts > 20 bytes %.6f", min_long);
+        printf("; worst (text, cosine):");
+        /* The three worst texts, with their cosines. */
+        int shown[3] = {-1, -1, -1};
+        for (int k = 0; k < 3; k++) {
+            for (int i = 0; i < n; i++)
+                if (i != shown[0] && i != shown[1] && (shown[k] < 0 || cos[i] < cos[shown[k]])) shown[k] = i;
+            printf(" %d %.6f%s", shown[k], cos[shown[k]], k < 2 ? "," : "\n");
+        }
+    }
+    free(ref);
+    free(q);
+    for (int i = 0; i < all; i++) free(texts[i]);
+}
+
+/* Measured (AVX-512 VNNI and AVX2 kernels give the same integer sums):
+ * MiniLM min 0.991126 (":)"; "Thanks a lot." 0.991240, "yes!" 0.992112),
+ * mean 0.997416, min over texts longer than 20 bytes 0.996024; mpnet min
+ * 0.988179 ("."), mean 0.996959, longer texts 0.991255. Short inputs of one
+ * or two tokens between [CLS] and [SEP] are the worst: per-token activation
+ * scales there are set by a few outlier channels. Keeping one kind of layer
+ * in FP32 (QKV, or MLP down) lifts the floor by at most ~0.003 and not on
+ * both models, so the quantizer is unchanged and the floors are what it
+ * gives. */
+TEST(golden_int8_corpus_minilm) { int8_corpus("all-MiniLM-L6-v2", 0.991, 0.997, CORPUS_MAX); }
+TEST(golden_int8_corpus_mpnet)
+{
+    int8_corpus("all-mpnet-base-v2", 0.988, 0.9965, SANITIZED ? SANITIZED_TEXTS : CORPUS_MAX);
 }

@@ -19,8 +19,19 @@ typedef void (*ckpt_edit_fn)(cJSON *cfg);
  * fixture's. 0 on success; -1 after recording a test failure (the partial
  * directory, if any, is removed). Remove it with tmp_rmtree. */
 int ckpt_make(char *dir, size_t cap, const char *fixture, ckpt_edit_fn edit, int link_weights);
+/* Links tests/fixtures/models/<fixture>/<name> (a file or a folder) into dir; 0 on success. */
+int ckpt_link(const char *dir, const char *fixture, const char *name);
 /* Writes dir/name with n bytes of data; 0 on success. */
 int ckpt_write(const char *dir, const char *name, const void *data, size_t n);
+
+/* Writes dir/model.safetensors from the fixture's, leaving out every tensor
+ * whose name starts with one of drop (NULL-terminated; NULL: none) and, when
+ * extra_name is set, adding that float32 tensor of zeros with shape
+ * extra_shape[0..extra_ndim). Checkpoints holding only the base model, partial
+ * heads, heads of the wrong shape. 0 on success, else -1 after recording a
+ * test failure. */
+int ckpt_write_weights(const char *dir, const char *fixture, const char *const *drop, const char *extra_name,
+                       const long long *extra_shape, int extra_ndim);
 
 /* Sets cfg[key] = v (taking v), replacing a value already there in place. */
 void ckpt_set(cJSON *cfg, const char *key, cJSON *v);
