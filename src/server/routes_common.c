@@ -214,3 +214,27 @@ void iv_rerank_pairs(iv_req *r, const char *query)
     r->inputs.single = 0;
 }
 
+iv_model_slot *iv_route_reranker(iv_req *r)
+{
+    iv_model_slot *m = iv_req_pick_model(r, "model");
+    if (!m) return NULL;
+    r->model = m;
+    if (!(m->caps & IV_CAN(IV_TASK_CLASSIFY)) || m->num_labels != 1) {
+        iv_req_not_supported(r, "model is not a re-ranker model", "rerank");
+        return NULL;
+    }
+    return m;
+}
+
+void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const char *query, const char *field, int truncate, int left,
+                            iv_finish_fn finish)
+{
+    iv_rerank_pairs(r, query);
+    iv_input_opts o;
+    if (iv_route_check_nonempty(r, field)) return;
+    if (iv_route_input_opts(r, truncate, left, NULL, 0, &o)) return;
+    r->p.metric_task = "predict";
+    iv_metrics_inc(r->srv->metrics, "te_predict_count", r->inputs.n);
+    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish);
+}
+

@@ -32,6 +32,15 @@ void iv_route_usage(iv_strbuf *b, long long tokens);
 
 /* Rerank: the parsed texts become (query, text) pairs. */
 void iv_rerank_pairs(iv_req *r, const char *query);
+/* The model a rerank route runs on (the one the request names; it must be
+ * a one-label re-ranker), or NULL after answering the error. */
+iv_model_slot *iv_route_reranker(iv_req *r);
+/* What every rerank route does once its body is parsed and its model
+ * picked: pairs the query with each input (`field` names them in errors),
+ * applies truncation and submits the job; `finish` writes the flavour's
+ * response. */
+void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const char *query, const char *field, int truncate, int left,
+                            iv_finish_fn finish);
 
 typedef struct iv_rank {
     int index;

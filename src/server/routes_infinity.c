@@ -196,22 +196,11 @@ void iv_route_infinity_rerank(iv_req *r)
         return;
     }
     if (iv_req_check_batch(r, r->inputs.n) || check_string_lengths(r, "documents")) return;
-    iv_model_slot *m = iv_req_pick_model(r, "model");
+    iv_model_slot *m = iv_route_reranker(r);
     if (!m) return;
-    r->model = m;
-    if (!(m->caps & IV_CAN(IV_TASK_CLASSIFY)) || m->num_labels != 1) {
-        iv_req_not_supported(r, "model is not a re-ranker model", "rerank");
-        return;
-    }
     iv_req_count(r, 0);
-    iv_rerank_pairs(r, query);
-    iv_input_opts o;
-    if (iv_route_check_nonempty(r, "documents")) return;
-    if (iv_route_input_opts(r, -1, 0, NULL, 0, &o)) return;
     r->p.top_n = has_top_n ? (int)top_n : 0;
-    r->p.metric_task = "predict";
-    iv_metrics_inc(r->srv->metrics, "te_predict_count", r->inputs.n);
-    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_rerank);
+    iv_route_submit_rerank(r, m, query, "documents", -1, 0, finish_rerank);
 }
 
 /* ---- /classify ---- */

@@ -324,22 +324,11 @@ void iv_route_rerank(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
-    iv_model_slot *m = iv_req_pick_model(r, "model");
+    iv_model_slot *m = iv_route_reranker(r);
     if (!m) return;
-    r->model = m;
-    if (!(m->caps & IV_CAN(IV_TASK_CLASSIFY)) || m->num_labels != 1) {
-        iv_req_not_supported(r, "model is not a re-ranker model", "rerank");
-        return;
-    }
     iv_req_count(r, 0);
     if (iv_req_check_batch(r, r->inputs.n)) return;
-    iv_rerank_pairs(r, query);
-    iv_input_opts o;
-    if (iv_route_check_nonempty(r, "texts")) return;
-    if (iv_route_input_opts(r, c.truncate, c.left, NULL, 0, &o)) return;
-    r->p.metric_task = "predict";
-    iv_metrics_inc(r->srv->metrics, "te_predict_count", r->inputs.n);
-    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_rerank);
+    iv_route_submit_rerank(r, m, query, "texts", c.truncate, c.left, finish_rerank);
 }
 
 /* ---- /similarity ---- */

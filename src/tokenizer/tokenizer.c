@@ -208,6 +208,29 @@ void iv_encoding_free(iv_encoding *enc)
 
 /* ---------------------------------------------------------------- decode */
 
+/* Runs the decoder chain over the token strings and joins what it gives
+ * into one malloc'd string. */
+static int decoded_string(tok_ctx *c, tok_strs *toks, char **out, size_t *out_len)
+{
+    const iv_tokenizer *tok = c->tok;
+    if (tok->decoder && tok_decode_chain(c, tok->decoder, toks)) return -1;
+    size_t total = 0;
+    for (int i = 0; i < toks->n; i++) total += (size_t)toks->len[i] + 1;
+    char *s = malloc(total + 1);
+    if (!s) return iv_errf(c->err, IV_E_NOMEM, "out of memory while decoding");
+    size_t o = 0;
+    for (int i = 0; i < toks->n; i++) {
+        /* Without a decoder the library joins tokens with spaces. */
+        if (!tok->decoder && i > 0) s[o++] = ' ';
+        memcpy(s + o, toks->s[i], (size_t)toks->len[i]);
+        o += (size_t)toks->len[i];
+    }
+    s[o] = 0;
+    *out = s;
+    if (out_len) *out_len = o;
+    return 0;
+}
+
 typedef struct decode_args {
     const int32_t *ids;
     int n, skip_special;
@@ -234,22 +257,7 @@ __attribute__((noinline)) static int decode_impl(tok_ctx *c, const decode_args *
         if (a->skip_special && tok_strmap_get(&tok->added.special, s, len) >= 0) continue;
         tok_strs_push(c, &toks, s, len);
     }
-    size_t total = 0;
-    if (tok->decoder && tok_decode_chain(c, tok->decoder, &toks)) return -1;
-    for (int i = 0; i < toks.n; i++) total += (size_t)toks.len[i] + 1;
-    char *s = malloc(total + 1);
-    if (!s) return iv_errf(c->err, IV_E_NOMEM, "out of memory while decoding");
-    size_t o = 0;
-    for (int i = 0; i < toks.n; i++) {
-        /* Without a decoder the library joins tokens with spaces. */
-        if (!tok->decoder && i > 0) s[o++] = ' ';
-        memcpy(s + o, toks.s[i], (size_t)toks.len[i]);
-        o += (size_t)toks.len[i];
-    }
-    s[o] = 0;
-    *a->out = s;
-    if (a->out_len) *a->out_len = o;
-    return 0;
+    return decoded_string(c, &toks, a->out, a->out_len);
 }
 
 int iv_tokenizer_decode(const iv_tokenizer *tok, const int32_t *ids, int n, int skip_special_tokens, char **out,
@@ -286,25 +294,10 @@ typedef struct decode_tokens_args {
 
 __attribute__((noinline)) static int decode_tokens_impl(tok_ctx *c, const decode_tokens_args *a)
 {
-    const iv_tokenizer *tok = c->tok;
     tok_strs toks = {0};
     for (int i = 0; i < a->n; i++)
         tok_strs_push(c, &toks, a->tokens[i], a->lens ? a->lens[i] : (int32_t)strlen(a->tokens[i]));
-    if (tok->decoder && tok_decode_chain(c, tok->decoder, &toks)) return -1;
-    size_t total = 0;
-    for (int i = 0; i < toks.n; i++) total += (size_t)toks.len[i] + 1;
-    char *s = malloc(total + 1);
-    if (!s) return iv_errf(c->err, IV_E_NOMEM, "out of memory while decoding");
-    size_t o = 0;
-    for (int i = 0; i < toks.n; i++) {
-        if (!tok->decoder && i > 0) s[o++] = ' ';
-        memcpy(s + o, toks.s[i], (size_t)toks.len[i]);
-        o += (size_t)toks.len[i];
-    }
-    s[o] = 0;
-    *a->out = s;
-    if (a->out_len) *a->out_len = o;
-    return 0;
+    return decoded_string(c, &toks, a->out, a->out_len);
 }
 
 int iv_tokenizer_decode_tokens(const iv_tokenizer *tok, const char *const *tokens, const int32_t *lens, int n,
