@@ -42,7 +42,14 @@ typedef struct cuda_algo_entry {
     cublasLtMatmulAlgo_t algo;
     int found;     /* 0: the heuristic had nothing for this shape */
     uint64_t used; /* stamp for replacement */
+    /* The call's descriptors, kept with the shape (algos only, NULL in the
+     * tuned table): creating four per call cost more host time than a small
+     * GEMM takes on the GPU. The bias pointer is set per call. */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
 } cuda_algo_entry;
+/* Frees the descriptors an algos entry holds (NULL-safe). */
+void iv_cuda_algo_entry_clear(cuda_algo_entry *e);
 
 #define IV_CUDA_ALGO_CACHE 64
 /* Timed choices, one per shape with the token count n rounded up to a power

@@ -6,13 +6,16 @@
  * [in, T], ld x.ld), D = y^T (column-major [out, T], ld y.ld). So the views'
  * row strides pass straight through, column windows included.
  *
- * Two paths. Without an activation, cuBLASLt does it all: bias epilogue,
+ * Three paths. Without an activation, cuBLASLt does it all: bias epilogue,
  * the residual as C with beta = 1 (in place when it is y), D in the act
- * dtype, rounded once from FP32. With an activation, the product goes to
- * the instance's FP32 scratch (a block of rows at a time, so the scratch
- * stays bounded whatever the batch) and one epilogue kernel applies bias,
- * activation and residual in the CPU's order and rounds once. The residual
- * has y's layout; x must not overlap y.
+ * dtype, rounded once from FP32. With an activation and no residual (an MLP
+ * up projection), cuBLASLt writes the product plus bias in the act dtype
+ * and the activation runs in place on it: torch's rounding point, half the
+ * traffic of the third path. Otherwise the product goes to the instance's
+ * FP32 scratch (a block of rows at a time, so the scratch stays bounded
+ * whatever the batch) and one epilogue kernel applies bias, activation and
+ * residual in the CPU's order and rounds once. The residual has y's layout;
+ * x must not overlap y.
  *
  * Algorithms. cuBLASLt's heuristic sometimes ranks a slow kernel first for
  * a shape (on an H200 its first choice for BERT-base's QKV projection ran
@@ -121,7 +124,7 @@ static int fastest(cuda_ctx *c, const mm_call *mm, const cublasLtMatmulHeuristic
 /* The algorithm for key: remembered, a timed choice for its shape bucket
  * (checked to fit this exact shape), or the heuristic's candidates timed on
  * the real operands (large shapes; IV_CUDA_TUNE=0 takes its first choice). */
-static const cuda_algo_entry *find_algo(cuda_ctx *c, const cuda_algo_key *key, const mm_call *mm,
+static cuda_algo_entry *find_algo(cuda_ctx *c, const cuda_algo_key *key, const mm_call *mm,
                                         cublasStatus_t *status)
 {
     *status = CUBLAS_STATUS_SUCCESS;
@@ -206,15 +209,73 @@ static const cuda_algo_entry *find_algo(cuda_ctx *c, const cuda_algo_key *key, c
  * epilogue; cres, when non-NULL, is C (D's layout) added with beta = 1.
  * Returns 0 when queued, 1 when cuBLASLt has no algorithm (nothing done),
  * -1 after noting an error. */
+void iv_cuda_algo_entry_clear(cuda_algo_entry *e)
+{
+    if (e->lc) cublasLtMatrixLayoutDestroy(e->lc);
+    if (e->lb) cublasLtMatrixLayoutDestroy(e->lb);
+    if (e->la) cublasLtMatrixLayoutDestroy(e->la);
+    if (e->op) cublasLtMatmulDescDestroy(e->op);
+    e->op = NULL;
+    e->la = e->lb = e->lc = NULL;
+}
+
+/* Queues D = W x^T with an entry's descriptors and algorithm: 0, or -1 after noting the error. */
+static int run_entry(const iv_ops *ops, cuda_ctx *c, const cuda_algo_entry *e, const void *w, const void *x, void *d,
+                     const void *cptr, const void *bias, int has_c)
+{
+    if (bias) cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    const float alpha = 1.0f, beta = has_c ? 1.0f : 0.0f;
+    const cublasStatus_t s = cublasLtMatmul(c->lt, e->op, &alpha, w, e->la, x, e->lb, &beta, cptr, e->lc, d, e->lc,
+                                            &e->algo, c->workspace, c->workspace_bytes, c->stream);
+    if (s == CUBLAS_STATUS_SUCCESS) return 0;
+    iv_cuda_note_cublas(ops, s, "linear (cuBLASLt)");
+    return -1;
+}
+
+static cuda_algo_key make_key(int64_t m, int64_t n, int64_t k, const void *w, const void *x, int64_t ldx,
+                              const void *d, int64_t ldd, int out_f32, const void *bias, const void *cres)
+{
+    cuda_algo_key key;
+    memset(&key, 0, sizeof key); /* padding too: keys compare with memcmp */
+    key.m = (uint64_t)m;
+    key.n = (uint64_t)n;
+    key.k = (uint64_t)k;
+    key.lda = k;
+    key.ldb = ldx;
+    key.ldc = ldd;
+    key.align_a = align_of(w);
+    key.align_b = align_of(x);
+    const void *cptr = cres ? cres : d;
+    const uint32_t al_c = align_of(cptr), al_d = align_of(d);
+    key.align_c = al_c < al_d ? al_c : al_d;
+    key.out_f32 = out_f32;
+    key.bias = bias != NULL;
+    key.align_bias = bias ? align_of(bias) : 0; /* the heuristic reads the bias pointer's alignment too */
+    key.beta = cres != NULL;
+    return key;
+}
+
+/* D (column-major [m, n], ldd) = W x^T: w [m rows of k] row-major, x [n
+ * rows of k] with row stride ldx, both act dtype. out_f32:
+ * D is FP32 (the scratch), else act dtype. bias (act dtype, [m]) adds in the
+ * epilogue; cres, when non-NULL, is C (D's layout) added with beta = 1.
+ * Returns 0 when queued, 1 when cuBLASLt has no algorithm (nothing done),
+ * -1 after noting an error. */
 static int matmul(const iv_ops *ops, cuda_ctx *c, int64_t m, int64_t n, int64_t k, const void *w, const void *x,
                   int64_t ldx, void *d, int64_t ldd, int out_f32, const void *bias, const void *cres)
 {
+    const void *cptr = cres ? cres : d; /* beta = 0: C is not read */
+    const cuda_algo_key key = make_key(m, n, k, w, x, ldx, d, ldd, out_f32, bias, cres);
+    cuda_algo_entry *hit;
+    lru_slot(c->algos, IV_CUDA_ALGO_CACHE, &key, &hit);
+    if (hit && hit->op) {
+        hit->used = ++c->algo_clock;
+        return hit->found ? run_entry(ops, c, hit, w, x, d, cptr, bias, cres != NULL) : 1;
+    }
     const cudaDataType_t ab = c->bf16 ? CUDA_R_16BF : CUDA_R_16F;
     const cudaDataType_t dt = out_f32 ? CUDA_R_32F : ab;
-    const void *cptr = cres ? cres : d; /* beta = 0: C is not read */
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    int ret = -1;
     cublasStatus_t s = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (s == CUBLAS_STATUS_SUCCESS) {
         const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -230,39 +291,26 @@ static int matmul(const iv_ops *ops, cuda_ctx *c, int64_t m, int64_t n, int64_t 
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)k, (uint64_t)n, ldx);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&lc, dt, (uint64_t)m, (uint64_t)n, ldd);
     if (s == CUBLAS_STATUS_SUCCESS) {
-        cuda_algo_key key;
-        memset(&key, 0, sizeof key); /* padding too: keys compare with memcmp */
-        key.m = (uint64_t)m;
-        key.n = (uint64_t)n;
-        key.k = (uint64_t)k;
-        key.lda = k;
-        key.ldb = ldx;
-        key.ldc = ldd;
-        key.align_a = align_of(w);
-        key.align_b = align_of(x);
-        const uint32_t al_c = align_of(cptr), al_d = align_of(d);
-        key.align_c = al_c < al_d ? al_c : al_d;
-        key.out_f32 = out_f32;
-        key.bias = bias != NULL;
-        key.align_bias = bias ? align_of(bias) : 0; /* the heuristic reads the bias pointer's alignment too */
-        key.beta = cres != NULL;
         const mm_call mm = {op, la, lb, lc, w, x, cptr, d, cres ? 1.0f : 0.0f};
-        const cuda_algo_entry *e = find_algo(c, &key, &mm, &s);
-        if (e && !e->found) {
-            ret = 1;
-        } else if (e) {
-            const float alpha = 1.0f, beta = cres ? 1.0f : 0.0f;
-            s = cublasLtMatmul(c->lt, op, &alpha, w, la, x, lb, &beta, cptr, lc, d, lc, &e->algo, c->workspace,
-                               c->workspace_bytes, c->stream);
-            if (s == CUBLAS_STATUS_SUCCESS) ret = 0;
+        cuda_algo_entry *e = find_algo(c, &key, &mm, &s);
+        if (e) {
+            /* The entry (maybe one it replaced) keeps these descriptors now. */
+            iv_cuda_algo_entry_clear(e);
+            e->op = op;
+            e->la = la;
+            e->lb = lb;
+            e->lc = lc;
+            op = NULL;
+            la = lb = lc = NULL;
+            return e->found ? run_entry(ops, c, e, w, x, d, cptr, bias, cres != NULL) : 1;
         }
     }
-    if (ret < 0) iv_cuda_note_cublas(ops, s, "linear (cuBLASLt)");
+    iv_cuda_note_cublas(ops, s, "linear (cuBLASLt)");
     if (lc) cublasLtMatrixLayoutDestroy(lc);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
-    return ret;
+    return -1;
 }
 
 /* y[t, c] = act(acc[t, c] + b[c]) + res[t, c], in the CPU's order (no +0

@@ -244,6 +244,7 @@ static const iv_tensor *cuda_prepare_weight(const iv_ops *ops, const iv_tensor *
 
 static void destroy(cuda_ctx *c)
 {
+    for (int i = 0; i < IV_CUDA_ALGO_CACHE; i++) iv_cuda_algo_entry_clear(&c->algos[i]);
     for (size_t i = 0; i < c->n_weights; i++) {
         cudaFree(c->weights[i]->data);
         free(c->weights[i]);
