@@ -29,6 +29,9 @@ $(BUILD)/%.o: %.c
 	@echo "CC $<"
 	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# .incbin data (the OpenAPI document and the /docs page) is invisible to -MMD.
+$(BUILD)/src/server/routes_openapi.o: src/server/openapi.json src/server/docs.html
+
 $(BUILD)/libiv.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
