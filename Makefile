@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-clients test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: all test test-unit test-clients test-openapi test-docs test-fleet test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -80,7 +80,24 @@ test-clients: models
 		2>/dev/null || $(CLIENTS_VENV)/bin/pip install -q $(CLIENT_PKGS)
 	$(CLIENTS_VENV)/bin/python tests/clients/test_clients.py --binary build/release/infinity_v3
 
-models:
+# The OpenAPI document against a live server (tests/openapi/check_openapi.py):
+# openapi-spec-validator, then schemathesis (no 5xx, every answer's status,
+# media type and body as documented). pip-installs both into
+# .cache/openapi-venv when missing. Not part of `make test` (PyPI).
+OPENAPI_VENV := .cache/openapi-venv
+test-openapi:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	@test -x $(OPENAPI_VENV)/bin/python || python3 -m venv $(OPENAPI_VENV)
+	@$(OPENAPI_VENV)/bin/python -c "import schemathesis, openapi_spec_validator" 2>/dev/null || \
+		$(OPENAPI_VENV)/bin/pip install -q schemathesis openapi-spec-validator
+	$(OPENAPI_VENV)/bin/python tests/openapi/check_openapi.py --binary build/release/infinity_v3
+
+# /docs in Debian's headless chromium (apt-get install chromium); the
+# screenshot lands in build/artefacts/docs/docs.png.
+test-docs:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	python3 tests/openapi/check_docs.py --binary build/release/infinity_v3
+
 	scripts/fetch-models.sh
 
 # Regenerate committed fixtures (needs torch/transformers; not part of `make test`).

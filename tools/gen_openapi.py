@@ -53,8 +53,10 @@ SCHEMAS = {
     # ---- inputs ----
     "Input": {
         "description": "A text, a list of texts, token ids, or a list of token-id lists.",
-        "anyOf": [STR, arr(STR), arr(INT), arr(arr(INT))],
+        "anyOf": [STR, arr(STR, minItems=1), arr(ref("TokenId"), minItems=1),
+                  arr(arr(ref("TokenId"), minItems=1), minItems=1)],
     },
+    "TokenId": {"type": "integer", "minimum": 0, "description": "below the vocabulary size (else 422)"},
     "TruncationDirection": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
     "EncodingFormat": {"type": "string", "enum": ["float", "base64", "tensor"],
                        "description": "`tensor`: multi-vector models only (422 otherwise)."},
@@ -81,6 +83,8 @@ SCHEMAS = {
                                                           "msg": STR}))]}}, ["detail"]),
                   ref("TeiError")],
     },
+    "RerankError": {"description": "POST /rerank answers in TEI's shapes, or Infinity's when the body has "
+                                   "`documents`.", "anyOf": [ref("TeiError"), ref("InfinityError")]},
     "CohereError": {"anyOf": [obj({"message": STR}, ["message"]), ref("TeiError")]},
     "VllmError": {"anyOf": [obj({"object": STR, "message": STR, "type": STR, "param": {"type": "null"},
                                  "code": INT}, ["message"]), ref("TeiError")]},
@@ -210,9 +214,10 @@ RESPONSES = {
 SCHEMAS.update({k + "Response": v for k, v in RESPONSES.items()})
 
 # Status codes each flavour can answer (docs/server.md, Errors), beyond 200.
-ERR_SCHEMA = {"tei": "TeiError", "openai": "OpenAIError", "infinity": "InfinityError",
+ERR_SCHEMA = {"rerank": "RerankError", "tei": "TeiError", "openai": "OpenAIError", "infinity": "InfinityError",
               "cohere": "CohereError", "vllm": "VllmError"}
 POST_CODES = {
+    "rerank": [400, 401, 413, 415, 422, 424, 429, 500, 503],
     "tei": [400, 401, 413, 415, 422, 424, 429, 500, 503],
     "openai": [400, 401, 413, 415, 422, 424, 429, 500, 503],
     "infinity": [400, 401, 413, 422, 429, 500, 503],
@@ -246,7 +251,7 @@ ROUTES = [
     ("post", "/embed_all", "tei", "TEI", "Per-token embeddings", "EmbedAllRequest", "EmbedAllResponse"),
     ("post", "/embed_sparse", "tei", "TEI", "SPLADE sparse embeddings", "EmbedAllRequest", "EmbedSparseResponse"),
     ("post", "/predict", "tei", "TEI", "Sequence (or token) classification", "PredictRequest", "PredictResponse"),
-    ("post", "/rerank", "tei", "TEI", "Rerank (TEI's body, or Infinity's with documents)", "RerankRequest",
+    ("post", "/rerank", "rerank", "TEI", "Rerank (TEI's body, or Infinity's with documents)", "RerankRequest",
      "RerankResponse"),
     ("post", "/similarity", "tei", "TEI", "Cosine similarities to a source sentence", "SimilarityRequest",
      "SimilarityResponse"),
@@ -280,7 +285,7 @@ def error_response(flavour, code):
         content["text/plain"] = {"schema": STR}  # axum's framework-level rejections
     r = {"description": REASONS[code], "headers": RESP_HEADERS}
     if code == 401:  # TEI: empty body; Infinity: {"detail": "Unauthorized"}
-        if flavour == "infinity":
+        if flavour in ("infinity", "rerank"):
             r["content"] = {"application/json": {"schema": ref(ERR_SCHEMA[flavour])}}
     else:
         r["content"] = content
