@@ -98,6 +98,17 @@ test-docs:
 	$(MAKE) build/release/infinity_v3 BUILD=build/release
 	python3 tests/openapi/check_docs.py --binary build/release/infinity_v3
 
+# Three replicas behind Debian's nginx (deploy/nginx/infinity_v3.conf),
+# 2,000 mixed requests from 32 clients while one replica is killed and
+# restarted: nothing lost, every answer equal to the one computed alone
+# (tests/fleet/run_fleet.py; apt-get install nginx-light when absent).
+test-fleet:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || \
+		(echo "nginx not found: apt-get install nginx-light"; exit 1)
+	PATH="$$PATH:/usr/sbin" python3 tests/fleet/run_fleet.py --binary build/release/infinity_v3
+
+models:
 	scripts/fetch-models.sh
 
 # Regenerate committed fixtures (needs torch/transformers; not part of `make test`).

@@ -8,6 +8,7 @@ import tempfile
 import time
 import urllib.request
 
+_instances = [0]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -22,10 +23,12 @@ class Server:
         self.proc = None
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="iv-srv-")
         self.starts = 0
+        _instances[0] += 1
+        self.instance = _instances[0]
 
     def start(self, timeout=60):
         self.starts += 1
-        self.log_path = os.path.join(self.log_dir, f"server-{self.want_port}-{self.starts}.log")
+        self.log_path = os.path.join(self.log_dir, f"server{self.instance}-start{self.starts}.log")
         log = open(self.log_path, "w")
         args = [self.binary, "serve", "--model-id", self.model, "--hostname", "127.0.0.1",
                 "--port", str(self.port or self.want_port)] + self.extra
