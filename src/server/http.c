@@ -150,7 +150,9 @@ static enum MHD_Result queue_reply(iv_req *r)
     MHD_destroy_response(resp);
     r->state = IV_REQ_REPLIED;
     const int level = rep->status >= 500 ? IV_LOG_ERROR : rep->status >= 400 ? IV_LOG_WARN : IV_LOG_DEBUG;
-    iv_log(level, "%s %s %d %.2fms%s%s id=%s", r->method, r->path, rep->status, (double)total / 1e6,
+    char path[512];
+    iv_log_escape(r->path, path, sizeof path);
+    iv_log(level, "%s %s %d %.2fms%s%s id=%s", r->method, path, rep->status, (double)total / 1e6,
            r->model ? " model=" : "", r->model ? r->model->served_name : "", r->request_id);
     return ok;
 }

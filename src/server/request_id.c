@@ -49,3 +49,24 @@ void iv_request_id(const char *given, char out[IV_REQUEST_ID_MAX + 1])
     }
     out[32] = 0;
 }
+
+void iv_log_escape(const char *s, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (!cap) return;
+    for (; s && *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        const int plain = c >= 0x20 && c <= 0x7e && c != '\\';
+        if (o + (plain ? 1 : 4) >= cap) break;
+        if (plain) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = 0;
+}
