@@ -21,13 +21,16 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-clients test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: all test test-unit test-clients test-openapi test-docs test-fleet test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# .incbin data (the OpenAPI document and the /docs page) is invisible to -MMD.
+$(BUILD)/src/server/routes_openapi.o: src/server/openapi.json src/server/docs.html
 
 $(BUILD)/libiv.a: $(LIB_OBJ)
 	@rm -f $@
@@ -76,6 +79,34 @@ test-clients: models
 		llama_index.embeddings.openai_like, llama_index.embeddings.text_embeddings_inference, infinity_client, numpy" \
 		2>/dev/null || $(CLIENTS_VENV)/bin/pip install -q $(CLIENT_PKGS)
 	$(CLIENTS_VENV)/bin/python tests/clients/test_clients.py --binary build/release/infinity_v3
+
+# The OpenAPI document against a live server (tests/openapi/check_openapi.py):
+# openapi-spec-validator, then schemathesis (no 5xx, every answer's status,
+# media type and body as documented). pip-installs both into
+# .cache/openapi-venv when missing. Not part of `make test` (PyPI).
+OPENAPI_VENV := .cache/openapi-venv
+test-openapi:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	@test -x $(OPENAPI_VENV)/bin/python || python3 -m venv $(OPENAPI_VENV)
+	@$(OPENAPI_VENV)/bin/python -c "import schemathesis, openapi_spec_validator" 2>/dev/null || \
+		$(OPENAPI_VENV)/bin/pip install -q schemathesis openapi-spec-validator
+	$(OPENAPI_VENV)/bin/python tests/openapi/check_openapi.py --binary build/release/infinity_v3
+
+# /docs in Debian's headless chromium (apt-get install chromium); the
+# screenshot lands in build/artefacts/docs/docs.png.
+test-docs:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	python3 tests/openapi/check_docs.py --binary build/release/infinity_v3
+
+# Three replicas behind Debian's nginx (deploy/nginx/infinity_v3.conf),
+# 2,000 mixed requests from 32 clients while one replica is killed and
+# restarted: nothing lost, every answer equal to the one computed alone
+# (tests/fleet/run_fleet.py; apt-get install nginx-light when absent).
+test-fleet:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || \
+		(echo "nginx not found: apt-get install nginx-light"; exit 1)
+	PATH="$$PATH:/usr/sbin" python3 tests/fleet/run_fleet.py --binary build/release/infinity_v3
 
 models:
 	scripts/fetch-models.sh

@@ -504,6 +504,7 @@ int iv_codec_string_list(const cJSON *obj, const char *key, iv_inputs *out, iv_a
             char iloc[128], path[96];
             loc_index(iloc, sizeof iloc, key, i);
             snprintf(path, sizeof path, "%s[%d]", key, i);
+            iv_inputs_free(out); /* /similarity's sentences live outside the request (found by schemathesis) */
             return type_error(err, path, x, "a string", iloc, "string_type", "Input should be a valid string");
         }
         set_text(out, &out->items[i], x->valuestring);

@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "base/log.h"
+#include "server/request_id.h"
 #include "server/router.h"
 
 struct iv_http {
@@ -136,6 +137,7 @@ static enum MHD_Result queue_reply(iv_req *r)
     rep->body = NULL; /* MHD frees it */
     const int64_t total = iv_now_ns() - r->t_start;
     if (rep->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
+    MHD_add_response_header(resp, "x-request-id", r->request_id);
     if (rep->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, rep->www_authenticate);
     if (atomic_load(&r->srv->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (rep->status == 200 && r->timing_headers) timing_headers(r, resp, total);
@@ -148,8 +150,10 @@ static enum MHD_Result queue_reply(iv_req *r)
     MHD_destroy_response(resp);
     r->state = IV_REQ_REPLIED;
     const int level = rep->status >= 500 ? IV_LOG_ERROR : rep->status >= 400 ? IV_LOG_WARN : IV_LOG_DEBUG;
-    iv_log(level, "%s %s %d %.2fms%s%s", r->method, r->path, rep->status, (double)total / 1e6,
-           r->model ? " model=" : "", r->model ? r->model->served_name : "");
+    char path[512];
+    iv_log_escape(r->path, path, sizeof path);
+    iv_log(level, "%s %s %d %.2fms%s%s id=%s", r->method, path, rep->status, (double)total / 1e6,
+           r->model ? " model=" : "", r->model ? r->model->served_name : "", r->request_id);
     return ok;
 }
 
@@ -240,6 +244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->method = method;
         r->path = url;
         r->t_start = iv_now_ns();
+        iv_request_id(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-request-id"), r->request_id);
         r->job.client_fd = -1;
         iv_sb_init(&r->body);
         *con_cls = r;

@@ -60,6 +60,7 @@ struct iv_req {
     iv_reply reply;
     int has_reply;
     int timing_headers;
+    char request_id[129];     /* x-request-id (server/request_id.h) */
 };
 
 /* Replies: the body buffer is taken over (reset to empty). */

@@ -8,6 +8,8 @@ static const iv_route routes[] = {
     {"GET", "/", iv_route_health, IV_FLAVOUR_TEI, 1, 0},
     {"GET", "/ping", iv_route_health, IV_FLAVOUR_TEI, 1, 0},
     {"GET", "/metrics", iv_route_metrics, IV_FLAVOUR_TEI, 1, 0},
+    {"GET", "/openapi.json", iv_route_openapi, IV_FLAVOUR_TEI, 1, 0}, /* routes_openapi.c */
+    {"GET", "/docs", iv_route_docs, IV_FLAVOUR_TEI, 1, 0},
     /* TEI */
     {"GET", "/info", iv_route_info, IV_FLAVOUR_TEI, 0, 0},
     {"POST", "/embed", iv_route_embed, IV_FLAVOUR_TEI, 0, 1},
@@ -39,6 +41,12 @@ static const iv_route routes[] = {
     /* OpenAI's GET /v1/models/{id}: a path ending in '*' matches by prefix */
     {"GET", "/v1/models/*", iv_route_models, IV_FLAVOUR_OPENAI, 0, 0},
 };
+
+const iv_route *iv_route_table(size_t *n)
+{
+    *n = sizeof routes / sizeof routes[0];
+    return routes;
+}
 
 static int path_matches(const char *pattern, const char *path)
 {

@@ -17,6 +17,8 @@ struct iv_route {
 
 /* NULL with *status 404 (no such path) or 405 (path exists, other method). */
 const iv_route *iv_route_find(const char *method, const char *path, int *status);
+/* Every route, for tests that hold the OpenAPI document to the table. */
+const iv_route *iv_route_table(size_t *n);
 
 /* Handlers, by flavour file. */
 void iv_route_health(iv_req *r);   /* routes_common.c */
@@ -41,5 +43,7 @@ void iv_route_cohere_rerank(iv_req *r); /* /v1/rerank, /v2/rerank (Cohere, Jina,
 void iv_route_vllm_score(iv_req *r);    /* routes_vllm.c: /score, /v1/score */
 void iv_route_token_classify(iv_req *r); /* routes_token_classify.c */
 int iv_route_predict_tokens(iv_req *r);  /* /predict on a token classifier: 1 when it took the request */
+void iv_route_openapi(iv_req *r);        /* routes_openapi.c: GET /openapi.json, GET /docs */
+void iv_route_docs(iv_req *r);
 
 #endif
