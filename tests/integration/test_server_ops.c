@@ -84,6 +84,54 @@ TEST(srv_api_key)
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
 
+/* Issue 22: a key past 1 KB was copied into a 1 KB buffer but compared
+ * over its full length (the right key refused, longer ones read out of
+ * bounds). Long keys work up to IV_API_KEY_MAX bytes; longer ones refuse to start. */
+TEST(srv_api_key_long)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    enum { KEY = 3000 };
+    char *key = malloc(KEY + 1), *good = malloc(KEY + 64), *bad = malloc(KEY + 64), *huge = malloc(8000);
+    for (int i = 0; i < KEY; i++) key[i] = (char)('a' + i % 26);
+    key[KEY] = 0;
+    snprintf(good, KEY + 64, "Authorization: Bearer %s", key);
+    snprintf(bad, KEY + 64, "Authorization: Bearer %s", key);
+    bad[strlen(bad) - 1] ^= 1;
+    memset(huge, 'k', 7999);
+    huge[7999] = 0;
+    memcpy(huge, "Authorization: Bearer ", 22);
+    srv s;
+    const char *args[] = {"--model-id", dir, "--api-key", key, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    const char *h_good[] = {"Content-Type: application/json", good, NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, h_good, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    const char *h_bad[] = {"Content-Type: application/json", bad, NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, h_bad, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    const char *h_huge[] = {"Content-Type: application/json", huge, NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, h_huge, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+
+    /* An absurd key is refused at start, naming the limit. */
+    const char *absurd[] = {"--model-id", dir, "--api-key", huge, NULL};
+    CHECK(srv_start_quiet(&s, absurd) != 0);
+    char *log = srv_log(&s);
+    CHECK(log && strstr(log, "--api-key is 7999 bytes, longer than the 4096 bytes accepted"));
+    free(log);
+    srv_stop(&s);
+    free(key);
+    free(good);
+    free(bad);
+    free(huge);
+}
+
 TEST(srv_unix_socket)
 {
     const char *dir = srv_fixture("bert");
