@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "  --uds-path PATH              listen on a Unix socket instead of TCP\n"
             "  --api-key KEY                require `Authorization: Bearer KEY` (not on /health, /metrics)\n"
             "  --payload-limit BYTES        largest request body (2000000)\n"
-            "  --max-concurrent-requests N  inputs admitted at once; more get 429\n"
+            "  --max-concurrent-requests N  inputs admitted at once; more get 429 (422 for a request larger than N)\n"
             "                               (512, raised to --max-client-batch-size-openai when unset)\n"
             "  --max-batch-tokens N         token budget of one forward pass (16384; on a GPU, what its\n"
             "                               free memory after the weights holds)\n"

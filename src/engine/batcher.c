@@ -265,6 +265,11 @@ void iv_batcher_stop(iv_batcher *b)
 int iv_batcher_admit(iv_batcher *b, iv_job *job, iv_err *err)
 {
     if (job->n_items <= 0) return iv_errf(err, IV_E_INVALID, "no inputs");
+    /* More inputs than permits can never run, however idle the server:
+     * that is the request's fault (422), not a busy server's (429). */
+    if (job->n_items > b->o.max_concurrent)
+        return iv_errf(err, IV_E_INVALID, "batch size %d > maximum concurrent inputs %d (--max-concurrent-requests)",
+                       job->n_items, b->o.max_concurrent);
     int used = atomic_load(&b->permits_used);
     do {
         if (used + job->n_items > b->o.max_concurrent) return iv_errf(err, IV_E_OVERLOADED, "Model is overloaded");

@@ -234,7 +234,8 @@ void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opt
     job->user = r;
     iv_err err = {0};
     if (iv_batcher_admit(m->batcher, job, &err)) {
-        if (r->flavour == IV_FLAVOUR_INFINITY)
+        if (err.code != IV_E_OVERLOADED) iv_api_errorf(&e, IV_API_VALIDATION, "%s", err.msg);
+        else if (r->flavour == IV_FLAVOUR_INFINITY)
             iv_api_errorf(&e, IV_API_OVERLOADED, "model %.200s is currently overloaded", m->served_name);
         else iv_api_errorf(&e, IV_API_OVERLOADED, "Model is overloaded");
         iv_req_fail(r, &e);
