@@ -214,6 +214,26 @@ static void on_job_done(iv_job *job)
     else iv_http_resume(r);
 }
 
+/* Replies to a refused admission: 429 while the permits are taken, 422
+ * when the request could never fit. */
+static void fail_admit(iv_req *r, const iv_model_slot *m, const iv_err *err)
+{
+    iv_api_error e;
+    if (err->code != IV_E_OVERLOADED) iv_api_errorf(&e, IV_API_VALIDATION, "%s", err->msg);
+    else if (r->flavour == IV_FLAVOUR_INFINITY)
+        iv_api_errorf(&e, IV_API_OVERLOADED, "model %.200s is currently overloaded", m->served_name);
+    else iv_api_errorf(&e, IV_API_OVERLOADED, "Model is overloaded");
+    iv_req_fail(r, &e);
+}
+
+int iv_req_take_permits(iv_req *r, iv_model_slot *m, int n)
+{
+    iv_err err = {0};
+    if (!iv_batcher_take_permits(m->batcher, n, &err)) return 0;
+    fail_admit(r, m, &err);
+    return -1;
+}
+
 void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opts *opts, iv_finish_fn finish)
 {
     iv_job *job = &r->job;
@@ -234,11 +254,7 @@ void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opt
     job->user = r;
     iv_err err = {0};
     if (iv_batcher_admit(m->batcher, job, &err)) {
-        if (err.code != IV_E_OVERLOADED) iv_api_errorf(&e, IV_API_VALIDATION, "%s", err.msg);
-        else if (r->flavour == IV_FLAVOUR_INFINITY)
-            iv_api_errorf(&e, IV_API_OVERLOADED, "model %.200s is currently overloaded", m->served_name);
-        else iv_api_errorf(&e, IV_API_OVERLOADED, "Model is overloaded");
-        iv_req_fail(r, &e);
+        fail_admit(r, m, &err);
         return;
     }
     r->model = m;

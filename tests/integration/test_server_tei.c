@@ -492,3 +492,63 @@ TEST(srv_text_routes_minilm)
     http_resp_free(&r);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
+
+/* Issue 22: /tokenize skipped every limit of the other routes (a 1.9 MB
+ * body answered 129 MB). It now applies the character cap (250 x the token
+ * limit), the token limit with the truncation rule, the batch size and the
+ * permits, so its reply is at most the limit in tokens per input. */
+TEST(srv_tokenize_limits)
+{
+    const char *dir = srv_fixture("bert"); /* token limit 128 */
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "2", "--max-client-batch-size", "4", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    /* 400 words: truncated to the limit (the server's default), the last token special. */
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"inputs\":\"");
+    for (int i = 0; i < 400; i++) iv_sb_puts(&b, "a ");
+    iv_sb_puts(&b, "\"}");
+    REQUIRE(http_post(&s, "/tokenize", b.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    const cJSON *toks = cJSON_GetArrayItem(r.json, 0);
+    CHECK_EQ_INT(cJSON_GetArraySize(toks), 128);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(toks, 127), "special")));
+    http_resp_free(&r);
+    /* truncate: false answers 422 naming the limit, as the other routes. */
+    b.len -= 2;
+    iv_sb_puts(&b, "\",\"truncate\":false}");
+    REQUIRE(http_post(&s, "/tokenize", b.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(jstr(r.json, "error"), "Input validation error: `inputs` must have less than 128 tokens. Given: 402");
+    http_resp_free(&r);
+    iv_sb_free(&b);
+    /* The character cap: 250 x 128 = 32000. */
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"truncate\":false,\"inputs\":\"");
+    for (int i = 0; i < 32001; i++) iv_sb_putc(&b, 'a');
+    iv_sb_puts(&b, "\"}");
+    REQUIRE(http_post(&s, "/tokenize", b.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(jstr(r.json, "error"), "Input validation error: `inputs` must have less than 32000 characters. Given: 32001");
+    http_resp_free(&r);
+    iv_sb_free(&b);
+    /* The batch size, then the permits: three inputs never fit two. */
+    REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_CONTAINS(r.body, "batch size 5 > maximum allowed batch size 4");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":[\"a\",\"b\",\"c\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_CONTAINS(r.body, "batch size 3 > maximum concurrent inputs 2 (--max-concurrent-requests)");
+    http_resp_free(&r);
+    /* Permits come back: two inputs run, again and again. */
+    for (int i = 0; i < 3; i++) {
+        REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":[\"a\",\"b\"]}", &r) == 0);
+        CHECK_EQ_INT(r.status, 200);
+        http_resp_free(&r);
+    }
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
