@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/json.h"
+#include "base/utf8.h"
 
 /* ---- UTF-8 ---- */
 
@@ -61,11 +62,7 @@ static void describe(const cJSON *v, char *buf, size_t cap)
         else snprintf(buf, cap, "floating point `%g`", d);
     } else if (cJSON_IsString(v)) {
         /* At most 40 bytes of the string, cut on a code point boundary. */
-        size_t n = strlen(v->valuestring), keep = n;
-        if (keep > 40) {
-            keep = 40;
-            while (keep > 0 && ((unsigned char)v->valuestring[keep] & 0xC0) == 0x80) keep--;
-        }
+        size_t n = strlen(v->valuestring), keep = iv_utf8_cut(v->valuestring, n, 40);
         snprintf(buf, cap, "string \"%.*s%s\"", (int)keep, v->valuestring, keep < n ? "..." : "");
     } else if (cJSON_IsArray(v)) snprintf(buf, cap, "sequence");
     else snprintf(buf, cap, "map");
@@ -251,7 +248,8 @@ int iv_codec_truncation_left(const cJSON *obj, int *left, iv_api_error *err)
     if (!strcmp(s, "left") || !strcmp(s, "Left")) *left = 1;
     else if (strcmp(s, "right") && strcmp(s, "Right")) {
         iv_api_errorf(err, IV_API_JSON_DATA,
-                      "truncation_direction: unknown variant `%.64s`, expected one of `Left`, `left`, `Right`, `right`", s);
+                      "truncation_direction: unknown variant `%.*s`, expected one of `Left`, `left`, `Right`, `right`",
+                      IV_UTF8_ECHO(64, s));
         iv_api_error_shape(err, loc, "enum", "Input should be 'Left' or 'Right'");
         return -1;
     }
@@ -271,8 +269,8 @@ int iv_codec_encoding_format(const cJSON *obj, int *format, iv_api_error *err)
     if (!strcmp(v->valuestring, "base64")) *format = IV_ENCODING_BASE64;
     else if (!strcmp(v->valuestring, "tensor")) *format = IV_ENCODING_TENSOR;
     else if (strcmp(v->valuestring, "float")) {
-        iv_api_errorf(err, IV_API_JSON_DATA, "encoding_format: unknown variant `%.64s`, expected `float` or `base64`",
-                      v->valuestring);
+        iv_api_errorf(err, IV_API_JSON_DATA, "encoding_format: unknown variant `%.*s`, expected `float` or `base64`",
+                      IV_UTF8_ECHO(64, v->valuestring));
         iv_api_error_shape(err, loc, "enum", "Input should be 'float' or 'base64'");
         return -1;
     }

@@ -422,9 +422,9 @@ void iv_route_similarity(iv_req *r)
     iv_req_count(r, 0);
     if (iv_route_is_multivector(m)) {
         iv_api_errorf(&e, IV_API_VALIDATION,
-                      "Input validation error: /similarity compares single vectors; model `%.200s` is multi-vector "
+                      "Input validation error: /similarity compares single vectors; model `%.*s` is multi-vector "
                       "(one matrix per input): get the matrices from /embed and score them with MaxSim",
-                      m->served_name);
+                      IV_UTF8_ECHO(200, m->served_name));
         iv_req_fail(r, &e);
         return;
     }
@@ -653,7 +653,8 @@ void iv_route_info(iv_req *r)
     const iv_model_slot *m = name ? iv_server_find_model(r->srv, name) : &s->models[0];
     if (!m) {
         iv_api_error e;
-        iv_api_errorf(&e, IV_API_MODEL_NOT_FOUND, "Input validation error: model `%.200s` is not served here", name);
+        iv_api_errorf(&e, IV_API_MODEL_NOT_FOUND, "Input validation error: model `%.*s` is not served here",
+                      IV_UTF8_ECHO(200, name));
         iv_req_fail(r, &e);
         return;
     }
