@@ -279,7 +279,7 @@ static int parse_documents(iv_req *r)
                 r, "invalid request: documents[%d] must be a string or an object with a `text` string", r->inputs.n);
         iv_input *in = &r->inputs.items[r->inputs.n++];
         in->text = t->valuestring;
-        in->text_len = strlen(t->valuestring);
+        in->text_len = iv_codec_str_len(t);
         r->inputs.n_chars += iv_utf8_count(in->text, in->text_len);
     }
     return 0;
@@ -308,5 +308,5 @@ void iv_route_cohere_rerank(iv_req *r)
     if (!m) return;
     iv_req_count(r, 0);
     r->p.top_n = top_n;
-    iv_route_submit_rerank(r, m, query, "documents", -1, 0, finish_rerank);
+    iv_route_submit_rerank(r, m, cJSON_GetObjectItemCaseSensitive(r->json, "query"), "documents", -1, 0, finish_rerank);
 }

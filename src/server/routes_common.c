@@ -201,9 +201,10 @@ iv_rank *iv_rerank_ranks(iv_req *r)
     return ranks;
 }
 
-void iv_rerank_pairs(iv_req *r, const char *query)
+void iv_rerank_pairs(iv_req *r, const cJSON *q)
 {
-    size_t ql = strlen(query), qchars = iv_utf8_count(query, ql);
+    const char *query = q->valuestring;
+    size_t ql = iv_codec_str_len(q), qchars = iv_utf8_count(query, ql);
     for (int i = 0; i < r->inputs.n; i++) {
         iv_input *in = &r->inputs.items[i];
         in->pair = in->text;
@@ -227,7 +228,7 @@ iv_model_slot *iv_route_reranker(iv_req *r)
     return m;
 }
 
-void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const char *query, const char *field, int truncate, int left,
+void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const cJSON *query, const char *field, int truncate, int left,
                             iv_finish_fn finish)
 {
     iv_rerank_pairs(r, query);

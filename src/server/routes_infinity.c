@@ -185,7 +185,7 @@ void iv_route_infinity_rerank(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
-    if (iv_utf8_count(query, strlen(query)) > INFINITY_MAX_STRING) {
+    if (iv_utf8_count(query, iv_codec_str_len(cJSON_GetObjectItemCaseSensitive(r->json, "query"))) > INFINITY_MAX_STRING) {
         iv_api_errorf(&e, IV_API_JSON_DATA, "String should have at most %d characters", INFINITY_MAX_STRING);
         iv_api_error_shape(&e, "\"body\",\"query\"", "string_too_long", "String should have at most %d characters",
                            INFINITY_MAX_STRING);
@@ -201,7 +201,7 @@ void iv_route_infinity_rerank(iv_req *r)
     if (!m) return;
     iv_req_count(r, 0);
     r->p.top_n = has_top_n ? (int)top_n : 0;
-    iv_route_submit_rerank(r, m, query, "documents", -1, 0, finish_rerank);
+    iv_route_submit_rerank(r, m, cJSON_GetObjectItemCaseSensitive(r->json, "query"), "documents", -1, 0, finish_rerank);
 }
 
 /* ---- /classify ---- */

@@ -329,7 +329,7 @@ void iv_route_rerank(iv_req *r)
     if (!m) return;
     iv_req_count(r, 0);
     if (iv_req_check_batch(r, r->inputs.n)) return;
-    iv_route_submit_rerank(r, m, query, "texts", c.truncate, c.left, finish_rerank);
+    iv_route_submit_rerank(r, m, cJSON_GetObjectItemCaseSensitive(r->json, "query"), "texts", c.truncate, c.left, finish_rerank);
 }
 
 /* ---- /similarity ---- */
@@ -410,10 +410,11 @@ void iv_route_similarity(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
+    const size_t source_len = iv_codec_str_len(cJSON_GetObjectItemCaseSensitive(in, "source_sentence"));
     r->inputs.items[0].text = source;
-    r->inputs.items[0].text_len = strlen(source);
+    r->inputs.items[0].text_len = source_len;
     memcpy(r->inputs.items + 1, sentences.items, (size_t)sentences.n * sizeof *sentences.items);
-    r->inputs.n_chars = sentences.n_chars + iv_utf8_count(source, strlen(source));
+    r->inputs.n_chars = sentences.n_chars + iv_utf8_count(source, source_len);
     free(sentences.items);
     if (iv_req_check_batch(r, r->inputs.n)) return;
     iv_model_slot *m = iv_req_pick_model(r, "model");
