@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "server/auth.h"
 #include "server/server.h"
 
 #define MAX_MODELS 16
@@ -30,7 +31,7 @@ static void usage(FILE *f)
             "  --uds-path PATH              listen on a Unix socket instead of TCP\n"
             "  --api-key KEY                require `Authorization: Bearer KEY` (not on /health, /metrics)\n"
             "  --payload-limit BYTES        largest request body (2000000)\n"
-            "  --max-concurrent-requests N  inputs admitted at once; more get 429\n"
+            "  --max-concurrent-requests N  inputs admitted at once; more get 429 (422 for a request larger than N)\n"
             "                               (512, raised to --max-client-batch-size-openai when unset)\n"
             "  --max-batch-tokens N         token budget of one forward pass (16384; on a GPU, what its\n"
             "                               free memory after the weights holds)\n"
@@ -189,6 +190,11 @@ int iv_cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--uds-path")) {
             o.uds_path = val;
         } else if (!strcmp(a, "--api-key")) {
+            if (strlen(val) > IV_API_KEY_MAX) {
+                fprintf(stderr, "infinity_v3 serve: --api-key is %zu bytes, longer than the %d bytes accepted\n",
+                        strlen(val), IV_API_KEY_MAX);
+                return 2;
+            }
             o.api_key = val;
         } else if (!strcmp(a, "--payload-limit")) {
             if (!(rc = parse_int(a, val, 1, LONG_MAX, &x))) o.payload_limit = (size_t)x;

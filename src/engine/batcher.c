@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include "base/log.h"
+#include "base/utf8.h"
 
 int64_t iv_batcher_now_ns(void)
 {
@@ -102,27 +103,6 @@ void iv_job_release(iv_job *job)
 
 /* ---- tokenization ---- */
 
-static size_t utf8_chars(const char *s, size_t n)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return c;
-}
-
-/* Byte length of the first `chars` code points of s (or of the last ones when from_end). */
-static size_t utf8_prefix_bytes(const char *s, size_t n, size_t chars, int from_end)
-{
-    size_t seen = 0;
-    if (!from_end) {
-        for (size_t i = 0; i < n; i++)
-            if (((unsigned char)s[i] & 0xC0) != 0x80 && seen++ == chars) return i;
-        return n;
-    }
-    for (size_t i = n; i-- > 0;)
-        if (((unsigned char)s[i] & 0xC0) != 0x80 && ++seen == chars) return n - i;
-    return n;
-}
-
 /* Runs iv_prepare_input with the server's rules on top: a character limit
  * of 250 x the token limit before tokenizing (as TEI, so a huge text cannot
  * keep a worker busy), and TEI's wording for inputs over the token limit. */
@@ -138,17 +118,17 @@ static int prepare_item(iv_batcher *b, iv_job *job, iv_job_item *it, iv_err *err
         return iv_prepare_input(b->engine, &in, &o, &it->prep, err);
     }
     const size_t limit = (size_t)max * 250;
-    size_t chars = utf8_chars(in.text, in.text_len) + (in.pair ? utf8_chars(in.pair, in.pair_len) : 0);
+    size_t chars = iv_utf8_chars(in.text, in.text_len) + (in.pair ? iv_utf8_chars(in.pair, in.pair_len) : 0);
     if (chars > limit) {
         if (!o.truncate)
             return iv_errf(err, IV_E_INVALID, "`inputs` must have less than %zu characters. Given: %zu", limit, chars);
         /* Keep `limit` characters of the text on the side truncation keeps. */
-        size_t keep = utf8_prefix_bytes(in.text, in.text_len, limit, o.truncate_left);
+        size_t keep = iv_utf8_prefix_bytes(in.text, in.text_len, limit, o.truncate_left);
         if (o.truncate_left) in.text += in.text_len - keep;
         in.text_len = keep;
         if (in.pair) {
-            size_t left = limit > utf8_chars(in.text, in.text_len) ? limit - utf8_chars(in.text, in.text_len) : 0;
-            size_t pkeep = utf8_prefix_bytes(in.pair, in.pair_len, left, o.truncate_left);
+            size_t left = limit > iv_utf8_chars(in.text, in.text_len) ? limit - iv_utf8_chars(in.text, in.text_len) : 0;
+            size_t pkeep = iv_utf8_prefix_bytes(in.pair, in.pair_len, left, o.truncate_left);
             if (o.truncate_left) in.pair += in.pair_len - pkeep;
             in.pair_len = pkeep;
         }
@@ -262,13 +242,26 @@ void iv_batcher_stop(iv_batcher *b)
     free(b);
 }
 
-int iv_batcher_admit(iv_batcher *b, iv_job *job, iv_err *err)
+int iv_batcher_take_permits(iv_batcher *b, int n, iv_err *err)
 {
-    if (job->n_items <= 0) return iv_errf(err, IV_E_INVALID, "no inputs");
+    if (n <= 0) return iv_errf(err, IV_E_INVALID, "no inputs");
+    /* More inputs than permits can never run, however idle the server:
+     * that is the request's fault (422), not a busy server's (429). */
+    if (n > b->o.max_concurrent)
+        return iv_errf(err, IV_E_INVALID, "batch size %d > maximum concurrent inputs %d (--max-concurrent-requests)", n,
+                       b->o.max_concurrent);
     int used = atomic_load(&b->permits_used);
     do {
-        if (used + job->n_items > b->o.max_concurrent) return iv_errf(err, IV_E_OVERLOADED, "Model is overloaded");
-    } while (!atomic_compare_exchange_weak(&b->permits_used, &used, used + job->n_items));
+        if (used + n > b->o.max_concurrent) return iv_errf(err, IV_E_OVERLOADED, "Model is overloaded");
+    } while (!atomic_compare_exchange_weak(&b->permits_used, &used, used + n));
+    return 0;
+}
+
+void iv_batcher_return_permits(iv_batcher *b, int n) { atomic_fetch_sub(&b->permits_used, n); }
+
+int iv_batcher_admit(iv_batcher *b, iv_job *job, iv_err *err)
+{
+    if (iv_batcher_take_permits(b, job->n_items, err)) return -1;
     job->owner = b;
     return 0;
 }

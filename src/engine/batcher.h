@@ -117,8 +117,13 @@ void iv_batcher_stop(iv_batcher *b);
 
 /* Admits the job: one permit per input (--max-concurrent-requests).
  * IV_E_OVERLOADED when the permits are exhausted, IV_E_INVALID for a job
- * without inputs; done() is then never called. */
+ * without inputs or with more inputs than there are permits (it could
+ * never run); done() is then never called. */
 int iv_batcher_admit(iv_batcher *b, iv_job *job, iv_err *err);
+/* The permits alone, for work done outside the queue (/tokenize): the
+ * same errors as iv_batcher_admit for n inputs. */
+int iv_batcher_take_permits(iv_batcher *b, int n, iv_err *err);
+void iv_batcher_return_permits(iv_batcher *b, int n);
 /* Queues an admitted job's inputs for tokenization; done() follows. */
 void iv_batcher_enqueue(iv_batcher *b, iv_job *job);
 /* Both of the above. */

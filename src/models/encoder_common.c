@@ -2,17 +2,29 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include "base/json.h"
 #include "base/log.h"
 #include "models/loader.h"
 
-static int ld_linear(iv_model *m, const char *base, int64_t out, int64_t in, const iv_tensor **w,
+static int ld_linear(iv_model *m, const char *base, int64_t out, int64_t in, int bias_required, const iv_tensor **w,
                      const iv_tensor **b, iv_err *err)
 {
     char name[256];
     snprintf(name, sizeof name, "%s.weight", base);
     if (iv_ld(m, name, out, in, w, err)) return -1;
     snprintf(name, sizeof name, "%s.bias", base);
-    return iv_ld_opt(m, name, out, -1, b, err);
+    return bias_required ? iv_ld(m, name, out, -1, b, err) : iv_ld_opt(m, name, out, -1, b, err);
+}
+
+/* A LayerNorm whose bias (or legacy beta) the reference always has. */
+static int ld_norm(iv_model *m, const char *base, int64_t dim, int bias_required, iv_norm *out, iv_err *err)
+{
+    if (iv_ld_layer_norm(m, base, dim, 0, out, err)) return -1;
+    if (!bias_required || out->b) return 0;
+    char w[600];
+    snprintf(w, sizeof w, "%s%s.weight", m->prefix, base);
+    return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing tensor \"%s%s.%s\"", m->prefix, base,
+                   iv_weights_find(m->weights, w) ? "bias" : "beta");
 }
 
 int iv_encoder_block_spec(iv_model *m, iv_err *err)
@@ -41,7 +53,7 @@ static int ld_split_up(iv_model *m, const char *pre, const iv_encoder_names *nm,
     const char *half[2] = {nm->up, nm->up2};
     for (int i = 0; i < 2; i++) {
         snprintf(name, sizeof name, "%s%s", pre, half[i]);
-        if (ld_linear(m, name, I, H, &w[i], &b[i], err)) return -1;
+        if (ld_linear(m, name, I, H, nm->biases_required, &w[i], &b[i], err)) return -1;
     }
     if (iv_concat_rows(m, w, 2, &L->up_w, err)) return -1;
     if (!b[0] && !b[1]) return 0;
@@ -70,7 +82,7 @@ int iv_load_encoder_layer_weights_routed(iv_model *m, const iv_encoder_names *nm
 #define LIN(field, out, in, w, b)                                                   \
     do {                                                                          \
         snprintf(name, sizeof name, "%s%s", pre, field);                          \
-        if (ld_linear(m, name, out, in, w, b, err)) return -1;                    \
+        if (ld_linear(m, name, out, in, nm->biases_required, w, b, err)) return -1; \
     } while (0)
         if (nm->qkv) {
             LIN(nm->qkv, QKV, H, &L->qkv_w, &L->qkv_b);
@@ -94,10 +106,10 @@ int iv_load_encoder_layer_weights_routed(iv_model *m, const iv_encoder_names *nm
             L->attn_norm.present = 0;
         } else {
             snprintf(name, sizeof name, "%s%s", pre, nm->attn_norm);
-            if (iv_ld_layer_norm(m, name, H, 0, &L->attn_norm, err)) return -1;
+            if (ld_norm(m, name, H, nm->biases_required, &L->attn_norm, err)) return -1;
         }
         snprintf(name, sizeof name, "%s%s", pre, nm->mlp_norm);
-        if (iv_ld_layer_norm(m, name, H, 0, &L->mlp_norm, err)) return -1;
+        if (ld_norm(m, name, H, nm->biases_required, &L->mlp_norm, err)) return -1;
         L->window_left = L->window_right = -1;
     }
     return 0;
@@ -111,10 +123,11 @@ int iv_load_bert_embeddings(iv_model *m, unsigned tables, iv_err *err)
     if ((tables & IV_EMBED_POSITIONS) &&
         iv_ld_table(m, "embeddings.position_embeddings.weight", H, 1, &e->position, err))
         return -1;
+    const int type_vocab = (int)iv_json_int(m->cfg.json, "type_vocab_size", 2);
     if ((tables & IV_EMBED_TOKEN_TYPES) &&
-        iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 0, &e->token_type, err))
+        iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, type_vocab > 0, &e->token_type, err))
         return -1;
-    return iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err);
+    return ld_norm(m, "embeddings.LayerNorm", H, 1, &e->norm, err);
 }
 
 int iv_load_encoder_layers(iv_model *m, const iv_encoder_names *nm, iv_err *err)
@@ -147,10 +160,15 @@ static int head_step(iv_model *m, iv_head_step *st, const char *base, int under_
     if (t->ndim != 2 || t->shape[1] != in)
         return iv_errf(err, IV_E_FORMAT, "head tensor \"%s\" does not take %lld inputs", full, (long long)in);
     int64_t out = t->shape[0];
+    const int rb = m->biases_required;
     if (under_prefix) {
-        if (iv_ld(m, w, out, in, &st->w, err) || iv_ld_opt(m, b, out, -1, &st->b, err)) return -1;
+        if (iv_ld(m, w, out, in, &st->w, err) ||
+            (rb ? iv_ld(m, b, out, -1, &st->b, err) : iv_ld_opt(m, b, out, -1, &st->b, err)))
+            return -1;
     } else {
-        if (iv_ld_top(m, w, out, in, &st->w, err) || iv_ld_top_opt(m, b, out, -1, &st->b, err)) return -1;
+        if (iv_ld_top(m, w, out, in, &st->w, err) ||
+            (rb ? iv_ld_top(m, b, out, -1, &st->b, err) : iv_ld_top_opt(m, b, out, -1, &st->b, err)))
+            return -1;
     }
     st->act = act;
     return 0;
@@ -251,6 +269,7 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
     /* E: the embedding width, which the transform maps back to (hidden unless
      * the embeddings are projected, as in DeBERTa-v2 with embedding_size). */
     const int64_t H = m->cfg.hidden_size, V = m->embed.word->shape[0], E = m->embed.word->shape[1];
+    char name[256];
     iv_head *h = &m->mlm_head;
     *h = (iv_head){0};
     /* The decoder is usually tied (absent); `bias` is a tensor name, not a module. */
@@ -262,10 +281,14 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
                        (long long)E);
     iv_norm ln;
     if (iv_ld_layer_norm(m, norm, E, 1, &ln, err)) return -1;
+    if (m->biases_required && !ln.b) {
+        snprintf(name, sizeof name, "%s.weight", norm);
+        return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing tensor \"%s.%s\"", norm,
+                       iv_weights_find(m->weights, name) ? "bias" : "beta");
+    }
     h->steps[0].ln_w = ln.w;
     h->steps[0].ln_b = ln.b;
     h->steps[0].ln_eps = m->block.norm_eps;
-    char name[256];
     snprintf(name, sizeof name, "%s.weight", decoder);
     iv_head_step *dec = &h->steps[1];
     if (iv_ld_top_opt(m, name, V, E, &dec->w, err)) return -1;
@@ -275,6 +298,8 @@ int iv_load_mlm_head(iv_model *m, const char *dense, iv_act act, const char *nor
         snprintf(name, sizeof name, "%s.bias", decoder);
         if (iv_ld_top_opt(m, name, V, -1, &dec->b, err)) return -1;
     }
+    if (m->biases_required && !dec->b)
+        return iv_errf(err, IV_E_NOTFOUND, "checkpoint is missing tensor \"%s\"", bias);
     dec->act = IV_ACT_NONE;
     h->n_steps = 2;
     h->out_dim = (int)V;

@@ -15,14 +15,20 @@ typedef struct iv_encoder_names {
     const char *up2;                  /* gated MLPs stored as two [I, H] halves: up first, up2 second */
     const char *mlp_norm;             /* norm N2 */
     int first_attn_norm_absent;       /* layer 0 has no attn_norm (ModernBERT) */
+    /* Every linear layer and LayerNorm has a bias: the reference module
+     * (BERT, DistilBERT, MPNet in transformers) creates them all, so a
+     * checkpoint without one would run there with a random bias. Absent ones
+     * are then an error naming the tensor, not a silent zero. */
+    int biases_required;
 } iv_encoder_names;
 
 /* Which of the optional tables iv_load_bert_embeddings reads. */
 enum { IV_EMBED_POSITIONS = 1, IV_EMBED_TOKEN_TYPES = 2 };
 /* BERT-style embeddings (under m->prefix): embeddings.word_embeddings
  * [V, H]; with IV_EMBED_POSITIONS embeddings.position_embeddings [P, H];
- * with IV_EMBED_TOKEN_TYPES embeddings.token_type_embeddings [T, H] when the
- * file has it; then embeddings.LayerNorm. Positions stay 0..L-1 (the
+ * with IV_EMBED_TOKEN_TYPES embeddings.token_type_embeddings [T, H], required
+ * unless config.json's type_vocab_size is 0 (the reference creates the
+ * table whenever it is positive); then embeddings.LayerNorm with its bias. Positions stay 0..L-1 (the
  * default pos_mode) for the family to change. */
 int iv_load_bert_embeddings(iv_model *m, unsigned tables, iv_err *err);
 

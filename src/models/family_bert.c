@@ -17,6 +17,7 @@ static const iv_encoder_names k_bert_names = {
     .q = "attention.self.query", .k = "attention.self.key", .v = "attention.self.value",
     .o = "attention.output.dense", .attn_norm = "attention.output.LayerNorm",
     .up = "intermediate.dense", .down = "output.dense", .mlp_norm = "output.LayerNorm",
+    .biases_required = 1,
 };
 
 static const char *const k_archs[] = {
@@ -43,8 +44,10 @@ static int load_embeddings(iv_model *m, int roberta, iv_err *err)
 
 static int load_heads(iv_model *m, int roberta, iv_err *err)
 {
-    if (!strcmp(m->cfg.architecture, "HF_ColBERT"))
+    if (!strcmp(m->cfg.architecture, "HF_ColBERT")) {
+        m->biases_required = 0; /* ColBERT's projection is nn.Linear(bias=False) */
         return iv_load_linear_head(m, &m->token_proj, "linear", m->cfg.hidden_size, err);
+    }
     if (iv_arch_has_suffix(&m->cfg, "ForSequenceClassification")) {
         m->seq_head_pool = IV_SEQ_POOL_FIRST;
         if (roberta) return iv_load_two_step_head(m, &m->seq_head, "classifier.dense", 0, IV_ACT_TANH,
@@ -89,6 +92,7 @@ static int bert_load(iv_model *m, iv_err *err)
     static const char *const roberta_prefixes[] = {"roberta.", "xlm_roberta.", "camembert.", "", NULL};
     if (iv_detect_prefix(m, roberta ? roberta_prefixes : bert_prefixes, "embeddings.word_embeddings.weight", err))
         return -1;
+    m->biases_required = 1;
     if (load_embeddings(m, roberta, err)) return -1;
     if (iv_load_encoder_layers(m, &k_bert_names, err)) return -1;
     return load_heads(m, roberta, err);

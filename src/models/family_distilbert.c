@@ -8,6 +8,7 @@ static const iv_encoder_names k_names = {
     .layer_fmt = "transformer.layer.%d.",
     .q = "attention.q_lin", .k = "attention.k_lin", .v = "attention.v_lin", .o = "attention.out_lin",
     .attn_norm = "sa_layer_norm", .up = "ffn.lin1", .down = "ffn.lin2", .mlp_norm = "output_layer_norm",
+    .biases_required = 1,
 };
 
 static const char *const k_archs[] = {
@@ -20,6 +21,7 @@ static int distilbert_load(iv_model *m, iv_err *err)
     if (m->cfg.architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
     static const char *const prefixes[] = {"distilbert.", "", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.word_embeddings.weight", err)) return -1;
+    m->biases_required = 1;
     if (iv_load_bert_embeddings(m, IV_EMBED_POSITIONS, err) || iv_load_encoder_layers(m, &k_names, err)) return -1;
 
     if (iv_arch_has_suffix(&m->cfg, "ForSequenceClassification")) {

@@ -11,6 +11,7 @@ static const iv_encoder_names k_names = {
     .q = "attention.attn.q", .k = "attention.attn.k", .v = "attention.attn.v", .o = "attention.attn.o",
     .attn_norm = "attention.LayerNorm", .up = "intermediate.dense", .down = "output.dense",
     .mlp_norm = "output.LayerNorm",
+    .biases_required = 1,
 };
 
 static const char *const k_archs[] = {
@@ -22,6 +23,7 @@ static int mpnet_load(iv_model *m, iv_err *err)
     if (m->cfg.architecture[0] && iv_require_architecture(m, k_archs, err)) return -1;
     static const char *const prefixes[] = {"mpnet.", "", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.word_embeddings.weight", err)) return -1;
+    m->biases_required = 1;
     if (iv_load_bert_embeddings(m, IV_EMBED_POSITIONS, err)) return -1;
     m->embed.pos_mode = IV_POS_PADDING_IDX;
     m->embed.padding_idx = 1; /* fixed in transformers' MPNetEmbeddings, whatever pad_token_id says */

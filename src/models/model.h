@@ -84,6 +84,7 @@ typedef struct iv_model {
     iv_weights *weights;
     const iv_ops *ops;
     char prefix[64];           /* backbone prefix found in the checkpoint ("bert.", "" ...) */
+    int biases_required;       /* the reference's heads have every bias: absent is an error (BERT, DistilBERT, MPNet) */
 
     iv_embed_spec embed;
     iv_block_spec block;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/json.h"
+#include "base/utf8.h"
 
 /* ---- UTF-8 ---- */
 
@@ -61,11 +62,7 @@ static void describe(const cJSON *v, char *buf, size_t cap)
         else snprintf(buf, cap, "floating point `%g`", d);
     } else if (cJSON_IsString(v)) {
         /* At most 40 bytes of the string, cut on a code point boundary. */
-        size_t n = strlen(v->valuestring), keep = n;
-        if (keep > 40) {
-            keep = 40;
-            while (keep > 0 && ((unsigned char)v->valuestring[keep] & 0xC0) == 0x80) keep--;
-        }
+        size_t n = strlen(v->valuestring), keep = iv_utf8_cut(v->valuestring, n, 40);
         snprintf(buf, cap, "string \"%.*s%s\"", (int)keep, v->valuestring, keep < n ? "..." : "");
     } else if (cJSON_IsArray(v)) snprintf(buf, cap, "sequence");
     else snprintf(buf, cap, "map");
@@ -99,6 +96,119 @@ static int missing_error(iv_api_error *err, const char *key)
 
 /* ---- body ---- */
 
+/* cJSON decodes "\u0000" into the string but reports it NUL-terminated, so
+ * "hello\u0000world" would read as "hello"; it also accepts raw control
+ * bytes inside strings, which RFC 8259 forbids. One pass over the body
+ * before cJSON finds both: it rejects a raw control byte, and records the
+ * decoded length of every string that holds a NUL (by its ordinal among the
+ * document's strings, keys included), which mark_lengths then stores in
+ * the item (iv_codec_str_len reads it). */
+typedef struct nul_strings {
+    size_t *ordinal, *len;
+    size_t n, cap;
+} nul_strings;
+
+static int hex4(const char *p, const char *end, unsigned *out)
+{
+    if (end - p < 4) return -1;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* 0, or -1 with *ctl the offset of a raw control byte inside a string. */
+static int scan_strings(const char *body, size_t len, nul_strings *ns, size_t *ctl)
+{
+    const char *p = body, *end = body + len;
+    size_t ordinal = 0;
+    while (p < end) {
+        if (*p++ != '"') continue;
+        size_t dec = 0;
+        int has_nul = 0;
+        while (p < end && *p != '"') {
+            unsigned char c = (unsigned char)*p;
+            if (c < 0x20) {
+                *ctl = (size_t)(p - body);
+                return -1;
+            }
+            if (c != '\\') {
+                p++, dec++;
+                continue;
+            }
+            if (++p >= end) break;
+            unsigned cp;
+            if (*p != 'u' || hex4(p + 1, end, &cp)) {
+                p++, dec++; /* \" \\ \/ \b \f \n \r \t (cJSON rejects others) */
+                continue;
+            }
+            p += 5;
+            unsigned lo;
+            if (cp >= 0xD800 && cp <= 0xDBFF && end - p >= 6 && p[0] == '\\' && p[1] == 'u' && !hex4(p + 2, end, &lo) &&
+                lo >= 0xDC00 && lo <= 0xDFFF) {
+                p += 6;
+                dec += 4;
+                continue;
+            }
+            has_nul |= cp == 0;
+            dec += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+        }
+        p++; /* the closing quote */
+        if (has_nul) {
+            if (ns->n == ns->cap) {
+                size_t cap = ns->cap ? 2 * ns->cap : 8;
+                size_t *o = realloc(ns->ordinal, cap * sizeof *o), *l = o ? realloc(ns->len, cap * sizeof *l) : NULL;
+                if (o) ns->ordinal = o;
+                if (!l) return 0; /* out of memory: the strings read as NUL-terminated */
+                ns->len = l;
+                ns->cap = cap;
+            }
+            ns->ordinal[ns->n] = ordinal;
+            ns->len[ns->n++] = dec;
+        }
+        ordinal++;
+    }
+    return 0;
+}
+
+/* Walks the tree in document order (an object's key, then its value),
+ * counting strings as scan_strings did. */
+static void mark_lengths(cJSON *item, int in_object, const nul_strings *ns, size_t *ordinal, size_t *next)
+{
+    for (cJSON *c = item->child; c && *next < ns->n; c = c->next) {
+        if (in_object) ++*ordinal;                                      /* the key */
+        while (*next < ns->n && ns->ordinal[*next] < *ordinal) ++*next; /* a key held the NUL */
+        if (cJSON_IsString(c)) {
+            if (*next < ns->n && ns->ordinal[*next] == *ordinal) c->valueint = (int)ns->len[(*next)++];
+            ++*ordinal;
+        } else if (cJSON_IsArray(c) || cJSON_IsObject(c)) {
+            mark_lengths(c, cJSON_IsObject(c), ns, ordinal, next);
+        }
+    }
+}
+
+size_t iv_codec_str_len(const cJSON *v)
+{
+    if (!cJSON_IsString(v) || !v->valuestring) return 0;
+    return v->valueint > 0 ? (size_t)v->valueint : strlen(v->valuestring);
+}
+
+static void line_col(const char *body, size_t pos, int *line, int *col)
+{
+    *line = 1, *col = 1;
+    for (size_t i = 0; i < pos; i++) {
+        if (body[i] == '\n') ++*line, *col = 1;
+        else ++*col;
+    }
+}
+
 int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error *err)
 {
     *out = NULL;
@@ -108,8 +218,29 @@ int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error 
                       bad);
         return -1;
     }
+    nul_strings ns = {0};
+    size_t ctl;
+    if (scan_strings(body, len, &ns, &ctl)) {
+        free(ns.ordinal);
+        free(ns.len);
+        int line, col;
+        line_col(body, ctl, &line, &col);
+        /* serde_json's wording (TEI); FastAPI reports a JSON decode error. */
+        iv_api_errorf(err, IV_API_JSON_SYNTAX,
+                      "control character (\\u0000-\\u001F) found while parsing a string at line %d column %d", line,
+                      col);
+        char loc[64];
+        snprintf(loc, sizeof loc, "\"body\",%zu", ctl);
+        iv_api_error_shape(err, loc, "json_invalid", "JSON decode error");
+        return -1;
+    }
     const char *end = NULL;
     cJSON *root = len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
+    if (!root || !cJSON_IsObject(root)) {
+        free(ns.ordinal);
+        free(ns.len);
+        ns.n = 0;
+    }
     if (!root) {
         size_t pos = end && end >= body ? (size_t)(end - body) : 0;
         int line = 1, col = 1;
@@ -129,6 +260,8 @@ int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error 
         size_t pos = (size_t)(end - body);
         while (pos < len && (body[pos] == ' ' || body[pos] == '\n' || body[pos] == '\r' || body[pos] == '\t')) pos++;
         if (pos < len) {
+            free(ns.ordinal);
+            free(ns.len);
             cJSON_Delete(root);
             iv_api_errorf(err, IV_API_JSON_SYNTAX, "trailing characters at byte %zu", pos);
             char loc[64];
@@ -146,6 +279,10 @@ int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error 
         cJSON_Delete(root);
         return -1;
     }
+    size_t ordinal = 0, next = 0;
+    if (ns.n) mark_lengths(root, 1, &ns, &ordinal, &next);
+    free(ns.ordinal);
+    free(ns.len);
     *out = root;
     return 0;
 }
@@ -251,7 +388,8 @@ int iv_codec_truncation_left(const cJSON *obj, int *left, iv_api_error *err)
     if (!strcmp(s, "left") || !strcmp(s, "Left")) *left = 1;
     else if (strcmp(s, "right") && strcmp(s, "Right")) {
         iv_api_errorf(err, IV_API_JSON_DATA,
-                      "truncation_direction: unknown variant `%.64s`, expected one of `Left`, `left`, `Right`, `right`", s);
+                      "truncation_direction: unknown variant `%.*s`, expected one of `Left`, `left`, `Right`, `right`",
+                      IV_UTF8_ECHO(64, s));
         iv_api_error_shape(err, loc, "enum", "Input should be 'Left' or 'Right'");
         return -1;
     }
@@ -271,8 +409,8 @@ int iv_codec_encoding_format(const cJSON *obj, int *format, iv_api_error *err)
     if (!strcmp(v->valuestring, "base64")) *format = IV_ENCODING_BASE64;
     else if (!strcmp(v->valuestring, "tensor")) *format = IV_ENCODING_TENSOR;
     else if (strcmp(v->valuestring, "float")) {
-        iv_api_errorf(err, IV_API_JSON_DATA, "encoding_format: unknown variant `%.64s`, expected `float` or `base64`",
-                      v->valuestring);
+        iv_api_errorf(err, IV_API_JSON_DATA, "encoding_format: unknown variant `%.*s`, expected `float` or `base64`",
+                      IV_UTF8_ECHO(64, v->valuestring));
         iv_api_error_shape(err, loc, "enum", "Input should be 'float' or 'base64'");
         return -1;
     }
@@ -298,11 +436,12 @@ static int alloc_items(iv_inputs *out, int n, iv_api_error *err)
     return 0;
 }
 
-static void set_text(iv_inputs *out, iv_input *it, const char *s)
+/* A text with its full length: it may hold U+0000 (iv_codec_str_len). */
+static void set_text(iv_inputs *out, iv_input *it, const cJSON *s)
 {
-    it->text = s;
-    it->text_len = strlen(s);
-    out->n_chars += iv_utf8_count(s, it->text_len);
+    it->text = s->valuestring;
+    it->text_len = iv_codec_str_len(s);
+    out->n_chars += iv_utf8_count(it->text, it->text_len);
 }
 
 static int is_id_array(const cJSON *a)
@@ -358,7 +497,7 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
         if (alloc_items(out, 1, err)) return -1;
         out->n = 1;
         out->single = 1;
-        set_text(out, &out->items[0], v->valuestring);
+        set_text(out, &out->items[0], v);
         return 0;
     }
     if (!cJSON_IsArray(v)) {
@@ -382,7 +521,7 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
     cJSON_ArrayForEach(x, v) {
         iv_input *it = &out->items[i];
         if (cJSON_IsString(x)) {
-            set_text(out, it, x->valuestring);
+            set_text(out, it, x);
         } else if (cJSON_IsArray(x) && is_id_array(x)) {
             if (take_ids(out, it, x, key, i, err)) return -1;
         } else {
@@ -428,10 +567,10 @@ static int predict_sequence(iv_inputs *out, iv_input *it, const cJSON *a, const 
         snprintf(what, sizeof what, "invalid type: %s", d);
         return predict_error(err, key, what, loc);
     }
-    set_text(out, it, s0->valuestring);
+    set_text(out, it, s0);
     if (s1) {
         it->pair = s1->valuestring;
-        it->pair_len = strlen(s1->valuestring);
+        it->pair_len = iv_codec_str_len(s1);
         out->n_chars += iv_utf8_count(it->pair, it->pair_len);
     }
     return 0;
@@ -448,7 +587,7 @@ int iv_codec_predict_inputs(const cJSON *obj, const char *key, iv_inputs *out, i
         if (alloc_items(out, 1, err)) return -1;
         out->n = 1;
         out->single = 1;
-        set_text(out, &out->items[0], v->valuestring);
+        set_text(out, &out->items[0], v);
         return 0;
     }
     if (!cJSON_IsArray(v)) {
@@ -507,7 +646,7 @@ int iv_codec_string_list(const cJSON *obj, const char *key, iv_inputs *out, iv_a
             iv_inputs_free(out); /* /similarity's sentences live outside the request (found by schemathesis) */
             return type_error(err, path, x, "a string", iloc, "string_type", "Input should be a valid string");
         }
-        set_text(out, &out->items[i], x->valuestring);
+        set_text(out, &out->items[i], x);
         i++;
     }
     return 0;

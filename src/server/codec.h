@@ -19,8 +19,13 @@
 int iv_utf8_valid(const char *s, size_t n, size_t *bad);
 size_t iv_utf8_count(const char *s, size_t n);
 
-/* Parses a request body that must be a JSON object. */
+/* Parses a request body that must be a JSON object. A raw control byte
+ * inside a string is a syntax error (RFC 8259); a string holding U+0000
+ * keeps its full length, read with iv_codec_str_len. */
 int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error *err);
+/* Byte length of a parsed string (0 for a non-string): its decoded length,
+ * not strlen, so text after a U+0000 is kept. */
+size_t iv_codec_str_len(const cJSON *v);
 
 /* Field getters on a request object. "Absent" and, for optional fields,
  * JSON null give the default; any other type is a JSON_DATA error. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/strbuf.h"
+#include "base/utf8.h"
 
 void iv_api_errorf(iv_api_error *e, iv_api_kind kind, const char *fmt, ...)
 {
@@ -14,6 +15,10 @@ void iv_api_errorf(iv_api_error *e, iv_api_kind kind, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    /* Echoed client strings are cut at character boundaries
+     * (IV_UTF8_ECHO); this catches the buffer's own cut and anything that
+     * slipped through, so every error body is valid UTF-8. */
+    iv_utf8_scrub(e->msg);
 }
 
 void iv_api_error_shape(iv_api_error *e, const char *loc, const char *pyd_type, const char *fmt, ...)
@@ -24,6 +29,8 @@ void iv_api_error_shape(iv_api_error *e, const char *loc, const char *pyd_type, 
     va_start(ap, fmt);
     vsnprintf(e->pyd_msg, sizeof e->pyd_msg, fmt, ap);
     va_end(ap);
+    iv_utf8_scrub(e->pyd_msg);
+    iv_utf8_scrub(e->loc);
 }
 
 const char *iv_error_type_name(iv_api_kind kind)

@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "base/log.h"
+#include "server/auth.h"
 #include "server/request_id.h"
 #include "server/router.h"
 
@@ -174,14 +175,7 @@ static int authorized(iv_req *r)
 {
     const char *key = r->srv->o.api_key;
     if (!key || r->route->is_public) return 1;
-    const char *got = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!got) return 0;
-    char want[1024];
-    int wn = snprintf(want, sizeof want, "Bearer %s", key);
-    size_t gn = strlen(got);
-    unsigned diff = (size_t)wn != gn;
-    for (size_t i = 0; i < (size_t)wn; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < gn ? got[i] : 0);
-    return diff == 0;
+    return iv_auth_bearer_ok(key, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
 }
 
 static int early_checks(iv_req *r)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "base/utf8.h"
 #include "server/http.h"
 
 int64_t iv_now_ns(void)
@@ -80,11 +81,12 @@ iv_model_slot *iv_req_pick_model(iv_req *r, const char *field)
                                 r->srv->models[i].served_name);
     if (inf)
         iv_api_errorf(&e, IV_API_MODEL_NOT_FOUND,
-                      "Invalid model: Engine for model name `%.200s` not found. Available model names are [%s]", name,
-                      names);
+                      "Invalid model: Engine for model name `%.*s` not found. Available model names are [%s]",
+                      IV_UTF8_ECHO(200, name), names);
     else
         iv_api_errorf(&e, IV_API_MODEL_NOT_FOUND,
-                      "Input validation error: model `%.200s` is not served here. Available models: [%s]", name, names);
+                      "Input validation error: model `%.*s` is not served here. Available models: [%s]",
+                      IV_UTF8_ECHO(200, name), names);
     iv_req_fail(r, &e);
     return NULL;
 }
@@ -185,14 +187,14 @@ void iv_req_not_supported(iv_req *r, const char *tei_what, const char *capabilit
         char caps[128];
         iv_model_capability_set(m, caps, sizeof caps);
         iv_api_errorf(&e, IV_API_NOT_SUPPORTED,
-                      "ModelNotDeployedError: model=`%.200s` does not support `%s`. Reason: the loaded moded cannot "
+                      "ModelNotDeployedError: model=`%.*s` does not support `%s`. Reason: the loaded moded cannot "
                       "fullyfill `%s`. Options are %s.%s%s",
-                      m->served_name, capability, capability, caps, missing[0] ? " " : "", missing);
+                      IV_UTF8_ECHO(200, m->served_name), capability, capability, caps, missing[0] ? " " : "", missing);
     } else {
         char routes[256];
         iv_model_routes(m, routes, sizeof routes);
-        iv_api_errorf(&e, IV_API_NOT_SUPPORTED, "Backend error: %s. Model `%.200s` (%s) serves: %s%s%s", tei_what,
-                      m->served_name, iv_engine_architecture(m->engine), routes[0] ? routes : "nothing",
+        iv_api_errorf(&e, IV_API_NOT_SUPPORTED, "Backend error: %s. Model `%.*s` (%s) serves: %s%s%s", tei_what,
+                      IV_UTF8_ECHO(200, m->served_name), iv_engine_architecture(m->engine), routes[0] ? routes : "nothing",
                       missing[0] ? ". " : "", missing);
     }
     iv_req_fail(r, &e);
@@ -212,6 +214,26 @@ static void on_job_done(iv_job *job)
     pthread_mutex_unlock(&r->lock);
     if (orphan) iv_req_free(r);
     else iv_http_resume(r);
+}
+
+/* Replies to a refused admission: 429 while the permits are taken, 422
+ * when the request could never fit. */
+static void fail_admit(iv_req *r, const iv_model_slot *m, const iv_err *err)
+{
+    iv_api_error e;
+    if (err->code != IV_E_OVERLOADED) iv_api_errorf(&e, IV_API_VALIDATION, "%s", err->msg);
+    else if (r->flavour == IV_FLAVOUR_INFINITY)
+        iv_api_errorf(&e, IV_API_OVERLOADED, "model %.*s is currently overloaded", IV_UTF8_ECHO(200, m->served_name));
+    else iv_api_errorf(&e, IV_API_OVERLOADED, "Model is overloaded");
+    iv_req_fail(r, &e);
+}
+
+int iv_req_take_permits(iv_req *r, iv_model_slot *m, int n)
+{
+    iv_err err = {0};
+    if (!iv_batcher_take_permits(m->batcher, n, &err)) return 0;
+    fail_admit(r, m, &err);
+    return -1;
 }
 
 void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opts *opts, iv_finish_fn finish)
@@ -234,10 +256,7 @@ void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opt
     job->user = r;
     iv_err err = {0};
     if (iv_batcher_admit(m->batcher, job, &err)) {
-        if (r->flavour == IV_FLAVOUR_INFINITY)
-            iv_api_errorf(&e, IV_API_OVERLOADED, "model %.200s is currently overloaded", m->served_name);
-        else iv_api_errorf(&e, IV_API_OVERLOADED, "Model is overloaded");
-        iv_req_fail(r, &e);
+        fail_admit(r, m, &err);
         return;
     }
     r->model = m;

@@ -83,6 +83,9 @@ void iv_req_count(iv_req *r, int single);
 /* Sends r->inputs through the model's batcher as one job; finish runs on
  * an HTTP thread when it is done. Replies (e.g. 429) on failure. */
 void iv_req_submit(iv_req *r, iv_model_slot *m, iv_task task, const iv_input_opts *opts, iv_finish_fn finish);
+/* Takes n of the model's permits for work the route does itself (given
+ * back with iv_batcher_return_permits); -1 after replying 429/422. */
+int iv_req_take_permits(iv_req *r, iv_model_slot *m, int n);
 /* Maps a failed job to the flavour's error and replies; 1 when the job had failed. */
 int iv_req_fail_if_job_failed(iv_req *r);
 

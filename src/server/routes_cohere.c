@@ -19,6 +19,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/utf8.h"
 #include "server/quantize_embeddings.h"
 #include "server/routes_compat.h"
 
@@ -160,8 +161,8 @@ void iv_route_cohere_embed(iv_req *r)
         strcmp(input_type, "classification") && strcmp(input_type, "clustering")) {
         iv_compat_bad_request(r,
                               "invalid request: input_type must be one of search_document, search_query, "
-                              "classification, clustering; got `%.64s`",
-                              input_type);
+                              "classification, clustering; got `%.*s`",
+                              IV_UTF8_ECHO(64, input_type));
         return;
     }
     int trunc = 1, left = 0;
@@ -169,8 +170,8 @@ void iv_route_cohere_embed(iv_req *r)
         if (!strcasecmp(truncate, "NONE")) trunc = 0;
         else if (!strcasecmp(truncate, "START")) left = 1;
         else if (strcasecmp(truncate, "END")) {
-            iv_compat_bad_request(r, "invalid request: truncate must be one of NONE, START, END; got `%.64s`",
-                                  truncate);
+            iv_compat_bad_request(r, "invalid request: truncate must be one of NONE, START, END; got `%.*s`",
+                                  IV_UTF8_ECHO(64, truncate));
             return;
         }
     }
@@ -278,7 +279,7 @@ static int parse_documents(iv_req *r)
                 r, "invalid request: documents[%d] must be a string or an object with a `text` string", r->inputs.n);
         iv_input *in = &r->inputs.items[r->inputs.n++];
         in->text = t->valuestring;
-        in->text_len = strlen(t->valuestring);
+        in->text_len = iv_codec_str_len(t);
         r->inputs.n_chars += iv_utf8_count(in->text, in->text_len);
     }
     return 0;
@@ -307,5 +308,5 @@ void iv_route_cohere_rerank(iv_req *r)
     if (!m) return;
     iv_req_count(r, 0);
     r->p.top_n = top_n;
-    iv_route_submit_rerank(r, m, query, "documents", -1, 0, finish_rerank);
+    iv_route_submit_rerank(r, m, cJSON_GetObjectItemCaseSensitive(r->json, "query"), "documents", -1, 0, finish_rerank);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <stdlib.h>
+#include "base/utf8.h"
 #include "heads/scores.h"
 
 void iv_route_health(iv_req *r)
@@ -55,18 +56,18 @@ int iv_route_input_opts(iv_req *r, int truncate, int left, const char *prompt_na
     iv_api_error e;
     if (meta->n_prompts == 0) {
         iv_api_errorf(&e, IV_API_VALIDATION,
-                      "Input validation error: `prompt_name` is set to `%.200s` but no prompts were found in the "
+                      "Input validation error: `prompt_name` is set to `%.*s` but no prompts were found in the "
                       "Sentence Transformers configuration",
-                      prompt_name);
+                      IV_UTF8_ECHO(200, prompt_name));
     } else {
         char names[512];
         size_t off = 0;
         for (int i = 0; i < meta->n_prompts && off < sizeof names; i++)
             off += (size_t)snprintf(names + off, sizeof names - off, "%s\"%s\"", i ? ", " : "", meta->prompts[i].name);
         iv_api_errorf(&e, IV_API_VALIDATION,
-                      "Input validation error: `prompt_name` is set to `%.200s` but it was not found in the Sentence "
+                      "Input validation error: `prompt_name` is set to `%.*s` but it was not found in the Sentence "
                       "Transformers prompts. Available prompts: [%s]",
-                      prompt_name, names);
+                      IV_UTF8_ECHO(200, prompt_name), names);
     }
     iv_req_fail(r, &e);
     return -1;
@@ -138,8 +139,8 @@ int iv_route_refuse_multivector(iv_req *r, const char *field, const char *why)
 {
     iv_api_error e;
     iv_api_errorf(&e, IV_API_VALIDATION,
-                  "Input validation error: `%s` is not supported by multi-vector model `%.200s`: %s", field,
-                  r->model->served_name, why);
+                  "Input validation error: `%s` is not supported by multi-vector model `%.*s`: %s", field,
+                  IV_UTF8_ECHO(200, r->model->served_name), why);
     iv_req_fail(r, &e);
     return -1;
 }
@@ -149,9 +150,9 @@ int iv_route_check_encoding(iv_req *r)
     if (r->p.encoding != IV_ENCODING_TENSOR || iv_route_is_multivector(r->model)) return 0;
     iv_api_error e;
     iv_api_errorf(&e, IV_API_VALIDATION,
-                  "Input validation error: `encoding_format` `tensor` is for multi-vector models; model `%.200s` "
+                  "Input validation error: `encoding_format` `tensor` is for multi-vector models; model `%.*s` "
                   "returns one vector per input (use `float` or `base64`)",
-                  r->model->served_name);
+                  IV_UTF8_ECHO(200, r->model->served_name));
     iv_req_fail(r, &e);
     return -1;
 }
@@ -200,9 +201,10 @@ iv_rank *iv_rerank_ranks(iv_req *r)
     return ranks;
 }
 
-void iv_rerank_pairs(iv_req *r, const char *query)
+void iv_rerank_pairs(iv_req *r, const cJSON *q)
 {
-    size_t ql = strlen(query), qchars = iv_utf8_count(query, ql);
+    const char *query = q->valuestring;
+    size_t ql = iv_codec_str_len(q), qchars = iv_utf8_count(query, ql);
     for (int i = 0; i < r->inputs.n; i++) {
         iv_input *in = &r->inputs.items[i];
         in->pair = in->text;
@@ -226,7 +228,7 @@ iv_model_slot *iv_route_reranker(iv_req *r)
     return m;
 }
 
-void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const char *query, const char *field, int truncate, int left,
+void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const cJSON *query, const char *field, int truncate, int left,
                             iv_finish_fn finish)
 {
     iv_rerank_pairs(r, query);

@@ -30,8 +30,9 @@ long long iv_route_job_tokens(const iv_req *r);
 /* "usage":{"prompt_tokens":n,"total_tokens":n} */
 void iv_route_usage(iv_strbuf *b, long long tokens);
 
-/* Rerank: the parsed texts become (query, text) pairs. */
-void iv_rerank_pairs(iv_req *r, const char *query);
+/* Rerank: the parsed texts become (query, text) pairs; query is the
+ * request's JSON string (its full length may hold U+0000). */
+void iv_rerank_pairs(iv_req *r, const cJSON *query);
 /* The model a rerank route runs on (the one the request names; it must be
  * a one-label re-ranker), or NULL after answering the error. */
 iv_model_slot *iv_route_reranker(iv_req *r);
@@ -39,7 +40,7 @@ iv_model_slot *iv_route_reranker(iv_req *r);
  * picked: pairs the query with each input (`field` names them in errors),
  * applies truncation and submits the job; `finish` writes the flavour's
  * response. */
-void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const char *query, const char *field, int truncate, int left,
+void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const cJSON *query, const char *field, int truncate, int left,
                             iv_finish_fn finish);
 
 typedef struct iv_rank {

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/utf8.h"
 #include "server/routes_common.h"
 
 /* pydantic: INPUT_STRING = StringConstraints(max_length=8192 * 15). */
@@ -72,11 +73,11 @@ void iv_route_infinity_embeddings(iv_req *r)
         return;
     }
     if (modality && strcmp(modality, "text") && strcmp(modality, "image") && strcmp(modality, "audio")) {
-        iv_api_errorf(&e, IV_API_JSON_DATA, "unknown modality `%.64s`", modality);
+        iv_api_errorf(&e, IV_API_JSON_DATA, "unknown modality `%.*s`", IV_UTF8_ECHO(64, modality));
         iv_api_error_shape(&e, "\"body\"", "union_tag_invalid",
-                           "Input tag '%.64s' found using 'get_modality' does not match any of the expected tags: "
+                           "Input tag '%.*s' found using 'get_modality' does not match any of the expected tags: "
                            "'text', 'audio', 'image'",
-                           modality);
+                           IV_UTF8_ECHO(64, modality));
         iv_req_fail(r, &e);
         return;
     }
@@ -96,9 +97,9 @@ void iv_route_infinity_embeddings(iv_req *r)
         char caps[128];
         iv_model_capability_set(m, caps, sizeof caps);
         iv_api_errorf(&e, IV_API_NOT_SUPPORTED,
-                      "ModelNotDeployedError: model=`%.200s` does not support `embed` for modality `%s`. Reason: the "
+                      "ModelNotDeployedError: model=`%.*s` does not support `embed` for modality `%s`. Reason: the "
                       "loaded moded cannot fullyfill `%s_embed`. Options are %s.",
-                      m->served_name, modality, modality, caps);
+                      IV_UTF8_ECHO(200, m->served_name), modality, modality, caps);
         iv_req_fail(r, &e);
         return;
     }
@@ -184,7 +185,7 @@ void iv_route_infinity_rerank(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
-    if (iv_utf8_count(query, strlen(query)) > INFINITY_MAX_STRING) {
+    if (iv_utf8_count(query, iv_codec_str_len(cJSON_GetObjectItemCaseSensitive(r->json, "query"))) > INFINITY_MAX_STRING) {
         iv_api_errorf(&e, IV_API_JSON_DATA, "String should have at most %d characters", INFINITY_MAX_STRING);
         iv_api_error_shape(&e, "\"body\",\"query\"", "string_too_long", "String should have at most %d characters",
                            INFINITY_MAX_STRING);
@@ -200,7 +201,7 @@ void iv_route_infinity_rerank(iv_req *r)
     if (!m) return;
     iv_req_count(r, 0);
     r->p.top_n = has_top_n ? (int)top_n : 0;
-    iv_route_submit_rerank(r, m, query, "documents", -1, 0, finish_rerank);
+    iv_route_submit_rerank(r, m, cJSON_GetObjectItemCaseSensitive(r->json, "query"), "documents", -1, 0, finish_rerank);
 }
 
 /* ---- /classify ---- */
@@ -286,7 +287,8 @@ void iv_route_models(iv_req *r)
         iv_sb_init(&nb);
         iv_sb_puts(&nb, "{\"error\":{\"message\":");
         char msg[512];
-        snprintf(msg, sizeof msg, "The model `%.400s` does not exist.", one);
+        snprintf(msg, sizeof msg, "The model `%.*s` does not exist.", IV_UTF8_ECHO(400, one));
+        iv_utf8_scrub(msg); /* the path is the client's bytes */
         iv_sb_json_string(&nb, msg, strlen(msg));
         iv_sb_puts(&nb, ",\"type\":\"invalid_request_error\",\"param\":\"model\",\"code\":\"model_not_found\"}}");
         iv_req_reply(r, 404, "application/json", &nb);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "engine/hub.h"
 #include "server/routes_common.h"
 #include "server/replica_report.h"
@@ -328,7 +329,7 @@ void iv_route_rerank(iv_req *r)
     if (!m) return;
     iv_req_count(r, 0);
     if (iv_req_check_batch(r, r->inputs.n)) return;
-    iv_route_submit_rerank(r, m, query, "texts", c.truncate, c.left, finish_rerank);
+    iv_route_submit_rerank(r, m, cJSON_GetObjectItemCaseSensitive(r->json, "query"), "texts", c.truncate, c.left, finish_rerank);
 }
 
 /* ---- /similarity ---- */
@@ -409,10 +410,11 @@ void iv_route_similarity(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
+    const size_t source_len = iv_codec_str_len(cJSON_GetObjectItemCaseSensitive(in, "source_sentence"));
     r->inputs.items[0].text = source;
-    r->inputs.items[0].text_len = strlen(source);
+    r->inputs.items[0].text_len = source_len;
     memcpy(r->inputs.items + 1, sentences.items, (size_t)sentences.n * sizeof *sentences.items);
-    r->inputs.n_chars = sentences.n_chars + iv_utf8_count(source, strlen(source));
+    r->inputs.n_chars = sentences.n_chars + iv_utf8_count(source, source_len);
     free(sentences.items);
     if (iv_req_check_batch(r, r->inputs.n)) return;
     iv_model_slot *m = iv_req_pick_model(r, "model");
@@ -421,9 +423,9 @@ void iv_route_similarity(iv_req *r)
     iv_req_count(r, 0);
     if (iv_route_is_multivector(m)) {
         iv_api_errorf(&e, IV_API_VALIDATION,
-                      "Input validation error: /similarity compares single vectors; model `%.200s` is multi-vector "
+                      "Input validation error: /similarity compares single vectors; model `%.*s` is multi-vector "
                       "(one matrix per input): get the matrices from /embed and score them with MaxSim",
-                      m->served_name);
+                      IV_UTF8_ECHO(200, m->served_name));
         iv_req_fail(r, &e);
         return;
     }
@@ -461,12 +463,17 @@ static void put_tokens(iv_strbuf *b, const iv_encoding *enc, const char *text, s
     iv_sb_putc(b, ']');
 }
 
+/* The limits of every other route apply (TEI's character cap of 250 x the
+ * token limit, the token limit with the truncation rule, the batch size,
+ * the permits), so the reply is bounded: at most the model's limit in
+ * tokens per input. */
 void iv_route_tokenize(iv_req *r)
 {
     if (iv_req_parse_json(r)) return;
     iv_api_error e;
     const char *prompt_name;
     int add_special;
+    common_fields c = {.truncate = -1};
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, "inputs");
     if (v && !cJSON_IsString(v)) {
         if (iv_codec_string_list(r->json, "inputs", &r->inputs, &e)) {
@@ -482,6 +489,7 @@ void iv_route_tokenize(iv_req *r)
         iv_req_fail(r, &e);
         return;
     }
+    if (parse_common(r, r->json, &c, 0)) return;
     iv_model_slot *m = iv_req_pick_model(r, "model");
     if (!m) return;
     r->model = m;
@@ -493,35 +501,65 @@ void iv_route_tokenize(iv_req *r)
     if (iv_req_check_batch(r, r->inputs.n)) return;
     if (iv_route_check_nonempty(r, "inputs")) return;
     iv_input_opts o;
-    if (iv_route_input_opts(r, 0, 0, prompt_name, 1, &o)) return;
+    if (iv_route_input_opts(r, c.truncate, c.left, prompt_name, 1, &o)) return;
+    const int max = o.max_length > 0 ? o.max_length : iv_engine_max_input_length(m->engine);
+    const size_t char_limit = (size_t)max * 250;
+    if (iv_req_take_permits(r, m, r->inputs.n)) return;
     iv_strbuf b;
     iv_sb_init(&b);
     iv_sb_putc(&b, '[');
     for (int i = 0; i < r->inputs.n; i++) {
         const iv_input *in = &r->inputs.items[i];
+        const char *t = in->text;
+        size_t tn = in->text_len;
+        const size_t chars = iv_utf8_chars(t, tn);
+        if (chars > char_limit && !o.truncate) {
+            iv_api_errorf(&e, IV_API_VALIDATION,
+                          "Input validation error: `inputs` must have less than %zu characters. Given: %zu", char_limit,
+                          chars);
+            goto fail;
+        }
+        if (chars > char_limit) {
+            size_t keep = iv_utf8_prefix_bytes(t, tn, char_limit, o.truncate_left);
+            if (o.truncate_left) t += tn - keep;
+            tn = keep;
+        }
         iv_strbuf text;
         iv_sb_init(&text);
         if (o.prompt) iv_sb_puts(&text, o.prompt);
-        iv_sb_append(&text, in->text, in->text_len);
+        iv_sb_append(&text, t, tn);
         iv_encode_opts eo = iv_encode_opts_default();
         eo.add_special_tokens = add_special;
         eo.want_tokens = 1;
+        eo.max_length = max;
+        eo.truncate_left = o.truncate_left;
         iv_encoding enc;
         iv_err err = {0};
         if (iv_tokenizer_encode(tok, text.data ? text.data : "", text.len, NULL, 0, &eo, &enc, &err)) {
             iv_sb_free(&text);
-            iv_sb_free(&b);
             iv_api_errorf(&e, IV_API_TOKENIZER, "tokenizer error %s", err.msg);
-            iv_req_fail(r, &e);
-            return;
+            goto fail;
+        }
+        if (!o.truncate && enc.n_truncated > 0) {
+            iv_api_errorf(&e, IV_API_VALIDATION, "Input validation error: `inputs` must have less than %d tokens. Given: %d",
+                          max, enc.len + enc.n_truncated);
+            iv_encoding_free(&enc);
+            iv_sb_free(&text);
+            goto fail;
         }
         if (i) iv_sb_putc(&b, ',');
         put_tokens(&b, &enc, text.data ? text.data : "", text.len);
         iv_encoding_free(&enc);
         iv_sb_free(&text);
     }
+    iv_batcher_return_permits(m->batcher, r->inputs.n);
     iv_sb_putc(&b, ']');
     iv_req_reply_json(r, &b);
+    return;
+fail:
+    iv_batcher_return_permits(m->batcher, r->inputs.n);
+    iv_sb_free(&b);
+    iv_req_fail(r, &e);
 }
 
 /* ---- /decode ---- */
@@ -616,7 +654,8 @@ void iv_route_info(iv_req *r)
     const iv_model_slot *m = name ? iv_server_find_model(r->srv, name) : &s->models[0];
     if (!m) {
         iv_api_error e;
-        iv_api_errorf(&e, IV_API_MODEL_NOT_FOUND, "Input validation error: model `%.200s` is not served here", name);
+        iv_api_errorf(&e, IV_API_MODEL_NOT_FOUND, "Input validation error: model `%.*s` is not served here",
+                      IV_UTF8_ECHO(200, name));
         iv_req_fail(r, &e);
         return;
     }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "engine/token_entities.h"
 #include "server/routes_common.h"
 
@@ -40,8 +41,8 @@ static int parse_strategy(const cJSON *body, int *out, iv_api_error *e)
     iv_aggregation a;
     if (!s) return 0;
     if (iv_aggregation_parse(s, &a)) {
-        iv_api_errorf(e, IV_API_JSON_DATA, "aggregation_strategy: unknown variant `%.64s`, expected one of %s", s,
-                      IV_AGGREGATION_NAMES);
+        iv_api_errorf(e, IV_API_JSON_DATA, "aggregation_strategy: unknown variant `%.*s`, expected one of %s",
+                      IV_UTF8_ECHO(64, s), IV_AGGREGATION_NAMES);
         return -1;
     }
     *out = (int)a;

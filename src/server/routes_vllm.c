@@ -72,7 +72,7 @@ static void finish_score(iv_req *r)
 }
 
 /* A string or a list of strings; items point into the cJSON tree. */
-static int text_list(iv_req *r, const char *key, const char ***out, int *n)
+static int text_list(iv_req *r, const char *key, const cJSON ***out, int *n)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, key);
     *out = NULL;
@@ -81,7 +81,7 @@ static int text_list(iv_req *r, const char *key, const char ***out, int *n)
     if (cJSON_IsString(v)) {
         *out = malloc(sizeof **out);
         if (!*out) return iv_compat_bad_request(r, "out of memory");
-        (*out)[0] = v->valuestring;
+        (*out)[0] = v;
         *n = 1;
         return 0;
     }
@@ -96,22 +96,22 @@ static int text_list(iv_req *r, const char *key, const char ***out, int *n)
             *out = NULL;
             return iv_compat_bad_request(r, "invalid request: `%s[%d]` must be a string", key, *n);
         }
-        (*out)[(*n)++] = x->valuestring;
+        (*out)[(*n)++] = x;
     }
     return 0;
 }
 
-static void set_text(iv_inputs *in, iv_input *it, const char *s)
+static void set_text(iv_inputs *in, iv_input *it, const cJSON *s)
 {
-    it->text = s;
-    it->text_len = strlen(s);
-    in->n_chars += iv_utf8_count(s, it->text_len);
+    it->text = s->valuestring;
+    it->text_len = iv_codec_str_len(s);
+    in->n_chars += iv_utf8_count(it->text, it->text_len);
 }
 
 void iv_route_vllm_score(iv_req *r)
 {
     if (iv_req_parse_json(r)) return;
-    const char **t1 = NULL, **t2 = NULL;
+    const cJSON **t1 = NULL, **t2 = NULL;
     int n1, n2;
     int64_t trunc = -1;
     int has_trunc;
@@ -145,8 +145,8 @@ void iv_route_vllm_score(iv_req *r)
         for (int i = 0; i < n2; i++) {
             iv_input *it = &r->inputs.items[i];
             set_text(&r->inputs, it, t1[n1 == 1 ? 0 : i]);
-            it->pair = t2[i];
-            it->pair_len = strlen(t2[i]);
+            it->pair = t2[i]->valuestring;
+            it->pair_len = iv_codec_str_len(t2[i]);
             r->inputs.n_chars += iv_utf8_count(it->pair, it->pair_len);
         }
     } else {

@@ -84,6 +84,54 @@ TEST(srv_api_key)
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
 
+/* Issue 22: a key past 1 KB was copied into a 1 KB buffer but compared
+ * over its full length (the right key refused, longer ones read out of
+ * bounds). Long keys work up to IV_API_KEY_MAX bytes; longer ones refuse to start. */
+TEST(srv_api_key_long)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    enum { KEY = 3000 };
+    char *key = malloc(KEY + 1), *good = malloc(KEY + 64), *bad = malloc(KEY + 64), *huge = malloc(8000);
+    for (int i = 0; i < KEY; i++) key[i] = (char)('a' + i % 26);
+    key[KEY] = 0;
+    snprintf(good, KEY + 64, "Authorization: Bearer %s", key);
+    snprintf(bad, KEY + 64, "Authorization: Bearer %s", key);
+    bad[strlen(bad) - 1] ^= 1;
+    memset(huge, 'k', 7999);
+    huge[7999] = 0;
+    memcpy(huge, "Authorization: Bearer ", 22);
+    srv s;
+    const char *args[] = {"--model-id", dir, "--api-key", key, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    const char *h_good[] = {"Content-Type: application/json", good, NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, h_good, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    const char *h_bad[] = {"Content-Type: application/json", bad, NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, h_bad, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    const char *h_huge[] = {"Content-Type: application/json", huge, NULL};
+    REQUIRE(http_do(&s, "POST", "/embed", "{\"inputs\":\"a\"}", 14, h_huge, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+
+    /* An absurd key is refused at start, naming the limit. */
+    const char *absurd[] = {"--model-id", dir, "--api-key", huge, NULL};
+    CHECK(srv_start_quiet(&s, absurd) != 0);
+    char *log = srv_log(&s);
+    CHECK(log && strstr(log, "--api-key is 7999 bytes, longer than the 4096 bytes accepted"));
+    free(log);
+    srv_stop(&s);
+    free(key);
+    free(good);
+    free(bad);
+    free(huge);
+}
+
 TEST(srv_unix_socket)
 {
     const char *dir = srv_fixture("bert");
@@ -230,34 +278,6 @@ TEST(srv_prompts)
     remove_prompt_model(dir);
 }
 
-TEST(srv_overloaded_429)
-{
-    const char *dir = srv_fixture("bert");
-    if (!dir) return;
-    srv s;
-    const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "2", NULL};
-    REQUIRE(srv_start(&s, args) == 0);
-    http_resp r;
-    /* Permits are per input (TEI): three inputs can never fit in two. */
-    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\",\"b\",\"c\"]}", &r) == 0);
-    CHECK_EQ_INT(r.status, 429);
-    CHECK_STR(r.body, "{\"error\":\"Model is overloaded\",\"error_type\":\"Overloaded\"}");
-    http_resp_free(&r);
-    REQUIRE(http_post(&s, "/v1/embeddings", "{\"input\":[\"a\",\"b\",\"c\"]}", &r) == 0);
-    CHECK_EQ_INT(r.status, 429);
-    CHECK_STR(r.body, "{\"message\":\"Model is overloaded\",\"code\":429,\"type\":\"Overloaded\"}");
-    http_resp_free(&r);
-    REQUIRE(http_post(&s, "/embeddings", "{\"input\":[\"a\",\"b\",\"c\"]}", &r) == 0);
-    CHECK_EQ_INT(r.status, 429);
-    CHECK_CONTAINS(r.body, "is currently overloaded\",\"type\":null,\"param\":null,\"code\":429}}");
-    http_resp_free(&r);
-    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\",\"b\"]}", &r) == 0);
-    CHECK_EQ_INT(r.status, 200);
-    http_resp_free(&r);
-    CHECK_EQ_INT(metric(&s, "te_request_failure{err=\"overloaded\"}"), 3);
-    CHECK_EQ_INT(srv_stop(&s), 0);
-}
-
 /* n texts of `words` words: a request that keeps the model busy for a while. */
 static char *heavy_request(const char *key, int n, int words)
 {
@@ -287,6 +307,62 @@ static void *do_call(void *arg)
     c->status = http_post(c->s, c->path, c->body, &r) == 0 ? r.status : -1;
     http_resp_free(&r);
     return NULL;
+}
+
+/* Issue 22: a request with more inputs than --max-concurrent-requests can
+ * never run, so it answers 422 naming the limit even on an idle server;
+ * 429 is for a server whose permits are genuinely taken. */
+TEST(srv_overloaded_429)
+{
+    const char *dir = srv_minilm();
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "30", "--max-client-batch-size", "40", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    char *over = heavy_request("inputs", 31, 1), *over_openai = heavy_request("input", 31, 1);
+    REQUIRE(http_post(&s, "/embed", over, &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(r.body, "{\"error\":\"batch size 31 > maximum concurrent inputs 30 (--max-concurrent-requests)\","
+                      "\"error_type\":\"Validation\"}");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/v1/embeddings", over_openai, &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_CONTAINS(r.body, "maximum concurrent inputs 30 (--max-concurrent-requests)");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/embeddings", over_openai, &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_CONTAINS(r.body, "maximum concurrent inputs 30 (--max-concurrent-requests)");
+    http_resp_free(&r);
+    CHECK(metric(&s, "te_request_failure{err=\"overloaded\"}") <= 0);
+    /* Busy: 30 long inputs hold every permit while they run. */
+    const double counted = metric(&s, "te_embed_count");
+    call a = {&s, "/embed", heavy_request("inputs", 30, 200), 0};
+    pthread_t ta;
+    pthread_create(&ta, NULL, do_call, &a);
+    while (metric(&s, "te_embed_count") < counted + 30) sleep_ms(5);
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_STR(r.body, "{\"error\":\"Model is overloaded\",\"error_type\":\"Overloaded\"}");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/v1/embeddings", "{\"input\":[\"a\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_STR(r.body, "{\"message\":\"Model is overloaded\",\"code\":429,\"type\":\"Overloaded\"}");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/embeddings", "{\"input\":[\"a\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 429);
+    CHECK_CONTAINS(r.body, "is currently overloaded\",\"type\":null,\"param\":null,\"code\":429}}");
+    http_resp_free(&r);
+    pthread_join(ta, NULL);
+    CHECK_EQ_INT(a.status, 200);
+    CHECK_EQ_INT(metric(&s, "te_request_failure{err=\"overloaded\"}"), 3);
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\",\"b\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    free(over);
+    free(over_openai);
+    free(a.body);
+    CHECK_EQ_INT(srv_stop(&s), 0);
 }
 
 TEST(srv_client_disconnect_frees_permits)

@@ -492,3 +492,136 @@ TEST(srv_text_routes_minilm)
     http_resp_free(&r);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
+
+/* Issue 22: /tokenize skipped every limit of the other routes (a 1.9 MB
+ * body answered 129 MB). It now applies the character cap (250 x the token
+ * limit), the token limit with the truncation rule, the batch size and the
+ * permits, so its reply is at most the limit in tokens per input. */
+TEST(srv_tokenize_limits)
+{
+    const char *dir = srv_fixture("bert"); /* token limit 128 */
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "2", "--max-client-batch-size", "4", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    /* 400 words: truncated to the limit (the server's default), the last token special. */
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"inputs\":\"");
+    for (int i = 0; i < 400; i++) iv_sb_puts(&b, "a ");
+    iv_sb_puts(&b, "\"}");
+    REQUIRE(http_post(&s, "/tokenize", b.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    const cJSON *toks = cJSON_GetArrayItem(r.json, 0);
+    CHECK_EQ_INT(cJSON_GetArraySize(toks), 128);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(toks, 127), "special")));
+    http_resp_free(&r);
+    /* truncate: false answers 422 naming the limit, as the other routes. */
+    b.len -= 2;
+    iv_sb_puts(&b, "\",\"truncate\":false}");
+    REQUIRE(http_post(&s, "/tokenize", b.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(jstr(r.json, "error"), "Input validation error: `inputs` must have less than 128 tokens. Given: 402");
+    http_resp_free(&r);
+    iv_sb_free(&b);
+    /* The character cap: 250 x 128 = 32000. */
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"truncate\":false,\"inputs\":\"");
+    for (int i = 0; i < 32001; i++) iv_sb_putc(&b, 'a');
+    iv_sb_puts(&b, "\"}");
+    REQUIRE(http_post(&s, "/tokenize", b.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_STR(jstr(r.json, "error"), "Input validation error: `inputs` must have less than 32000 characters. Given: 32001");
+    http_resp_free(&r);
+    iv_sb_free(&b);
+    /* The batch size, then the permits: three inputs never fit two. */
+    REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_CONTAINS(r.body, "batch size 5 > maximum allowed batch size 4");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":[\"a\",\"b\",\"c\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_CONTAINS(r.body, "batch size 3 > maximum concurrent inputs 2 (--max-concurrent-requests)");
+    http_resp_free(&r);
+    /* Permits come back: two inputs run, again and again. */
+    for (int i = 0; i < 3; i++) {
+        REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":[\"a\",\"b\"]}", &r) == 0);
+        CHECK_EQ_INT(r.status, 200);
+        http_resp_free(&r);
+    }
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+/* Issue 22: "hello\u0000world" embedded as "hello" (cJSON strings end at
+ * NUL), and raw control bytes inside strings were accepted. The tokenizers
+ * library keeps the NUL as a character (the BERT normalizer then drops it):
+ * for all-MiniLM-L6-v2 it gives [CLS] hello ##world [SEP] with offsets
+ * (0,5), (6,11), the reference below. */
+TEST(srv_json_nul_and_control_bytes)
+{
+    const char *dir = srv_minilm();
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    http_resp r;
+    REQUIRE(http_post(&s, "/tokenize", "{\"inputs\":\"hello\\u0000world\"}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(r.body, "[[{\"id\":101,\"text\":\"[CLS]\",\"special\":true,\"start\":null,\"stop\":null},"
+                      "{\"id\":7592,\"text\":\"hello\",\"special\":false,\"start\":0,\"stop\":5},"
+                      "{\"id\":11108,\"text\":\"world\",\"special\":false,\"start\":6,\"stop\":11},"
+                      "{\"id\":102,\"text\":\"[SEP]\",\"special\":true,\"start\":null,\"stop\":null}]]");
+    http_resp_free(&r);
+    /* The embedding is that of the same ids, not of "hello"; also in a pair and a list. */
+    const char *bodies[][2] = {
+        {"/embed", "{\"inputs\":\"hello\\u0000world\"}"},
+        {"/embed", "{\"inputs\":[\"x\",\"hello\\u0000world\"]}"},
+        {"/v1/embeddings", "{\"input\":\"hello\\u0000world\"}"},
+    };
+    http_resp ref, hello;
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[[101,7592,11108,102]]}", &ref) == 0);
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":\"hello\"}", &hello) == 0);
+    int n;
+    float *want = json_floats(cJSON_GetArrayItem(ref.json, 0), &n);
+    float *h = json_floats(cJSON_GetArrayItem(hello.json, 0), &n);
+    for (int k = 0; k < 3; k++) {
+        REQUIRE(http_post(&s, bodies[k][0], bodies[k][1], &r) == 0);
+        CHECK_EQ_INT(r.status, 200);
+        const cJSON *v = k == 2 ? cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(
+                                      cJSON_GetObjectItemCaseSensitive(r.json, "data"), 0), "embedding")
+                                : cJSON_GetArrayItem(r.json, k == 1 ? 1 : 0);
+        int m;
+        float *got = json_floats(v, &m);
+        REQUIRE(got && m == n);
+        float d_ref = 0, d_hello = 0;
+        for (int i = 0; i < n; i++) {
+            d_ref = fmaxf(d_ref, fabsf(got[i] - want[i]));
+            d_hello = fmaxf(d_hello, fabsf(got[i] - h[i]));
+        }
+        if (d_ref > 1e-5f || d_hello < 1e-3f)
+            iv_test_fail(__FILE__, __LINE__, "%s %s: |d| to the reference %g, to \"hello\" %g", bodies[k][0],
+                         bodies[k][1], d_ref, d_hello);
+        free(got);
+        http_resp_free(&r);
+    }
+    free(want);
+    free(h);
+    http_resp_free(&ref);
+    http_resp_free(&hello);
+    /* Raw control bytes inside a string: a JSON syntax error (RFC 8259). */
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":\"a\x01" "b\"}", &r) == 0);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_STR(r.body, "Failed to parse the request body as JSON: control character (\\u0000-\\u001F) found while "
+                      "parsing a string at line 1 column 13");
+    http_resp_free(&r);
+    REQUIRE(http_post(&s, "/embeddings", "{\"input\":[\"a\nb\"]}", &r) == 0);
+    CHECK_EQ_INT(r.status, 422);
+    CHECK_CONTAINS(r.body, "json_invalid");
+    http_resp_free(&r);
+    /* Control bytes between tokens are whitespace or errors as before. */
+    REQUIRE(http_post(&s, "/embed", "{\"inputs\":\n\t\"a\\tb\"}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}

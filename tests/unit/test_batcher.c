@@ -153,9 +153,10 @@ TEST(batcher_overload_drop_and_input_errors)
     for (int i = 0; i < 5; i++) items[i].in = (iv_input){.ids = ok_ids, .n_ids = 3};
     iv_job big = {.task = IV_TASK_CLASSIFY, .opts = iv_input_opts_default(), .n_items = 5, .items = items,
                   .client_fd = -1, .done = on_done};
-    /* Five inputs never fit four permits. */
+    /* Five inputs never fit four permits: the request's fault, not a busy server's. */
     CHECK(iv_batcher_submit(b, &big, &err) != 0);
-    CHECK_EQ_INT(err.code, IV_E_OVERLOADED);
+    CHECK_EQ_INT(err.code, IV_E_INVALID);
+    CHECK_CONTAINS(err.msg, "batch size 5 > maximum concurrent inputs 4 (--max-concurrent-requests)");
     CHECK_EQ_INT(iv_batcher_permits_in_use(b), 0);
 
     /* A client that hung up: dropped, permits back. */

@@ -238,3 +238,44 @@ TEST(ckpt_colbert_projection_stays_required)
     expect_bad("colbert_bert", (const char *const[]){"linear.", NULL}, NULL, NULL, 0,
                "checkpoint is missing head tensor \"linear.weight\"", IV_E_NOTFOUND);
 }
+
+/* Issue 22: a BERT, DistilBERT or MPNet checkpoint missing a bias or
+ * token_type_embeddings loaded silently (zeros, no token types) and
+ * embedded differently; transformers would run such a checkpoint with
+ * randomly initialised tensors (with a warning), so it is an error naming
+ * the tensor. */
+TEST(ckpt_rejects_missing_biases_and_token_types)
+{
+    expect_bad("bert", (const char *const[]){"encoder.layer.1.attention.self.query.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"encoder.layer.1.attention.self.query.bias\"", IV_E_NOTFOUND);
+    expect_bad("bert", (const char *const[]){"encoder.layer.0.output.dense.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"encoder.layer.0.output.dense.bias\"", IV_E_NOTFOUND);
+    expect_bad("bert", (const char *const[]){"encoder.layer.0.output.LayerNorm.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"encoder.layer.0.output.LayerNorm.bias\"", IV_E_NOTFOUND);
+    expect_bad("bert", (const char *const[]){"embeddings.LayerNorm.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"embeddings.LayerNorm.bias\"", IV_E_NOTFOUND);
+    expect_bad("bert", (const char *const[]){"embeddings.token_type_embeddings.", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"embeddings.token_type_embeddings.weight\"", IV_E_NOTFOUND);
+    expect_bad("bert_oldnames", (const char *const[]){"encoder.layer.0.attention.output.LayerNorm.beta", NULL}, NULL,
+               NULL, 0, "checkpoint is missing tensor \"encoder.layer.0.attention.output.LayerNorm.beta\"",
+               IV_E_NOTFOUND);
+    expect_bad("roberta_seqcls", (const char *const[]){"roberta.embeddings.token_type_embeddings.", NULL}, NULL, NULL,
+               0, "checkpoint is missing tensor \"roberta.embeddings.token_type_embeddings.weight\"", IV_E_NOTFOUND);
+    expect_bad("distilbert", (const char *const[]){"transformer.layer.0.ffn.lin1.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"transformer.layer.0.ffn.lin1.bias\"", IV_E_NOTFOUND);
+    expect_bad("mpnet", (const char *const[]){"encoder.layer.0.attention.attn.v.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"encoder.layer.0.attention.attn.v.bias\"", IV_E_NOTFOUND);
+    /* The heads' biases too (ColBERT's bias-free projection still loads: test_colbert). */
+    expect_bad("bert_seqcls1", (const char *const[]){"classifier.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"classifier.bias\"", IV_E_NOTFOUND);
+    expect_bad("bert_tokcls", (const char *const[]){"classifier.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"classifier.bias\"", IV_E_NOTFOUND);
+    expect_bad("distilbert_seqcls", (const char *const[]){"pre_classifier.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"pre_classifier.bias\"", IV_E_NOTFOUND);
+    expect_bad("mpnet_seqcls", (const char *const[]){"classifier.out_proj.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"classifier.out_proj.bias\"", IV_E_NOTFOUND);
+    expect_bad("bert_splade", (const char *const[]){"cls.predictions.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"cls.predictions.bias\"", IV_E_NOTFOUND);
+    expect_bad("bert_splade", (const char *const[]){"cls.predictions.transform.LayerNorm.bias", NULL}, NULL, NULL, 0,
+               "checkpoint is missing tensor \"cls.predictions.transform.LayerNorm.bias\"", IV_E_NOTFOUND);
+}

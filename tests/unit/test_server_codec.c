@@ -172,3 +172,36 @@ TEST(codec_metrics_rendering)
     iv_sb_free(&b);
     iv_metrics_free(m);
 }
+
+/* Issue 22: strings holding U+0000 keep their full length wherever they sit
+ * (after keys, nested, after surrogate pairs and other NUL strings); raw
+ * control bytes inside strings are syntax errors. */
+TEST(codec_nul_strings_and_control_bytes)
+{
+    const char body[] = "{\"k\\u0000ey\":\"x\\u0000\",\"a\":[\"\\ud83d\\ude00\\u0000\\u00e9\",{\"b\":\"p\\u0000q\"}],"
+                        "\"c\":\"plain\",\"d\":\"\\\"\\u0000\\n\"}";
+    cJSON *root;
+    iv_api_error e;
+    REQUIRE(iv_codec_parse_body(body, sizeof body - 1, &root, &e) == 0);
+    const cJSON *k = cJSON_GetArrayItem(root, 0);
+    CHECK_EQ_INT(iv_codec_str_len(k), 2);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "a");
+    const cJSON *a0 = cJSON_GetArrayItem(a, 0);
+    CHECK_EQ_INT(iv_codec_str_len(a0), 7); /* 4 + 1 + 2 */
+    CHECK(!memcmp(a0->valuestring, "\xf0\x9f\x98\x80\0\xc3\xa9", 7));
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(a, 1), "b");
+    CHECK_EQ_INT(iv_codec_str_len(b), 3);
+    CHECK(!memcmp(b->valuestring, "p\0q", 3));
+    CHECK_EQ_INT(iv_codec_str_len(cJSON_GetObjectItemCaseSensitive(root, "c")), 5);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "d");
+    CHECK_EQ_INT(iv_codec_str_len(d), 3);
+    CHECK(!memcmp(d->valuestring, "\"\0\n", 3));
+    cJSON_Delete(root);
+
+    const char *bad[] = {"{\"a\":\"x\x01y\"}", "{\"a\":\"\t\"}", "{\"a\":[\"ok\",\"\x1f\"]}", "{\"a\x0a\":1}"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(iv_codec_parse_body(bad[i], strlen(bad[i]), &root, &e) != 0);
+        CHECK_EQ_INT(e.kind, IV_API_JSON_SYNTAX);
+        CHECK_CONTAINS(e.msg, "control character (\\u0000-\\u001F) found while parsing a string");
+    }
+}
