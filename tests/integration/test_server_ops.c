@@ -361,7 +361,10 @@ TEST(srv_sigterm_finishes_accepted_requests)
      * request answered, a clean exit) are what remains to verify. */
     int answered = 0;
     for (int i = 0; i < 100; i++) {
-        if (http_client_get(keep, "/health", &r) != 0) break;
+        if (http_client_get(keep, "/health", &r) != 0) {
+            http_resp_free(&r);
+            break;
+        }
         answered = 1;
         if (r.status != 200) break;
         http_resp_free(&r);
@@ -440,6 +443,7 @@ TEST(srv_drain_refuses_new_connections)
     int status = 200;
     for (int i = 0; i < 2000 && status == 200; i++) {
         if (http_client_get(keep, "/health", &r) != 0) {
+            http_resp_free(&r); /* a failed request still fills r */
             status = -1;
             break;
         }
