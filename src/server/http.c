@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include "base/log.h"
 #include "server/router.h"
@@ -28,6 +30,12 @@ struct iv_http {
     struct MHD_Daemon *daemon;
     int listen_fd;
     int quiesced;
+    /* The end of a drain: MHD_stop_daemon panics on a suspended
+     * connection, so before it runs no request may be left in the engine.
+     * `closing` stops new dispatches (they answer 503); `dispatching`
+     * counts final callbacks in progress (a route may be about to
+     * suspend), `suspended` connections whose job is in the engine. */
+    atomic_int closing, dispatching, suspended;
 };
 
 /* A chunked body is read (and dropped) past the limit so the client gets
@@ -57,8 +65,18 @@ void iv_req_free(iv_req *r)
     free(r);
 }
 
-void iv_http_suspend(iv_req *r) { MHD_suspend_connection(r->conn); }
-void iv_http_resume(iv_req *r) { MHD_resume_connection(r->conn); }
+void iv_http_suspend(iv_req *r)
+{
+    atomic_fetch_add(&r->srv->http->suspended, 1);
+    MHD_suspend_connection(r->conn);
+}
+
+void iv_http_resume(iv_req *r)
+{
+    iv_http *h = r->srv->http; /* once resumed, r may be freed at any time */
+    MHD_resume_connection(r->conn);
+    atomic_fetch_sub(&h->suspended, 1);
+}
 
 const char *iv_req_query(iv_req *r, const char *name)
 {
@@ -224,6 +242,8 @@ static const iv_route *find_route(iv_server *srv, const char *method, const char
     return iv_route_find(method, url, status);
 }
 
+static enum MHD_Result dispatch(iv_req *r, int state, int closing);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -271,7 +291,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const int state = r->state;
     pthread_mutex_unlock(&r->lock);
     if (state == IV_REQ_RUNNING) return MHD_YES; /* spurious: still suspended */
-    if (state == IV_REQ_NEW) {
+    iv_http *h = srv->http;
+    /* Counted before `closing` is read (both sequentially consistent): the
+     * stopping thread either sees this dispatch or this dispatch sees it. */
+    atomic_fetch_add(&h->dispatching, 1);
+    enum MHD_Result res = dispatch(r, state, atomic_load(&h->closing));
+    atomic_fetch_sub(&h->dispatching, 1);
+    return res;
+}
+
+/* The final callback: runs the route (or its finish step) and replies,
+ * unless the route suspended the connection for the engine. */
+static enum MHD_Result dispatch(iv_req *r, int state, int closing)
+{
+    iv_server *srv = r->srv;
+    if (state == IV_REQ_NEW && closing) {
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_UNHEALTHY, "the server is shutting down");
+        iv_req_fail(r, &e);
+    } else if (state == IV_REQ_NEW) {
         if (r->discarded) {
             iv_api_error e;
             iv_api_errorf(&e, IV_API_PAYLOAD, "payload exceeds the limit of %zu bytes", srv->o.payload_limit);
@@ -306,6 +344,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     int running = r->state == IV_REQ_RUNNING;
     if (running) r->orphaned = 1; /* the batcher still holds it and frees it when done */
     pthread_mutex_unlock(&r->lock);
+    if (running) atomic_fetch_sub(&r->srv->http->suspended, 1); /* never resumed now */
     if (!running) iv_req_free(r);
 }
 
@@ -414,6 +453,20 @@ void iv_http_quiesce(iv_server *s)
      * may still hold the descriptor. A Unix socket's path goes too. */
     shutdown(h->listen_fd, SHUT_RDWR);
     if (s->o.uds_path) unlink(s->o.uds_path);
+}
+
+void iv_http_finish_running(iv_server *s)
+{
+    iv_http *h = s->http;
+    if (!h) return;
+    atomic_store(&h->closing, 1);
+    int logged = 0;
+    while (atomic_load(&h->dispatching) || atomic_load(&h->suspended)) {
+        if (!logged++)
+            IV_INFO("waiting for %d requests running on the model", atomic_load(&h->suspended));
+        struct timespec ts = {0, 5 * 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void iv_http_stop(iv_server *s)

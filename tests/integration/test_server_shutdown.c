@@ -1,0 +1,114 @@
+/* Stopping the server: the drain's deadline, a second signal, and stops
+ * racing clients (issue 22). No test here races a sleep against the
+ * server: each waits for a line in the log, a reply, or the exit. */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server_harness.h"
+#include "test.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Reads from fd until `want` appears, the peer closes or timeout_ms pass. */
+static int read_until(int fd, const char *want, int timeout_ms)
+{
+    char buf[8192];
+    size_t got = 0;
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) <= 0) continue;
+        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+        if (n <= 0) return 0;
+        got += (size_t)n;
+        buf[got] = 0;
+        if (strstr(buf, want)) return 1;
+        if (got == sizeof buf - 1) return 0;
+    }
+    return 0;
+}
+
+static int send_str(int fd, const char *s)
+{
+    return send(fd, s, strlen(s), MSG_NOSIGNAL) == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* Waits (bounded) until the server's log contains `what`. */
+static int log_shows(const srv *s, const char *what)
+{
+    for (int i = 0; i < 6000; i++) {
+        char *log = srv_log(s);
+        int found = strstr(log, what) != NULL;
+        free(log);
+        if (found) return 1;
+        sleep_ms(10);
+    }
+    return 0;
+}
+
+/* A client that sent its headers (the server said 100 Continue: the
+ * request is accepted) and only part of its body, then stalls. */
+static int stalled_client(const srv *s)
+{
+    const char *head = "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n"
+                       "Expect: 100-continue\r\n\r\n";
+    int fd = raw_connect(s);
+    if (fd < 0) return -1;
+    if (send_str(fd, head) || !read_until(fd, "100 Continue", 30000) || send_str(fd, "{\"inputs\"")) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Before the deadline, one trickling client held SIGTERM for ever (until
+ * MHD's 120 s connection timeout, and again for the next one). */
+TEST(srv_drain_deadline_closes_stalled_clients)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--drain-timeout", "1", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    int slow = stalled_client(&s);
+    CHECK(slow >= 0);
+    kill(s.pid, SIGTERM);
+    CHECK_EQ_INT(srv_wait(&s, 60), 0);
+    if (slow >= 0) {
+        /* Its connection was closed: the client reads the end. */
+        char c;
+        struct pollfd p = {.fd = slow, .events = POLLIN};
+        CHECK(poll(&p, 1, 10000) == 1 && read(slow, &c, 1) <= 0);
+        close(slow);
+    }
+    srv_stop(&s);
+}
+
+TEST(srv_second_signal_exits_at_once)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--drain-timeout", "3600", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    int slow = stalled_client(&s);
+    CHECK(slow >= 0);
+    kill(s.pid, SIGINT);
+    /* The first signal was taken (the drain began) before the second is
+     * sent: two pending signals would merge into one. */
+    CHECK(log_shows(&s, "starting graceful shutdown"));
+    kill(s.pid, SIGTERM);
+    CHECK_EQ_INT(srv_wait(&s, 60), 128 + SIGTERM);
+    if (slow >= 0) close(slow);
+    srv_stop(&s);
+}
