@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -48,6 +49,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    /* A worker that saw the listening socket readable just before the drain
+     * put a datagram socket in its place (iv_http_quiesce) accepts on that
+     * and fails harmlessly: not worth a warning. */
+    if (!strcmp(msg, "Error accepting connection: Operation not supported")) return;
     IV_WARN("http: %s", msg);
 }
 
@@ -438,20 +443,34 @@ int iv_http_start(iv_server *s, iv_err *err)
     return 0;
 }
 
+/* Stops accepting without MHD_quiesce_daemon. In libmicrohttpd 0.9.75
+ * (Debian 12) that call races the daemon's own threads: it marks each
+ * worker quiesced and then removes the listening socket from the worker's
+ * epoll set itself, while a worker that already saw the mark may have
+ * removed it first, and the second EPOLL_CTL_DEL fails with ENOENT, which
+ * MHD_quiesce_daemon turns into MHD_PANIC ("Failed to remove listen FD from
+ * epoll set", an abort under load). Instead the listening socket is closed
+ * under MHD: dup3 puts a fresh, unbound datagram socket on its descriptor
+ * number. That drops the listening socket's last reference, so the kernel
+ * closes it: connections queued in its backlog are reset and new ones
+ * refused at once (not left waiting until the drain ends), and epoll
+ * forgets it in every worker's set without any thread calling epoll_ctl.
+ * The number stays valid and MHD's: MHD_stop_daemon shuts it down and
+ * closes it, once. An unbound datagram socket never becomes readable and
+ * nothing can send to it, so a worker that adds the number back (after
+ * being at its connection limit) never wakes for it. A Unix socket's path
+ * is removed too. */
 void iv_http_quiesce(iv_server *s)
 {
     iv_http *h = s->http;
     if (!h || h->quiesced) return;
-    MHD_quiesce_daemon(h->daemon);
     h->quiesced = 1;
-    /* New clients fail at once instead of waiting in the kernel's backlog,
-     * where nobody would accept them until the drain ends (up to the 120 s
-     * connection timeout while a client is slow to send an accepted
-     * request). On Linux, shutdown takes a listening socket out of the
-     * listening state and resets the connections queued on it; closing it
-     * instead is not allowed before MHD_stop_daemon, since MHD's threads
-     * may still hold the descriptor. A Unix socket's path goes too. */
-    shutdown(h->listen_fd, SHUT_RDWR);
+    int blank = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (blank < 0 || dup3(blank, h->listen_fd, O_CLOEXEC) < 0) {
+        IV_WARN("cannot close the listening socket (%s); refusing connections by shutdown instead", strerror(errno));
+        shutdown(h->listen_fd, SHUT_RDWR);
+    }
+    if (blank >= 0) close(blank);
     if (s->o.uds_path) unlink(s->o.uds_path);
 }
 
@@ -473,8 +492,7 @@ void iv_http_stop(iv_server *s)
 {
     iv_http *h = s->http;
     if (!h) return;
-    MHD_stop_daemon(h->daemon);
-    close(h->listen_fd);
+    MHD_stop_daemon(h->daemon); /* closes h->listen_fd (see iv_http_quiesce) */
     if (s->o.uds_path && !h->quiesced) unlink(s->o.uds_path);
     free(h);
     s->http = NULL;
