@@ -39,8 +39,11 @@ struct iv_http {
     atomic_int closing, dispatching, suspended;
 };
 
-/* A chunked body is read (and dropped) past the limit so the client gets
- * its 413; one that keeps going far beyond it has the connection closed. */
+/* A body over the payload limit is read and dropped, and the 413 sent once
+ * it has all arrived: answering at once and closing while the client is
+ * still sending resets the connection, and most clients then see a broken
+ * pipe instead of the 413. A body that keeps going far beyond the limit
+ * (or declares that it will) has the connection closed. */
 #define DISCARD_CAP (64u << 20)
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -212,11 +215,21 @@ static int early_checks(iv_req *r)
         return -1;
     }
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > r->srv->o.payload_limit) {
-        iv_api_errorf(&e, IV_API_PAYLOAD, "payload of %s bytes exceeds the limit of %zu bytes", cl,
-                      r->srv->o.payload_limit);
-        iv_req_fail(r, &e);
-        return -1;
+    const unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (declared > r->srv->o.payload_limit) {
+        /* A client that waits for 100 Continue has sent nothing yet: answer
+         * now. Otherwise drop the body as it arrives and answer at its end
+         * (r->discarded counts what was dropped; the final callback
+         * answers 413 when it is not 0). */
+        const char *expect = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+        if ((expect && !strcasecmp(expect, "100-continue")) || declared > DISCARD_CAP) {
+            iv_api_errorf(&e, IV_API_PAYLOAD, "payload of %s bytes exceeds the limit of %zu bytes", cl,
+                          r->srv->o.payload_limit);
+            iv_req_fail(r, &e);
+            return -1;
+        }
+        r->discarded = 1;
+        return 0;
     }
     if (r->route->json_body && r->flavour != IV_FLAVOUR_INFINITY &&
         !header_is_json(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
