@@ -152,7 +152,10 @@ static void timing_headers(iv_req *r, struct MHD_Response *resp, int64_t total_n
     }
 }
 
-static enum MHD_Result queue_reply(iv_req *r)
+static enum MHD_Result queue_reply_ex(iv_req *r, int close_after);
+static enum MHD_Result queue_reply(iv_req *r) { return queue_reply_ex(r, 0); }
+
+static enum MHD_Result queue_reply_ex(iv_req *r, int close_after)
 {
     iv_reply *rep = &r->reply;
     struct MHD_Response *resp =
@@ -163,7 +166,8 @@ static enum MHD_Result queue_reply(iv_req *r)
     const int64_t total = iv_now_ns() - r->t_start;
     if (rep->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
     if (rep->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, rep->www_authenticate);
-    if (atomic_load(&r->srv->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (close_after || atomic_load(&r->srv->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (rep->status == 200 && r->timing_headers) timing_headers(r, resp, total);
     if (rep->status == 200 && r->method_label) {
         char series[64];
@@ -240,6 +244,60 @@ static int early_checks(iv_req *r)
     return 0;
 }
 
+/* ---- message framing (RFC 9112 section 6) ----
+ *
+ * libmicrohttpd 0.9.75 takes the first of several Content-Length headers,
+ * lets Transfer-Encoding win over Content-Length and keeps the connection,
+ * and waits for a body it cannot delimit when the coding is not chunked.
+ * A front proxy that frames the same bytes differently would let a client
+ * smuggle a request past it, so these answer at once and close: two
+ * Content-Length values that differ, Transfer-Encoding with Content-Length
+ * or in an HTTP/1.0 request, or chunked applied other than once (400); a
+ * coding other than chunked (501 Not Implemented, as RFC 9112 6.1 says for
+ * a coding the server does not understand). A missing Host in HTTP/1.1 is
+ * refused by MHD itself (MHD_OPTION_STRICT_FOR_CLIENT). */
+typedef struct framing {
+    int n_length, lengths_differ, n_te;
+    const char *length;
+    char te[256]; /* every Transfer-Encoding value, joined by commas */
+} framing;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    framing *f = cls;
+    if (!value) value = "";
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->n_length++ == 0) f->length = value;
+        else if (strcmp(f->length, value)) f->lengths_differ = 1;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        size_t n = strlen(f->te);
+        snprintf(f->te + n, sizeof f->te - n, "%s%s", f->n_te++ ? "," : "", value);
+    }
+    return MHD_YES;
+}
+
+/* 0, or the status the framing earns (*why says what is wrong). */
+static int framing_error(struct MHD_Connection *conn, const char *version, const char **why)
+{
+    framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    if (f.lengths_differ) return *why = "conflicting Content-Length headers", 400;
+    if (!f.n_te) return 0;
+    if (f.n_length) return *why = "both Transfer-Encoding and Content-Length", 400;
+    if (strcmp(version, MHD_HTTP_VERSION_1_1)) return *why = "Transfer-Encoding in an HTTP/1.0 request", 400;
+    if (strlen(f.te) >= sizeof f.te - 1) return *why = "Transfer-Encoding too long", 400;
+    int chunked = 0, other = 0;
+    for (char *save = NULL, *c = strtok_r(f.te, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        while (*c == ' ' || *c == '\t') c++;
+        size_t n = strcspn(c, " \t;");
+        if (n == 7 && !strncasecmp(c, "chunked", 7)) chunked++;
+        else if (n) other++;
+    }
+    if (other) return *why = "unsupported Transfer-Encoding (only chunked is)", 501;
+    if (chunked != 1) return *why = "Transfer-Encoding must be chunked, once", 400;
+    return 0;
+}
+
 /* --url-prefix: routes live under the prefix (r->path is the part after
  * it); /health and /ping also answer at the root, for probes that do not
  * know the prefix. */
@@ -281,7 +339,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->job.client_fd = -1;
         iv_sb_init(&r->body);
         *con_cls = r;
-        int status = 0;
+        const char *why = NULL;
+        int status = framing_error(conn, version, &why);
+        if (status) {
+            iv_strbuf msg;
+            iv_sb_init(&msg);
+            iv_sb_printf(&msg, "%s: %s", status == 400 ? "Bad Request" : "Not Implemented", why);
+            iv_req_reply(r, status, "text/plain", &msg);
+            return queue_reply_ex(r, 1);
+        }
         r->route = find_route(srv, method, url, &r->path, &status);
         if (!r->route) {
             iv_req_reply(r, status, NULL, NULL);
@@ -445,7 +511,7 @@ int iv_http_start(iv_server *s, iv_err *err)
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
         h->listen_fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 16384u, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-        MHD_OPTION_END);
+        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
     if (!h->daemon) {
         close(h->listen_fd);
         if (s->o.uds_path) unlink(s->o.uds_path);

@@ -90,3 +90,84 @@ TEST(srv_http_413_after_full_body)
     close(fd);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
+
+/* Sends req on a fresh connection and reads until the server closes it
+ * (10 s at most). *closed says whether it did. */
+static char *exchange_until_close(const srv *s, const char *req, int *closed)
+{
+    *closed = 0;
+    int fd = raw_connect(s);
+    if (fd < 0) return strdup("");
+    send_all(fd, req, strlen(req));
+    iv_strbuf b;
+    iv_sb_init(&b);
+    for (int waited = 0; waited < 10000; waited += 10) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) <= 0) continue;
+        char chunk[4096];
+        ssize_t r = recv(fd, chunk, sizeof chunk, 0);
+        if (r <= 0) {
+            *closed = 1;
+            break;
+        }
+        iv_sb_append(&b, chunk, (size_t)r);
+    }
+    close(fd);
+    return b.data ? b.data : strdup("");
+}
+
+#define JSON_POST "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+
+TEST(srv_http_framing_errors)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    static const struct {
+        const char *what, *req, *status;
+    } cases[] = {
+        {"two Content-Length values",
+         JSON_POST "Content-Length: 17\r\nContent-Length: 5\r\n\r\n{\"inputs\":\"abc\"}x", "HTTP/1.1 400"},
+        {"chunked and Content-Length",
+         JSON_POST "Transfer-Encoding: chunked\r\nContent-Length: 16\r\n\r\n10\r\n{\"inputs\":\"abc\"}\r\n0\r\n\r\n",
+         "HTTP/1.1 400"},
+        {"gzip coding", JSON_POST "Transfer-Encoding: gzip\r\n\r\n{\"inputs\":\"abc\"}", "HTTP/1.1 501"},
+        {"gzip then chunked",
+         JSON_POST "Transfer-Encoding: gzip, chunked\r\n\r\n10\r\n{\"inputs\":\"abc\"}\r\n0\r\n\r\n", "HTTP/1.1 501"},
+        {"chunked twice (two headers)",
+         JSON_POST "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{\"inputs\":\"abc\"}\r\n0\r\n\r\n",
+         "HTTP/1.1 400"},
+        {"Transfer-Encoding in HTTP/1.0",
+         "POST /embed HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "10\r\n{\"inputs\":\"abc\"}\r\n0\r\n\r\n",
+         "HTTP/1.1 400"},
+        {"no Host in HTTP/1.1",
+         "POST /embed HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"inputs\":\"abc\"}",
+         "HTTP/1.1 400"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int closed;
+        char *reply = exchange_until_close(&s, cases[i].req, &closed);
+        CHECK_MSG(!strncmp(reply, cases[i].status, strlen(cases[i].status)), "%s: expected %s, got \"%.80s\"",
+                  cases[i].what, cases[i].status, reply);
+        CHECK_MSG(closed, "%s: the connection was left open", cases[i].what);
+        free(reply);
+    }
+    /* What stays accepted: the same Content-Length twice (RFC 9110 8.6),
+     * plain chunked, and HTTP/1.0 without Host. */
+    static const char *const fine[] = {
+        JSON_POST "Content-Length: 16\r\nContent-Length: 16\r\nConnection: close\r\n\r\n{\"inputs\":\"abc\"}",
+        JSON_POST "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n10\r\n{\"inputs\":\"abc\"}\r\n0\r\n\r\n",
+        "POST /embed HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"inputs\":\"abc\"}",
+    };
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        int closed;
+        char *reply = exchange_until_close(&s, fine[i], &closed);
+        CHECK_MSG(!strncmp(reply + 5, "1.1 200", 7) || !strncmp(reply + 5, "1.0 200", 7), "case %zu: \"%.80s\"", i,
+                  reply);
+        free(reply);
+    }
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
