@@ -32,11 +32,13 @@ struct iv_http {
     int listen_fd;
     int quiesced;
     /* The end of a drain: MHD_stop_daemon panics on a suspended
-     * connection, so before it runs no request may be left in the engine.
+     * connection, and a request running on the model should still get its
+     * answer, so before it runs no request may be left in the engine.
      * `closing` stops new dispatches (they answer 503); `dispatching`
      * counts final callbacks in progress (a route may be about to
-     * suspend), `suspended` connections whose job is in the engine. */
-    atomic_int closing, dispatching, suspended;
+     * suspend); `in_engine` counts requests from their suspension until
+     * their finish step queued the reply (or the connection ended). */
+    atomic_int closing, dispatching, in_engine;
 };
 
 /* A body over the payload limit is read and dropped, and the 413 sent once
@@ -75,16 +77,11 @@ void iv_req_free(iv_req *r)
 
 void iv_http_suspend(iv_req *r)
 {
-    atomic_fetch_add(&r->srv->http->suspended, 1);
+    atomic_fetch_add(&r->srv->http->in_engine, 1);
     MHD_suspend_connection(r->conn);
 }
 
-void iv_http_resume(iv_req *r)
-{
-    iv_http *h = r->srv->http; /* once resumed, r may be freed at any time */
-    MHD_resume_connection(r->conn);
-    atomic_fetch_sub(&h->suspended, 1);
-}
+void iv_http_resume(iv_req *r) { MHD_resume_connection(r->conn); }
 
 const char *iv_req_query(iv_req *r, const char *name)
 {
@@ -402,6 +399,9 @@ static enum MHD_Result dispatch(iv_req *r, int state, int closing)
             r->route->handler(r);
         }
     } else if (state == IV_REQ_DONE && !r->has_reply) {
+        /* Back from the engine (a finish step that submits again counts
+         * again when it suspends). */
+        atomic_fetch_sub(&srv->http->in_engine, 1);
         r->finish(r);
     }
     if (r->suspended_here) {
@@ -427,8 +427,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_lock(&r->lock);
     int running = r->state == IV_REQ_RUNNING;
     if (running) r->orphaned = 1; /* the batcher still holds it and frees it when done */
+    /* In the engine, or back from it with the client gone before the
+     * finish step ran: its count ends here. */
+    const int counted = running || (r->state == IV_REQ_DONE && !r->has_reply);
     pthread_mutex_unlock(&r->lock);
-    if (running) atomic_fetch_sub(&r->srv->http->suspended, 1); /* never resumed now */
+    if (counted) atomic_fetch_sub(&r->srv->http->in_engine, 1);
     if (!running) iv_req_free(r);
 }
 
@@ -559,9 +562,9 @@ void iv_http_finish_running(iv_server *s)
     if (!h) return;
     atomic_store(&h->closing, 1);
     int logged = 0;
-    while (atomic_load(&h->dispatching) || atomic_load(&h->suspended)) {
+    while (atomic_load(&h->dispatching) || atomic_load(&h->in_engine)) {
         if (!logged++)
-            IV_INFO("waiting for %d requests running on the model", atomic_load(&h->suspended));
+            IV_INFO("waiting for %d requests running on the model", atomic_load(&h->in_engine));
         struct timespec ts = {0, 5 * 1000000};
         nanosleep(&ts, NULL);
     }
