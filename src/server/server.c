@@ -267,16 +267,17 @@ static void drain(iv_server *s)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int quiet = 0;
     while (quiet < 2) {
-        if (seconds_since(&t0) >= s->o.drain_timeout_s) {
-            IV_WARN("drain deadline (--drain-timeout %d s) passed with %d requests unfinished; closing their "
-                    "connections",
-                    s->o.drain_timeout_s, atomic_load(&s->live_requests));
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+        const int live = atomic_load(&s->live_requests);
+        quiet = live == 0 ? quiet + 1 : 0;
+        if (live && seconds_since(&t0) >= s->o.drain_timeout_s) {
+            IV_WARN("drain deadline (--drain-timeout %d s) passed with %d requests unfinished; those running on "
+                    "the model finish, the other connections are closed",
+                    s->o.drain_timeout_s, live);
             iv_http_finish_running(s);
             return;
         }
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
-        quiet = atomic_load(&s->live_requests) == 0 ? quiet + 1 : 0;
     }
 }
 

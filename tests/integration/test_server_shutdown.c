@@ -85,6 +85,9 @@ TEST(srv_drain_deadline_closes_stalled_clients)
     CHECK(slow >= 0);
     kill(s.pid, SIGTERM);
     CHECK_EQ_INT(srv_wait(&s, 60), 0);
+    char *log = srv_log(&s);
+    CHECK_CONTAINS(log, "drain deadline (--drain-timeout 1 s) passed with 1 requests unfinished");
+    free(log);
     if (slow >= 0) {
         /* Its connection was closed: the client reads the end. */
         char c;
