@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct iv_http {
      * suspend); `in_engine` counts requests from their suspension until
      * their finish step queued the reply (or the connection ended). */
     atomic_int closing, dispatching, in_engine;
+    int test_hold; /* IV_TEST_HOLD_UNTIL_HANGUP (see iv_http_suspend) */
 };
 
 /* A body over the payload limit is read and dropped, and the 413 sent once
@@ -75,10 +77,25 @@ void iv_req_free(iv_req *r)
     free(r);
 }
 
+/* Test hook: with IV_TEST_HOLD_UNTIL_HANGUP in the server's environment, a
+ * request carrying `X-Iv-Test-Hold: hangup` goes to the engine only once
+ * its client has closed the connection (30 s at most), so a test sees the
+ * engine drop an abandoned request without racing the engine against the
+ * client (tests/integration/test_server_ops.c). It blocks an MHD thread:
+ * for tests only. */
+static void test_hold(iv_req *r)
+{
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Iv-Test-Hold");
+    if (!v || strcmp(v, "hangup") || r->job.client_fd < 0) return;
+    struct pollfd p = {.fd = r->job.client_fd, .events = POLLRDHUP};
+    poll(&p, 1, 30000);
+}
+
 void iv_http_suspend(iv_req *r)
 {
     atomic_fetch_add(&r->srv->http->in_engine, 1);
     MHD_suspend_connection(r->conn);
+    if (r->srv->http->test_hold) test_hold(r);
 }
 
 void iv_http_resume(iv_req *r) { MHD_resume_connection(r->conn); }
@@ -509,19 +526,23 @@ int iv_http_start(iv_server *s, iv_err *err)
         free(h);
         return -1;
     }
+    h->test_hold = getenv("IV_TEST_HOLD_UNTIL_HANGUP") != NULL;
+    if (h->test_hold)
+        IV_WARN("IV_TEST_HOLD_UNTIL_HANGUP: requests marked X-Iv-Test-Hold wait for their client to hang up");
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    s->http = h; /* before the first request can arrive: the callbacks use it */
     h->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
         h->listen_fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 16384u, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
         MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
     if (!h->daemon) {
+        s->http = NULL;
         close(h->listen_fd);
         if (s->o.uds_path) unlink(s->o.uds_path);
         free(h);
         return iv_errf(err, IV_E_INTERNAL, "cannot start the HTTP daemon on %s", s->listen_desc);
     }
-    s->http = h;
     return 0;
 }
 
