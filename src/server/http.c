@@ -584,8 +584,8 @@ void iv_http_finish_running(iv_server *s)
     atomic_store(&h->closing, 1);
     int logged = 0;
     while (atomic_load(&h->dispatching) || atomic_load(&h->in_engine)) {
-        if (!logged++)
-            IV_INFO("waiting for %d requests running on the model", atomic_load(&h->in_engine));
+        if (!logged) IV_INFO("waiting for %d requests running on the model", atomic_load(&h->in_engine));
+        logged = 1;
         struct timespec ts = {0, 5 * 1000000};
         nanosleep(&ts, NULL);
     }
