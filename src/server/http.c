@@ -87,6 +87,7 @@ static void test_hold(iv_req *r)
 {
     const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Iv-Test-Hold");
     if (!v || strcmp(v, "hangup") || r->job.client_fd < 0) return;
+    IV_WARN("X-Iv-Test-Hold: %s %s waits for its client to hang up", r->method, r->path);
     struct pollfd p = {.fd = r->job.client_fd, .events = POLLRDHUP};
     poll(&p, 1, 30000);
 }
