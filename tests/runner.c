@@ -1,6 +1,8 @@
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -15,6 +17,34 @@ static int g_current_failed, g_current_skipped;
 /* The first message of the running test's first failure, repeated in the
  * summary at the end so a log's tail (all CI shows) names what failed. */
 static char g_first_failure[512];
+
+/* Per-test time limit (IV_TEST_TIMEOUT seconds, 300 by default; 0 = none).
+ * A test that hangs (a server that never answers, a lost wakeup) would
+ * otherwise stall the whole suite with no name in the log: SIGALRM prints
+ * the running test as failed, with the summary line, runs the cleanup hook
+ * (the server harness kills the servers it started) and exits 1. Messages
+ * are formatted before the test starts: the handler only writes. */
+static char g_timeout_msg[1024];
+static size_t g_timeout_len;
+static void (*g_timeout_hook)(void);
+
+void iv_test_on_timeout(void (*fn)(void)) { g_timeout_hook = fn; }
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    if (write(1, g_timeout_msg, g_timeout_len) < 0) { /* nothing left to report to */ }
+    if (g_timeout_hook) g_timeout_hook();
+    _exit(1);
+}
+
+static unsigned test_timeout_s(void)
+{
+    const char *v = getenv("IV_TEST_TIMEOUT");
+    if (!v || !*v) return 300;
+    long x = strtol(v, NULL, 10);
+    return x < 0 ? 0 : (unsigned)x;
+}
 
 void iv_test_register(const char *name, const char *file, iv_test_fn fn)
 {
@@ -101,6 +131,8 @@ int main(int argc, char **argv)
     const char *filter = argc > 1 ? argv[1] : NULL;
     qsort(g_tests, (size_t)g_count, sizeof *g_tests, cmp_case);
     int passed = 0, failed = 0, skipped = 0;
+    const unsigned limit = test_timeout_s();
+    signal(SIGALRM, on_alarm);
     char **failures = calloc((size_t)g_count + 1, sizeof *failures);
     if (!failures) abort();
     for (int i = 0; i < g_count; i++) {
@@ -113,7 +145,14 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &t0);
         fprintf(stdout, "[ RUN  ] %s\n", t->name);
         fflush(stdout);
+        int n = snprintf(g_timeout_msg, sizeof g_timeout_msg,
+                         "    timed out after %u s (IV_TEST_TIMEOUT)\n[ FAIL ] %s (timed out)\n"
+                         "[ FAILED ] %s -- timed out after %u s\n%d passed, %d failed\n",
+                         limit, t->name, t->name, limit, passed, failed + 1);
+        g_timeout_len = n < 0 ? 0 : (size_t)n < sizeof g_timeout_msg ? (size_t)n : sizeof g_timeout_msg - 1;
+        alarm(limit);
         t->fn();
+        alarm(0);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
         if (g_current_failed) {

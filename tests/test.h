@@ -17,6 +17,9 @@ int iv_test_fail(const char *file, int line, const char *fmt, ...) __attribute__
 /* Marks the running test skipped (e.g. an optional model is absent). */
 void iv_test_skip(const char *why);
 int iv_test_failed(void);
+/* Called (from a signal handler: async-signal-safe calls only) when the
+ * running test exceeds its time limit, just before the runner exits. */
+void iv_test_on_timeout(void (*fn)(void));
 
 #define TEST(name)                                                              \
     static void test_##name(void);                                              \

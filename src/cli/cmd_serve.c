@@ -1,10 +1,13 @@
 /* `infinity_v3 serve` (also the default subcommand): flags -> server.
  * Flag names and defaults follow TEI's text-embeddings-router, except the
  * port (7997, Infinity's); `--flag value` and `--flag=value` both work. On
- * SIGTERM or SIGINT the server stops accepting, answers every request it
- * accepted, and exits 0. */
+ * SIGTERM or SIGINT the server stops accepting, answers the requests it
+ * accepted (for --drain-timeout seconds at most, then closes what is left)
+ * and exits 0; a second SIGTERM or SIGINT during that exits at once with
+ * 128 + the signal's number, as a shell reports a process a signal ended. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +53,8 @@ static void usage(FILE *f)
             "                               cpu,cpu (the cores split between them)\n"
             "  --dtype float32|int8 (cpu) | bfloat16|float16 (cuda, emulated; bfloat16 by default)\n"
             "  --backend native             the C engine (libtorch is accepted as a synonym)\n"
+            "  --drain-timeout SECONDS      on SIGTERM/SIGINT, longest wait for accepted requests before\n"
+            "                               closing their connections (30); a second signal exits at once\n"
             "  --json-output                logs as JSON lines\n"
             "  --log-level debug|info|warn|error (or LOG_LEVEL)\n");
 }
@@ -115,6 +120,21 @@ static void raise_fd_limit(void)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+}
+
+/* The operator's second SIGTERM or SIGINT during the drain: exit now. The
+ * stop signals stay blocked in every thread, so this sigwait takes it. */
+static void *exit_on_second_signal(void *arg)
+{
+    (void)arg;
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    IV_WARN("signal %d received again: exiting without finishing the drain", sig);
+    _exit(128 + sig);
 }
 
 int iv_cmd_serve(int argc, char **argv)
@@ -216,6 +236,8 @@ int iv_cmd_serve(int argc, char **argv)
             o.url_prefix = val;
         } else if (!strcmp(a, "--tokenization-workers")) {
             if (!(rc = parse_int(a, val, 1, 64, &x))) o.tokenization_workers = (int)x;
+        } else if (!strcmp(a, "--drain-timeout")) {
+            if (!(rc = parse_int(a, val, 0, 1 << 24, &x))) o.drain_timeout_s = (int)x;
         } else if (!strcmp(a, "--http-threads")) {
             if (!(rc = parse_int(a, val, 1, 256, &x))) o.http_threads = (int)x;
         } else if (!strcmp(a, "--auto-truncate")) {
@@ -280,7 +302,9 @@ int iv_cmd_serve(int argc, char **argv)
         }
     int sig = 0;
     sigwait(&stop, &sig);
-    IV_INFO("signal %d received, starting graceful shutdown", sig);
+    IV_INFO("signal %d received, starting graceful shutdown (a second one exits at once)", sig);
+    pthread_t second;
+    if (pthread_create(&second, NULL, exit_on_second_signal, NULL) == 0) pthread_detach(second);
     iv_server_stop(s);
     IV_INFO("stopped");
     return 0;

@@ -12,14 +12,18 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include "base/log.h"
 #include "server/auth.h"
@@ -30,10 +34,22 @@ struct iv_http {
     struct MHD_Daemon *daemon;
     int listen_fd;
     int quiesced;
+    /* The end of a drain: MHD_stop_daemon panics on a suspended
+     * connection, and a request running on the model should still get its
+     * answer, so before it runs no request may be left in the engine.
+     * `closing` stops new dispatches (they answer 503); `dispatching`
+     * counts final callbacks in progress (a route may be about to
+     * suspend); `in_engine` counts requests from their suspension until
+     * their finish step queued the reply (or the connection ended). */
+    atomic_int closing, dispatching, in_engine;
+    int test_hold; /* IV_TEST_HOLD_UNTIL_HANGUP (see iv_http_suspend) */
 };
 
-/* A chunked body is read (and dropped) past the limit so the client gets
- * its 413; one that keeps going far beyond it has the connection closed. */
+/* A body over the payload limit is read and dropped, and the 413 sent once
+ * it has all arrived: answering at once and closing while the client is
+ * still sending resets the connection, and most clients then see a broken
+ * pipe instead of the 413. A body that keeps going far beyond the limit
+ * (or declares that it will) has the connection closed. */
 #define DISCARD_CAP (64u << 20)
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -42,6 +58,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    /* A worker that saw the listening socket readable just before the drain
+     * put a datagram socket in its place (iv_http_quiesce) accepts on that
+     * and fails harmlessly: not worth a warning. */
+    if (!strcmp(msg, "Error accepting connection: Operation not supported")) return;
     IV_WARN("http: %s", msg);
 }
 
@@ -59,7 +79,28 @@ void iv_req_free(iv_req *r)
     free(r);
 }
 
-void iv_http_suspend(iv_req *r) { MHD_suspend_connection(r->conn); }
+/* Test hook: with IV_TEST_HOLD_UNTIL_HANGUP in the server's environment, a
+ * request carrying `X-Iv-Test-Hold: hangup` goes to the engine only once
+ * its client has closed the connection (30 s at most), so a test sees the
+ * engine drop an abandoned request without racing the engine against the
+ * client (tests/integration/test_server_ops.c). It blocks an MHD thread:
+ * for tests only. */
+static void test_hold(iv_req *r)
+{
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Iv-Test-Hold");
+    if (!v || strcmp(v, "hangup") || r->job.client_fd < 0) return;
+    IV_WARN("X-Iv-Test-Hold: %s %s waits for its client to hang up", r->method, r->path);
+    struct pollfd p = {.fd = r->job.client_fd, .events = POLLRDHUP};
+    poll(&p, 1, 30000);
+}
+
+void iv_http_suspend(iv_req *r)
+{
+    atomic_fetch_add(&r->srv->http->in_engine, 1);
+    MHD_suspend_connection(r->conn);
+    if (r->srv->http->test_hold) test_hold(r);
+}
+
 void iv_http_resume(iv_req *r) { MHD_resume_connection(r->conn); }
 
 const char *iv_req_query(iv_req *r, const char *name)
@@ -128,7 +169,10 @@ static void timing_headers(iv_req *r, struct MHD_Response *resp, int64_t total_n
     }
 }
 
-static enum MHD_Result queue_reply(iv_req *r)
+static enum MHD_Result queue_reply_ex(iv_req *r, int close_after);
+static enum MHD_Result queue_reply(iv_req *r) { return queue_reply_ex(r, 0); }
+
+static enum MHD_Result queue_reply_ex(iv_req *r, int close_after)
 {
     iv_reply *rep = &r->reply;
     struct MHD_Response *resp =
@@ -140,7 +184,8 @@ static enum MHD_Result queue_reply(iv_req *r)
     if (rep->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
     MHD_add_response_header(resp, "x-request-id", r->request_id);
     if (rep->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, rep->www_authenticate);
-    if (atomic_load(&r->srv->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (close_after || atomic_load(&r->srv->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (rep->status == 200 && r->timing_headers) timing_headers(r, resp, total);
     if (rep->status == 200 && r->method_label) {
         char series[64];
@@ -187,11 +232,21 @@ static int early_checks(iv_req *r)
         return -1;
     }
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > r->srv->o.payload_limit) {
-        iv_api_errorf(&e, IV_API_PAYLOAD, "payload of %s bytes exceeds the limit of %zu bytes", cl,
-                      r->srv->o.payload_limit);
-        iv_req_fail(r, &e);
-        return -1;
+    const unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (declared > r->srv->o.payload_limit) {
+        /* A client that waits for 100 Continue has sent nothing yet: answer
+         * now. Otherwise drop the body as it arrives and answer at its end
+         * (r->discarded counts what was dropped; the final callback
+         * answers 413 when it is not 0). */
+        const char *expect = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+        if ((expect && !strcasecmp(expect, "100-continue")) || declared > DISCARD_CAP) {
+            iv_api_errorf(&e, IV_API_PAYLOAD, "payload of %s bytes exceeds the limit of %zu bytes", cl,
+                          r->srv->o.payload_limit);
+            iv_req_fail(r, &e);
+            return -1;
+        }
+        r->discarded = 1;
+        return 0;
     }
     if (r->route->json_body && r->flavour != IV_FLAVOUR_INFINITY &&
         !header_is_json(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
@@ -199,6 +254,60 @@ static int early_checks(iv_req *r)
         iv_req_fail(r, &e);
         return -1;
     }
+    return 0;
+}
+
+/* ---- message framing (RFC 9112 section 6) ----
+ *
+ * libmicrohttpd 0.9.75 takes the first of several Content-Length headers,
+ * lets Transfer-Encoding win over Content-Length and keeps the connection,
+ * and waits for a body it cannot delimit when the coding is not chunked.
+ * A front proxy that frames the same bytes differently would let a client
+ * smuggle a request past it, so these answer at once and close: two
+ * Content-Length values that differ, Transfer-Encoding with Content-Length
+ * or in an HTTP/1.0 request, or chunked applied other than once (400); a
+ * coding other than chunked (501 Not Implemented, as RFC 9112 6.1 says for
+ * a coding the server does not understand). A missing Host in HTTP/1.1 is
+ * refused by MHD itself (MHD_OPTION_STRICT_FOR_CLIENT). */
+typedef struct framing {
+    int n_length, lengths_differ, n_te;
+    const char *length;
+    char te[256]; /* every Transfer-Encoding value, joined by commas */
+} framing;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    framing *f = cls;
+    if (!value) value = "";
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->n_length++ == 0) f->length = value;
+        else if (strcmp(f->length, value)) f->lengths_differ = 1;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        size_t n = strlen(f->te);
+        snprintf(f->te + n, sizeof f->te - n, "%s%s", f->n_te++ ? "," : "", value);
+    }
+    return MHD_YES;
+}
+
+/* 0, or the status the framing earns (*why says what is wrong). */
+static int framing_error(struct MHD_Connection *conn, const char *version, const char **why)
+{
+    framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    if (f.lengths_differ) return *why = "conflicting Content-Length headers", 400;
+    if (!f.n_te) return 0;
+    if (f.n_length) return *why = "both Transfer-Encoding and Content-Length", 400;
+    if (strcmp(version, MHD_HTTP_VERSION_1_1)) return *why = "Transfer-Encoding in an HTTP/1.0 request", 400;
+    if (strlen(f.te) >= sizeof f.te - 1) return *why = "Transfer-Encoding too long", 400;
+    int chunked = 0, other = 0;
+    for (char *save = NULL, *c = strtok_r(f.te, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        while (*c == ' ' || *c == '\t') c++;
+        size_t n = strcspn(c, " \t;");
+        if (n == 7 && !strncasecmp(c, "chunked", 7)) chunked++;
+        else if (n) other++;
+    }
+    if (other) return *why = "unsupported Transfer-Encoding (only chunked is)", 501;
+    if (chunked != 1) return *why = "Transfer-Encoding must be chunked, once", 400;
     return 0;
 }
 
@@ -222,6 +331,8 @@ static const iv_route *find_route(iv_server *srv, const char *method, const char
     return iv_route_find(method, url, status);
 }
 
+static enum MHD_Result dispatch(iv_req *r, int state, int closing);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -242,7 +353,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->job.client_fd = -1;
         iv_sb_init(&r->body);
         *con_cls = r;
-        int status = 0;
+        const char *why = NULL;
+        int status = framing_error(conn, version, &why);
+        if (status) {
+            iv_strbuf msg;
+            iv_sb_init(&msg);
+            iv_sb_printf(&msg, "%s: %s", status == 400 ? "Bad Request" : "Not Implemented", why);
+            iv_req_reply(r, status, "text/plain", &msg);
+            return queue_reply_ex(r, 1);
+        }
         r->route = find_route(srv, method, url, &r->path, &status);
         if (!r->route) {
             iv_req_reply(r, status, NULL, NULL);
@@ -270,7 +389,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const int state = r->state;
     pthread_mutex_unlock(&r->lock);
     if (state == IV_REQ_RUNNING) return MHD_YES; /* spurious: still suspended */
-    if (state == IV_REQ_NEW) {
+    iv_http *h = srv->http;
+    /* Counted before `closing` is read (both sequentially consistent): the
+     * stopping thread either sees this dispatch or this dispatch sees it. */
+    atomic_fetch_add(&h->dispatching, 1);
+    enum MHD_Result res = dispatch(r, state, atomic_load(&h->closing));
+    atomic_fetch_sub(&h->dispatching, 1);
+    return res;
+}
+
+/* The final callback: runs the route (or its finish step) and replies,
+ * unless the route suspended the connection for the engine. */
+static enum MHD_Result dispatch(iv_req *r, int state, int closing)
+{
+    iv_server *srv = r->srv;
+    if (state == IV_REQ_NEW && closing) {
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_UNHEALTHY, "the server is shutting down");
+        iv_req_fail(r, &e);
+    } else if (state == IV_REQ_NEW) {
         if (r->discarded) {
             iv_api_error e;
             iv_api_errorf(&e, IV_API_PAYLOAD, "payload exceeds the limit of %zu bytes", srv->o.payload_limit);
@@ -279,6 +416,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             r->route->handler(r);
         }
     } else if (state == IV_REQ_DONE && !r->has_reply) {
+        /* Back from the engine (a finish step that submits again counts
+         * again when it suspends). */
+        atomic_fetch_sub(&srv->http->in_engine, 1);
         r->finish(r);
     }
     if (r->suspended_here) {
@@ -304,7 +444,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_lock(&r->lock);
     int running = r->state == IV_REQ_RUNNING;
     if (running) r->orphaned = 1; /* the batcher still holds it and frees it when done */
+    /* In the engine, or back from it with the client gone before the
+     * finish step ran: its count ends here. */
+    const int counted = running || (r->state == IV_REQ_DONE && !r->has_reply);
     pthread_mutex_unlock(&r->lock);
+    if (counted) atomic_fetch_sub(&r->srv->http->in_engine, 1);
     if (!running) iv_req_free(r);
 }
 
@@ -382,45 +526,76 @@ int iv_http_start(iv_server *s, iv_err *err)
         free(h);
         return -1;
     }
+    h->test_hold = getenv("IV_TEST_HOLD_UNTIL_HANGUP") != NULL;
+    if (h->test_hold)
+        IV_WARN("IV_TEST_HOLD_UNTIL_HANGUP: requests marked X-Iv-Test-Hold wait for their client to hang up");
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    s->http = h; /* before the first request can arrive: the callbacks use it */
     h->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
         h->listen_fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 16384u, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-        MHD_OPTION_END);
+        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
     if (!h->daemon) {
+        s->http = NULL;
         close(h->listen_fd);
         if (s->o.uds_path) unlink(s->o.uds_path);
         free(h);
         return iv_errf(err, IV_E_INTERNAL, "cannot start the HTTP daemon on %s", s->listen_desc);
     }
-    s->http = h;
     return 0;
 }
 
+/* Stops accepting without MHD_quiesce_daemon. In libmicrohttpd 0.9.75
+ * (Debian 12) that call races the daemon's own threads: it marks each
+ * worker quiesced and then removes the listening socket from the worker's
+ * epoll set itself, while a worker that already saw the mark may have
+ * removed it first, and the second EPOLL_CTL_DEL fails with ENOENT, which
+ * MHD_quiesce_daemon turns into MHD_PANIC ("Failed to remove listen FD from
+ * epoll set", an abort under load). Instead the listening socket is closed
+ * under MHD: dup3 puts a fresh, unbound datagram socket on its descriptor
+ * number. That drops the listening socket's last reference, so the kernel
+ * closes it: connections queued in its backlog are reset and new ones
+ * refused at once (not left waiting until the drain ends), and epoll
+ * forgets it in every worker's set without any thread calling epoll_ctl.
+ * The number stays valid and MHD's: MHD_stop_daemon shuts it down and
+ * closes it, once. An unbound datagram socket never becomes readable and
+ * nothing can send to it, so a worker that adds the number back (after
+ * being at its connection limit) never wakes for it. A Unix socket's path
+ * is removed too. */
 void iv_http_quiesce(iv_server *s)
 {
     iv_http *h = s->http;
     if (!h || h->quiesced) return;
-    MHD_quiesce_daemon(h->daemon);
     h->quiesced = 1;
-    /* New clients fail at once instead of waiting in the kernel's backlog,
-     * where nobody would accept them until the drain ends (up to the 120 s
-     * connection timeout while a client is slow to send an accepted
-     * request). On Linux, shutdown takes a listening socket out of the
-     * listening state and resets the connections queued on it; closing it
-     * instead is not allowed before MHD_stop_daemon, since MHD's threads
-     * may still hold the descriptor. A Unix socket's path goes too. */
-    shutdown(h->listen_fd, SHUT_RDWR);
+    int blank = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (blank < 0 || dup3(blank, h->listen_fd, O_CLOEXEC) < 0) {
+        IV_WARN("cannot close the listening socket (%s); refusing connections by shutdown instead", strerror(errno));
+        shutdown(h->listen_fd, SHUT_RDWR);
+    }
+    if (blank >= 0) close(blank);
     if (s->o.uds_path) unlink(s->o.uds_path);
+}
+
+void iv_http_finish_running(iv_server *s)
+{
+    iv_http *h = s->http;
+    if (!h) return;
+    atomic_store(&h->closing, 1);
+    int logged = 0;
+    while (atomic_load(&h->dispatching) || atomic_load(&h->in_engine)) {
+        if (!logged) IV_INFO("waiting for %d requests running on the model", atomic_load(&h->in_engine));
+        logged = 1;
+        struct timespec ts = {0, 5 * 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void iv_http_stop(iv_server *s)
 {
     iv_http *h = s->http;
     if (!h) return;
-    MHD_stop_daemon(h->daemon);
-    close(h->listen_fd);
+    MHD_stop_daemon(h->daemon); /* closes h->listen_fd (see iv_http_quiesce) */
     if (s->o.uds_path && !h->quiesced) unlink(s->o.uds_path);
     free(h);
     s->http = NULL;

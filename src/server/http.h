@@ -11,7 +11,12 @@
 int iv_http_start(iv_server *s, iv_err *err);
 /* Stops accepting connections (open ones carry on). */
 void iv_http_quiesce(iv_server *s);
-/* Closes everything; call once no request is in flight. */
+/* The drain's deadline passed: no request starts on the model any more
+ * (those whose body completes answer 503), and returns once every request
+ * already running on it has its response queued, so that iv_http_stop
+ * may close the remaining connections. */
+void iv_http_finish_running(iv_server *s);
+/* Closes everything, connections still open included. */
 void iv_http_stop(iv_server *s);
 
 void iv_http_suspend(iv_req *r);

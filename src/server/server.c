@@ -24,6 +24,7 @@ void iv_server_opts_default(iv_server_opts *o)
     o->max_concurrent_requests = 512;
     o->max_batch_tokens = 16384;
     o->auto_truncate = 1;
+    o->drain_timeout_s = 30;
 }
 
 static int cores(void)
@@ -253,6 +254,33 @@ int iv_server_start(iv_server **out, const iv_server_opts *o, const iv_model_spe
     return 0;
 }
 
+/* Every accepted request gets its response, within --drain-timeout: a
+ * request counts from its first byte to the end of its response, so one
+ * client trickling a body (or not reading its response) could otherwise
+ * hold the exit for ever. Two quiet checks in a row cover a request whose
+ * headers were arriving during the first. Past the deadline, requests
+ * already running on the model are still answered (that takes the model's
+ * time, not a client's) and the other connections are closed. */
+static void drain(iv_server *s)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int quiet = 0;
+    while (quiet < 2) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+        const int live = atomic_load(&s->live_requests);
+        quiet = live == 0 ? quiet + 1 : 0;
+        if (live && seconds_since(&t0) >= s->o.drain_timeout_s) {
+            IV_WARN("drain deadline (--drain-timeout %d s) passed with %d requests unfinished; those running on "
+                    "the model finish, the other connections are closed",
+                    s->o.drain_timeout_s, live);
+            iv_http_finish_running(s);
+            return;
+        }
+    }
+}
+
 void iv_server_stop(iv_server *s)
 {
     if (!s) return;
@@ -264,15 +292,7 @@ void iv_server_stop(iv_server *s)
     }
     atomic_store(&s->draining, 1);
     if (s->http) {
-        /* Every accepted request gets its response; a request counts from its
-         * first byte to the end of its response. Two quiet checks in a row
-         * cover a request whose headers were arriving during the first. */
-        int quiet = 0;
-        while (quiet < 2) {
-            struct timespec ts = {0, 20 * 1000000};
-            nanosleep(&ts, NULL);
-            quiet = atomic_load(&s->live_requests) == 0 ? quiet + 1 : 0;
-        }
+        drain(s);
         iv_http_stop(s);
     }
     free_models(s);

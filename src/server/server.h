@@ -50,6 +50,7 @@ typedef struct iv_server_opts {
     const char *default_prompt_name;
     const char *default_prompt;
     int http_threads;            /* 0: min(cores, 8), at least 2 */
+    int drain_timeout_s;         /* 30: on SIGTERM, longest wait for accepted requests */
     const char *revision;        /* hub revision for every --model-id (NULL: main) */
     const char *hub_cache;       /* hub cache root (NULL: HF_HUB_CACHE / HF_HOME/hub / default) */
     iv_engine_opts engine;
@@ -73,7 +74,8 @@ typedef struct iv_server {
 /* Loads every model, starts their batchers and the HTTP listener. */
 int iv_server_start(iv_server **out, const iv_server_opts *o, const iv_model_spec *models, int n_models,
                     iv_err *err);
-/* Graceful stop: stop accepting, finish every accepted request, free. */
+/* Graceful stop: stop accepting, finish every accepted request (within
+ * o.drain_timeout_s; past it, close the connections), free. */
 void iv_server_stop(iv_server *s);
 
 /* The model a request names (served name, or model id); NULL name: the first.

@@ -20,8 +20,33 @@
 #include "base/strbuf.h"
 #include "test.h"
 
+/* Servers started and not yet stopped, killed by the runner when a test
+ * runs out of time (iv_test_on_timeout): a hung test must not leave its
+ * servers behind. */
+#define MAX_LIVE 64
+static volatile sig_atomic_t live_pids[MAX_LIVE];
+
+static void kill_live_servers(void)
+{
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (live_pids[i] > 0) kill((pid_t)live_pids[i], SIGKILL);
+}
+
+static void track(pid_t pid, pid_t replace)
+{
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (live_pids[i] == replace) {
+            live_pids[i] = pid;
+            return;
+        }
+}
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    iv_test_on_timeout(kill_live_servers);
+}
 
 static double now_s(void)
 {
@@ -139,11 +164,13 @@ static int start(srv *s, const char *const *args, int quiet)
     }
     close(logfd);
     s->pid = pid;
+    track(pid, 0);
     /* Wait for the Ready line (the port), then for /health. */
     const double deadline = now_s() + 120;
     while (now_s() < deadline) {
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
+            track(0, pid);
             s->pid = 0;
             if (!quiet) {
                 fprintf(stdout, "    server exited during start (status %d)\n", status);
@@ -187,6 +214,28 @@ int srv_stop(srv *s)
     return rc;
 }
 
+int srv_wait(srv *s, int timeout_s)
+{
+    if (s->pid <= 0) return -1;
+    const double deadline = now_s() + timeout_s;
+    int status = 0;
+    while (now_s() < deadline) {
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            track(0, s->pid);
+            s->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        sleep_ms(10);
+    }
+    fprintf(stdout, "    server still running after %d s; killing it\n", timeout_s);
+    print_log(s);
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &status, 0);
+    track(0, s->pid);
+    s->pid = 0;
+    return -1;
+}
+
 static int stop_process(srv *s)
 {
     if (s->pid <= 0) return -1;
@@ -196,6 +245,7 @@ static int stop_process(srv *s)
     while (now_s() < deadline) {
         pid_t w = waitpid(s->pid, &status, WNOHANG);
         if (w == s->pid) {
+            track(0, s->pid);
             s->pid = 0;
             if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
             print_log(s);
@@ -207,6 +257,7 @@ static int stop_process(srv *s)
     print_log(s);
     kill(s->pid, SIGKILL);
     waitpid(s->pid, &status, 0);
+    track(0, s->pid);
     s->pid = 0;
     return -1;
 }

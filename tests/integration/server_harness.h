@@ -22,9 +22,16 @@ int srv_start(srv *s, const char *const *args);
 /* The same without printing the log when the server fails to start. */
 int srv_start_quiet(srv *s, const char *const *args);
 /* SIGTERM, then waits (30 s at most, SIGKILL after), and removes the log.
+ * A test that sent the server a stop signal itself calls srv_wait first:
+ * a second signal would end the drain at once. With the server gone this
+ * only removes the log (and returns -1).
  * Returns the exit status, or -1 when it had to be killed, died from a
  * signal, or was not running (the log is printed when it did not exit 0). */
 int srv_stop(srv *s);
+/* Waits for the server to exit by itself (no signal sent), at most
+ * timeout_s seconds, then SIGKILLs it. Returns the exit status, 128+N when
+ * signal N ended it, or -1 when it had to be killed. */
+int srv_wait(srv *s, int timeout_s);
 /* The server's log so far (malloc'd). */
 char *srv_log(const srv *s);
 

@@ -314,11 +314,14 @@ static void *do_call(void *arg)
  * 429 is for a server whose permits are genuinely taken. */
 TEST(srv_overloaded_429)
 {
-    const char *dir = srv_minilm();
+    const char *dir = srv_fixture("bert");
     if (!dir) return;
     srv s;
     const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "30", "--max-client-batch-size", "40", NULL};
-    REQUIRE(srv_start(&s, args) == 0);
+    setenv("IV_TEST_HOLD_UNTIL_HANGUP", "1", 1);
+    const int started = srv_start(&s, args);
+    unsetenv("IV_TEST_HOLD_UNTIL_HANGUP");
+    REQUIRE(started == 0);
     http_resp r;
     char *over = heavy_request("inputs", 31, 1), *over_openai = heavy_request("input", 31, 1);
     REQUIRE(http_post(&s, "/embed", over, &r) == 0);
@@ -335,12 +338,26 @@ TEST(srv_overloaded_429)
     CHECK_CONTAINS(r.body, "maximum concurrent inputs 30 (--max-concurrent-requests)");
     http_resp_free(&r);
     CHECK(metric(&s, "te_request_failure{err=\"overloaded\"}") <= 0);
-    /* Busy: 30 long inputs hold every permit while they run. */
-    const double counted = metric(&s, "te_embed_count");
-    call a = {&s, "/embed", heavy_request("inputs", 30, 200), 0};
-    pthread_t ta;
-    pthread_create(&ta, NULL, do_call, &a);
-    while (metric(&s, "te_embed_count") < counted + 30) sleep_ms(5);
+    /* Busy, deterministically: a 30-input request holds every permit while
+     * the test hook keeps it from the engine until its client hangs up. */
+    char *held_body = heavy_request("inputs", 30, 2);
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Iv-Test-Hold: hangup\r\n"
+             "Content-Length: %zu\r\n\r\n",
+             strlen(held_body));
+    int held = raw_connect(&s);
+    REQUIRE(held >= 0);
+    REQUIRE(write(held, head, strlen(head)) == (ssize_t)strlen(head));
+    REQUIRE(write(held, held_body, strlen(held_body)) == (ssize_t)strlen(held_body));
+    int waiting = 0;
+    for (int i = 0; i < 6000 && !waiting; i++) {
+        char *log = srv_log(&s);
+        waiting = strstr(log, "X-Iv-Test-Hold: POST /embed waits") != NULL;
+        free(log);
+        if (!waiting) sleep_ms(10);
+    }
+    REQUIRE(waiting);
     REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\"]}", &r) == 0);
     CHECK_EQ_INT(r.status, 429);
     CHECK_STR(r.body, "{\"error\":\"Model is overloaded\",\"error_type\":\"Overloaded\"}");
@@ -353,58 +370,66 @@ TEST(srv_overloaded_429)
     CHECK_EQ_INT(r.status, 429);
     CHECK_CONTAINS(r.body, "is currently overloaded\",\"type\":null,\"param\":null,\"code\":429}}");
     http_resp_free(&r);
-    pthread_join(ta, NULL);
-    CHECK_EQ_INT(a.status, 200);
     CHECK_EQ_INT(metric(&s, "te_request_failure{err=\"overloaded\"}"), 3);
-    REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\",\"b\"]}", &r) == 0);
-    CHECK_EQ_INT(r.status, 200);
-    http_resp_free(&r);
+    /* The hang-up releases it; its permits come back once the engine dropped it. */
+    close(held);
+    int status = 429;
+    for (int i = 0; i < 6000 && status == 429; i++) {
+        REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\",\"b\"]}", &r) == 0);
+        status = (int)r.status;
+        http_resp_free(&r);
+        if (status == 429) sleep_ms(10);
+    }
+    CHECK_EQ_INT(status, 200);
+    free(held_body);
     free(over);
     free(over_openai);
-    free(a.body);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
 
+/* A client that hangs up before its inputs run has them skipped and its
+ * permits returned. The server's test hook (IV_TEST_HOLD_UNTIL_HANGUP, see
+ * iv_http_suspend) hands B's request to the engine only after B's client
+ * closed the connection: the engine's drop is then certain, where it used
+ * to depend on a long request A keeping the engine busy until the hang-up
+ * was seen (a race on a loaded machine). */
 TEST(srv_client_disconnect_frees_permits)
 {
     const char *dir = srv_minilm();
     if (!dir) return;
     srv s;
     const char *args[] = {"--model-id", dir, "--max-concurrent-requests", "40", "--max-client-batch-size", "40", NULL};
-    REQUIRE(srv_start(&s, args) == 0);
-    /* A: keeps the engine busy long enough (~6,000 tokens) for B's hang-up
-     * to be seen while B still waits in the queue, even on a loaded machine. */
-    call a = {&s, "/embed", heavy_request("inputs", 30, 200), 0};
-    pthread_t ta;
-    pthread_create(&ta, NULL, do_call, &a);
-    while (metric(&s, "te_embed_count") < 30) sleep_ms(5);
-    /* B: 8 inputs queued behind A, whose client hangs up at once. */
+    setenv("IV_TEST_HOLD_UNTIL_HANGUP", "1", 1);
+    const int started = srv_start(&s, args);
+    unsetenv("IV_TEST_HOLD_UNTIL_HANGUP");
+    REQUIRE(started == 0);
+    /* B: 8 inputs, whose client hangs up as soon as it has sent them. */
     char *b = heavy_request("inputs", 8, 20);
     iv_strbuf req;
     iv_sb_init(&req);
-    iv_sb_printf(&req, "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+    iv_sb_printf(&req,
+                 "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Iv-Test-Hold: hangup\r\n"
+                 "Content-Length: %zu\r\n\r\n%s",
                  strlen(b), b);
     char *reply = raw_exchange(&s, req.data, req.len, 0);
     free(reply);
     iv_sb_free(&req);
     free(b);
-    pthread_join(ta, NULL);
-    CHECK_EQ_INT(a.status, 200);
     /* B's inputs were skipped, not run, and its 8 permits came back: a
      * request needing all 40 permits succeeds. */
     double dropped = -1;
-    for (int i = 0; i < 200 && dropped < 1; i++) {
+    for (int i = 0; i < 3000 && dropped < 1; i++) {
         dropped = metric(&s, "te_request_failure{err=\"dropped\"}");
         if (dropped < 1) sleep_ms(10);
     }
     CHECK_EQ_INT(dropped, 1);
+    CHECK(metric(&s, "te_embed_success") <= 0); /* nothing ran */
     char *full = heavy_request("inputs", 40, 3);
     http_resp r;
     REQUIRE(http_post(&s, "/embed", full, &r) == 0);
     CHECK_EQ_INT(r.status, 200);
     http_resp_free(&r);
     free(full);
-    free(a.body);
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
 
@@ -413,7 +438,9 @@ TEST(srv_sigterm_finishes_accepted_requests)
     const char *dir = srv_minilm();
     if (!dir) return;
     srv s;
-    const char *args[] = {"--model-id", dir, "--max-client-batch-size", "64", NULL};
+    /* No drain deadline in the way: the model's work on these requests can
+     * take longer than the default 30 s in a sanitizer build. */
+    const char *args[] = {"--model-id", dir, "--max-client-batch-size", "64", "--drain-timeout", "3600", NULL};
     REQUIRE(srv_start(&s, args) == 0);
     http_client *keep = http_client_new(&s);
     http_resp r;
@@ -437,7 +464,10 @@ TEST(srv_sigterm_finishes_accepted_requests)
      * request answered, a clean exit) are what remains to verify. */
     int answered = 0;
     for (int i = 0; i < 100; i++) {
-        if (http_client_get(keep, "/health", &r) != 0) break;
+        if (http_client_get(keep, "/health", &r) != 0) {
+            http_resp_free(&r);
+            break;
+        }
         answered = 1;
         if (r.status != 200) break;
         http_resp_free(&r);
@@ -455,7 +485,9 @@ TEST(srv_sigterm_finishes_accepted_requests)
         CHECK_EQ_INT(calls[i].status, 200);
         free(calls[i].body);
     }
-    CHECK_EQ_INT(srv_stop(&s), 0);
+    /* Signalled once already: a second SIGTERM would end the drain. */
+    CHECK_EQ_INT(srv_wait(&s, 60), 0);
+    srv_stop(&s);
 }
 
 /* Reads from fd until `want` appears in what arrived, the peer closes or
@@ -516,6 +548,7 @@ TEST(srv_drain_refuses_new_connections)
     int status = 200;
     for (int i = 0; i < 2000 && status == 200; i++) {
         if (http_client_get(keep, "/health", &r) != 0) {
+            http_resp_free(&r); /* a failed request still fills r */
             status = -1;
             break;
         }
@@ -531,7 +564,8 @@ TEST(srv_drain_refuses_new_connections)
     REQUIRE(send_str(slow, body + strlen("{\"inputs\"")) == 0);
     CHECK(read_until(slow, "HTTP/1.1 200", 10000));
     close(slow);
-    CHECK_EQ_INT(srv_stop(&s), 0);
+    CHECK_EQ_INT(srv_wait(&s, 60), 0);
+    srv_stop(&s);
 }
 
 /* Runs the offline CLI on lines and returns its stdout. */
