@@ -517,3 +517,43 @@ double metric_value(const char *metrics, const char *series)
     }
     return -1;
 }
+
+int raw_read_until(int fd, const char *want, int timeout_ms)
+{
+    char buf[8192];
+    size_t got = 0;
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 10) <= 0) continue;
+        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+        if (n <= 0) return 0;
+        got += (size_t)n;
+        buf[got] = 0;
+        if (strstr(buf, want)) return 1;
+        if (got == sizeof buf - 1) return 0;
+    }
+    return 0;
+}
+
+int raw_send_str(int fd, const char *s)
+{
+    const size_t n = strlen(s);
+    for (size_t off = 0; off < n;) {
+        const ssize_t k = write(fd, s + off, n - off);
+        if (k <= 0) return -1;
+        off += (size_t)k;
+    }
+    return 0;
+}
+
+int srv_log_shows(const srv *s, const char *what)
+{
+    for (int i = 0; i < 6000; i++) {
+        char *log = srv_log(s);
+        const int found = log && strstr(log, what) != NULL;
+        free(log);
+        if (found) return 1;
+        sleep_ms(10);
+    }
+    return 0;
+}

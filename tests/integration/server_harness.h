@@ -34,6 +34,8 @@ int srv_stop(srv *s);
 int srv_wait(srv *s, int timeout_s);
 /* The server's log so far (malloc'd). */
 char *srv_log(const srv *s);
+/* Waits (60 s at most) until the server's log contains `what`: 1, else 0. */
+int srv_log_shows(const srv *s, const char *what);
 
 /* Paths of test models; NULL (after iv_test_skip) when absent. */
 const char *srv_fixture(const char *name);
@@ -78,6 +80,12 @@ unsigned char *b64_decode(const char *s, size_t *n);
 int raw_connect(const srv *s);
 /* Sends all bytes; reads the reply until the peer closes or timeout_ms passes (malloc'd, NUL-terminated). */
 char *raw_exchange(const srv *s, const char *req, size_t len, int timeout_ms);
+
+/* Reads from fd until `want` appears in what arrived, the peer closes or
+ * timeout_ms pass; 1 when it appeared. */
+int raw_read_until(int fd, const char *want, int timeout_ms);
+/* Writes all of s to fd: 0, or -1. */
+int raw_send_str(int fd, const char *s);
 
 /* A value of a Prometheus series in /metrics text, or -1. */
 double metric_value(const char *metrics, const char *series);

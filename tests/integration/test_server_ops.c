@@ -350,14 +350,7 @@ TEST(srv_overloaded_429)
     REQUIRE(held >= 0);
     REQUIRE(write(held, head, strlen(head)) == (ssize_t)strlen(head));
     REQUIRE(write(held, held_body, strlen(held_body)) == (ssize_t)strlen(held_body));
-    int waiting = 0;
-    for (int i = 0; i < 6000 && !waiting; i++) {
-        char *log = srv_log(&s);
-        waiting = strstr(log, "X-Iv-Test-Hold: POST /embed waits") != NULL;
-        free(log);
-        if (!waiting) sleep_ms(10);
-    }
-    REQUIRE(waiting);
+    REQUIRE(srv_log_shows(&s, "X-Iv-Test-Hold: POST /embed waits"));
     REQUIRE(http_post(&s, "/embed", "{\"inputs\":[\"a\"]}", &r) == 0);
     CHECK_EQ_INT(r.status, 429);
     CHECK_STR(r.body, "{\"error\":\"Model is overloaded\",\"error_type\":\"Overloaded\"}");
@@ -490,27 +483,6 @@ TEST(srv_sigterm_finishes_accepted_requests)
     srv_stop(&s);
 }
 
-/* Reads from fd until `want` appears in what arrived, the peer closes or
- * timeout_ms pass; returns 1 when it appeared. */
-static int read_until(int fd, const char *want, int timeout_ms)
-{
-    char buf[4096];
-    size_t got = 0;
-    for (int waited = 0; waited < timeout_ms; waited += 10) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 10) <= 0) continue;
-        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
-        if (n <= 0) return 0;
-        got += (size_t)n;
-        buf[got] = 0;
-        if (strstr(buf, want)) return 1;
-        if (got == sizeof buf - 1) return 0;
-    }
-    return 0;
-}
-
-static int send_str(int fd, const char *s) { return write(fd, s, strlen(s)) == (ssize_t)strlen(s) ? 0 : -1; }
-
 /* Once draining, the server refuses new connections at once: they used to
  * wait in the listening socket's backlog, unanswered, until the drain ended,
  * which a slow client's accepted request can hold up to the 120 s
@@ -533,9 +505,9 @@ TEST(srv_drain_refuses_new_connections)
              strlen(body));
     int slow = raw_connect(&s);
     REQUIRE(slow >= 0);
-    REQUIRE(send_str(slow, head) == 0);
-    REQUIRE(read_until(slow, "100 Continue", 10000));
-    REQUIRE(send_str(slow, "{\"inputs\"") == 0);
+    REQUIRE(raw_send_str(slow, head) == 0);
+    REQUIRE(raw_read_until(slow, "100 Continue", 10000));
+    REQUIRE(raw_send_str(slow, "{\"inputs\"") == 0);
     http_client *keep = http_client_new(&s);
     http_resp r;
     REQUIRE(http_client_get(keep, "/health", &r) == 0);
@@ -561,8 +533,8 @@ TEST(srv_drain_refuses_new_connections)
     int late = raw_connect(&s);
     CHECK(late < 0);
     if (late >= 0) close(late);
-    REQUIRE(send_str(slow, body + strlen("{\"inputs\"")) == 0);
-    CHECK(read_until(slow, "HTTP/1.1 200", 10000));
+    REQUIRE(raw_send_str(slow, body + strlen("{\"inputs\"")) == 0);
+    CHECK(raw_read_until(slow, "HTTP/1.1 200", 10000));
     close(slow);
     CHECK_EQ_INT(srv_wait(&s, 60), 0);
     srv_stop(&s);

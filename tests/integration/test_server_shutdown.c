@@ -21,42 +21,6 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Reads from fd until `want` appears, the peer closes or timeout_ms pass. */
-static int read_until(int fd, const char *want, int timeout_ms)
-{
-    char buf[8192];
-    size_t got = 0;
-    for (int waited = 0; waited < timeout_ms; waited += 10) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 10) <= 0) continue;
-        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
-        if (n <= 0) return 0;
-        got += (size_t)n;
-        buf[got] = 0;
-        if (strstr(buf, want)) return 1;
-        if (got == sizeof buf - 1) return 0;
-    }
-    return 0;
-}
-
-static int send_str(int fd, const char *s)
-{
-    return send(fd, s, strlen(s), MSG_NOSIGNAL) == (ssize_t)strlen(s) ? 0 : -1;
-}
-
-/* Waits (bounded) until the server's log contains `what`. */
-static int log_shows(const srv *s, const char *what)
-{
-    for (int i = 0; i < 6000; i++) {
-        char *log = srv_log(s);
-        int found = strstr(log, what) != NULL;
-        free(log);
-        if (found) return 1;
-        sleep_ms(10);
-    }
-    return 0;
-}
-
 /* A client that sent its headers (the server said 100 Continue: the
  * request is accepted) and only part of its body, then stalls. */
 static int stalled_client(const srv *s)
@@ -65,7 +29,7 @@ static int stalled_client(const srv *s)
                        "Expect: 100-continue\r\n\r\n";
     int fd = raw_connect(s);
     if (fd < 0) return -1;
-    if (send_str(fd, head) || !read_until(fd, "100 Continue", 30000) || send_str(fd, "{\"inputs\"")) {
+    if (raw_send_str(fd, head) || !raw_read_until(fd, "100 Continue", 30000) || raw_send_str(fd, "{\"inputs\"")) {
         close(fd);
         return -1;
     }
@@ -110,7 +74,7 @@ TEST(srv_second_signal_exits_at_once)
     kill(s.pid, SIGINT);
     /* The first signal was taken (the drain began) before the second is
      * sent: two pending signals would merge into one. */
-    CHECK(log_shows(&s, "starting graceful shutdown"));
+    CHECK(srv_log_shows(&s, "starting graceful shutdown"));
     kill(s.pid, SIGTERM);
     CHECK_EQ_INT(srv_wait(&s, 60), 128 + SIGTERM);
     if (slow >= 0) close(slow);
@@ -197,13 +161,13 @@ TEST(srv_drain_deadline_waits_for_the_engine)
                       "Content-Length: 16\r\n\r\n{\"inputs\":\"abc\"}";
     int fd = raw_connect(&s);
     REQUIRE(fd >= 0);
-    CHECK(send_str(fd, req) == 0);
+    CHECK(raw_send_str(fd, req) == 0);
     /* The request is held on its way to the engine, its connection
      * suspended (the hook says so in the log; asking over HTTP could land
      * on the HTTP thread the hold blocks). */
-    CHECK(log_shows(&s, "X-Iv-Test-Hold: POST /embed waits for its client to hang up"));
+    CHECK(srv_log_shows(&s, "X-Iv-Test-Hold: POST /embed waits for its client to hang up"));
     kill(s.pid, SIGTERM);
-    CHECK(log_shows(&s, "drain deadline (--drain-timeout 1 s) passed"));
+    CHECK(srv_log_shows(&s, "drain deadline (--drain-timeout 1 s) passed"));
     shutdown(fd, SHUT_WR); /* releases the hold: the engine drops the request and hands it back */
     CHECK_EQ_INT(srv_wait(&s, 60), 0);
     close(fd);
