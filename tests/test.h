@@ -10,6 +10,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* IV_TEST_SANITIZED: 1 in an AddressSanitizer build, where tests that run a
+ * large real model take fewer inputs (it runs ~15x slower there). */
+#if defined(__SANITIZE_ADDRESS__)
+#define IV_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IV_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef IV_TEST_SANITIZED
+#define IV_TEST_SANITIZED 0
+#endif
+
 typedef void (*iv_test_fn)(void);
 void iv_test_register(const char *name, const char *file, iv_test_fn fn);
 /* Records a failure of the running test (with a message) and returns 0. */

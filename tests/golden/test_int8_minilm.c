@@ -111,16 +111,6 @@ TEST(golden_int8_unknown_dtype_rejected)
 /* Sanitizer builds run mpnet (110M parameters) ~15x slower: there its corpus
  * check takes the first SANITIZED_TEXTS texts (the short ones, the worst
  * case) and the minimum floor only; memory checking is the point there. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 #define SANITIZED_TEXTS 40
 
 static int load_corpus(char **texts)
@@ -243,5 +233,5 @@ static void int8_corpus(const char *name, double min_floor, double mean_floor, i
 TEST(golden_int8_corpus_minilm) { int8_corpus("all-MiniLM-L6-v2", 0.991, 0.997, CORPUS_MAX); }
 TEST(golden_int8_corpus_mpnet)
 {
-    int8_corpus("all-mpnet-base-v2", 0.988, 0.9965, SANITIZED ? SANITIZED_TEXTS : CORPUS_MAX);
+    int8_corpus("all-mpnet-base-v2", 0.988, 0.9965, IV_TEST_SANITIZED ? SANITIZED_TEXTS : CORPUS_MAX);
 }

@@ -21,16 +21,6 @@
 
 /* Sanitizer builds run mpnet ~15x slower: there it takes the first
  * SANITIZED_INPUTS inputs only (memory checking is the point there). */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 #define SANITIZED_INPUTS 6
 
 static int open_real(const char *name, iv_engine **e, golden_case *g)
@@ -142,7 +132,7 @@ static void run_real(const char *name, iv_task task, int from_text, want_fn want
     golden_free(&g);
 }
 
-#define MPNET_INPUTS (SANITIZED ? SANITIZED_INPUTS : 1 << 20)
+#define MPNET_INPUTS (IV_TEST_SANITIZED ? SANITIZED_INPUTS : 1 << 20)
 TEST(golden_real_mpnet_from_ids) { run_real("all-mpnet-base-v2", IV_TASK_EMBED, 0, want_pooled, 1, MPNET_INPUTS); }
 TEST(golden_real_mpnet_from_text) { run_real("all-mpnet-base-v2", IV_TASK_EMBED, 1, want_pooled, 1, MPNET_INPUTS); }
 

@@ -1208,18 +1208,6 @@ TEST(devices_emulated_table)
     iv_ops_close(ops);
 }
 
-/* AddressSanitizer: GCC defines __SANITIZE_ADDRESS__, clang has the feature. */
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_ASAN 1
-#endif
-#endif
-#ifndef TEST_ASAN
-#define TEST_ASAN 0
-#endif
-
 /* Child modes of the protection test. */
 enum { CHILD_WRITE, CHILD_READ, CHILD_WEIGHT_READ, CHILD_PAST_END, CHILD_HOST_POINTER };
 
@@ -1290,7 +1278,7 @@ TEST(devices_emulated_protection)
                       WTERMSIG(status), cases[i].sig);
             continue;
         }
-#if TEST_ASAN
+#if IV_TEST_SANITIZED
         /* A sanitizer that keeps its own SEGV handler reports and exits 1. */
         if (cases[i].sig == SIGSEGV && WIFEXITED(status) && WEXITSTATUS(status) == 1) continue;
 #endif
