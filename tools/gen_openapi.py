@@ -52,10 +52,18 @@ ANY = {}
 SCHEMAS = {
     # ---- inputs ----
     "Input": {
-        "description": "A text, a list of texts, token ids, or a list of token-id lists.",
+        "description": "A text, a list of texts, token ids, or a list of token-id lists; a conversation "
+                       "(rendered by the model's chat template) alone or in the list.",
         "anyOf": [STR, arr(STR, minItems=1), arr(ref("TokenId"), minItems=1),
-                  arr(arr(ref("TokenId"), minItems=1), minItems=1)],
+                  arr(arr(ref("TokenId"), minItems=1), minItems=1), ref("Conversation"),
+                  arr({"anyOf": [STR, arr(ref("TokenId"), minItems=1), ref("Conversation")]}, minItems=1)],
     },
+    "Message": obj({"role": STR, "content": {"anyOf": [STR, {"type": "null"}, arr(ref("ContentPart"))]}},
+                   ["role"], description="An OpenAI chat message; other keys (tool_calls, name, ...) reach the "
+                   "template unchanged."),
+    "ContentPart": obj({"type": STR, "text": STR}, ["type"],
+                       description="`text` parts; image/audio parts answer 422 on text-only models."),
+    "Conversation": arr(ref("Message"), minItems=1),
     "TokenId": {"type": "integer", "minimum": 0, "description": "below the vocabulary size (else 422)"},
     "TruncationDirection": {"type": "string", "enum": ["right", "left", "Right", "Left"]},
     "EncodingFormat": {"type": "string", "enum": ["float", "base64", "tensor"],
@@ -123,12 +131,15 @@ SCHEMAS = {
 
 TRUNC = {"truncate": BOOL, "truncation_direction": ref("TruncationDirection")}
 MODEL = {"model": STR}
-TEI_OPTS = {**TRUNC, "prompt_name": {"type": ["string", "null"]}, **MODEL}
+CHAT = {"chat_template_kwargs": {"type": "object", "description": "template variables over the checkpoint's"},
+        "add_generation_prompt": BOOL}
+TEI_OPTS = {**TRUNC, "prompt_name": {"type": ["string", "null"]}, **MODEL, **CHAT}
 
 REQUESTS = {
     "OpenAIEmbeddingsRequest": obj({"input": ref("Input"), **MODEL, "encoding_format": ref("EncodingFormat"),
-                                    "dimensions": {"type": ["integer", "null"]}, "user": {"type": ["string", "null"]}},
-                                   ["input"]),
+                                    "dimensions": {"type": ["integer", "null"]}, "user": {"type": ["string", "null"]},
+                                    "messages": ref("Conversation"), **CHAT},
+                                   description="`input`, or vLLM's `messages` (one conversation)."),
     "InfinityEmbeddingsRequest": obj({"input": ref("Input"), **MODEL, "encoding_format": ref("EncodingFormat"),
                                       "dimensions": {"type": ["integer", "null"]}, "user": {"type": ["string", "null"]},
                                       "modality": {"type": "string", "enum": ["text", "image", "audio"],
@@ -137,9 +148,11 @@ REQUESTS = {
     "EmbedRequest": obj({"inputs": ref("Input"), "normalize": BOOL, "dimensions": {"type": ["integer", "null"]},
                          **TEI_OPTS}, ["inputs"]),
     "EmbedAllRequest": obj({"inputs": ref("Input"), **TEI_OPTS}, ["inputs"]),
-    "PredictRequest": obj({"inputs": {"anyOf": [STR, arr(STR), arr(arr(STR))],
-                                      "description": "a text, one pair [a, b], or a batch [[a], [a, b], ...]"},
-                           "raw_scores": BOOL, **TRUNC, **MODEL}, ["inputs"]),
+    "PredictRequest": obj({"inputs": {"anyOf": [STR, arr(STR), ref("Conversation"),
+                                                arr({"anyOf": [arr(STR), ref("Conversation")]})],
+                                      "description": "a text, one pair [a, b], a conversation, or a batch "
+                                                     "[[a], [a, b], [{message}, ...], ...]"},
+                           "raw_scores": BOOL, **TRUNC, **MODEL, **CHAT}, ["inputs"]),
     "TokenClassifyRequest": obj({"inputs": {"anyOf": [STR, arr(STR)]},
                                  "aggregation_strategy": {"type": "string",
                                                           "enum": ["none", "simple", "first", "average", "max"]},

@@ -55,9 +55,30 @@ static void take_text(iv_cli_item *it, const char *s, int pair)
     }
 }
 
+/* A conversation: a non-empty list of message objects (checked where it
+ * is rendered, engine/conversation.c). */
+static int is_conversation(const cJSON *j)
+{
+    const cJSON *m;
+    if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) == 0) return 0;
+    cJSON_ArrayForEach(m, j) if (!cJSON_IsObject(m)) return 0;
+    return 1;
+}
+
+static void take_messages(iv_cli_item *it, const cJSON *j)
+{
+    it->messages = cJSON_Duplicate(j, 1);
+    if (!it->messages) set_error(it, "out of memory");
+    it->in.messages = it->messages;
+}
+
 static void parse_json(const cJSON *j, iv_cli_item *it)
 {
-    if (cJSON_IsString(j)) {
+    const cJSON *messages = cJSON_GetObjectItemCaseSensitive(j, "messages");
+    if (is_conversation(j) || (cJSON_IsObject(j) && messages)) {
+        if (cJSON_IsObject(j) && !is_conversation(messages)) set_error(it, "\"messages\" must be a non-empty list of messages");
+        else take_messages(it, cJSON_IsObject(j) ? messages : j);
+    } else if (cJSON_IsString(j)) {
         take_text(it, j->valuestring, 0);
     } else if (cJSON_IsArray(j)) {
         const cJSON *a = cJSON_GetArrayItem(j, 0), *b = cJSON_GetArrayItem(j, 1);
@@ -70,7 +91,7 @@ static void parse_json(const cJSON *j, iv_cli_item *it)
         } else if (n > 0 && cJSON_IsNumber(a)) {
             take_ids(it, j);
         } else {
-            set_error(it, "expected a string, [text, pair], or an array of token ids");
+            set_error(it, "expected a string, [text, pair], an array of token ids or a list of messages");
         }
     } else if (cJSON_IsObject(j)) {
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(j, "ids");
@@ -79,9 +100,9 @@ static void parse_json(const cJSON *j, iv_cli_item *it)
         else if (text) {
             take_text(it, text, 0);
             if (pair) take_text(it, pair, 1);
-        } else set_error(it, "object inputs need \"text\" or \"ids\"");
+        } else set_error(it, "object inputs need \"text\", \"ids\" or \"messages\"");
     } else {
-        set_error(it, "expected a string, [text, pair], or an array of token ids");
+        set_error(it, "expected a string, [text, pair], an array of token ids or a list of messages");
     }
 }
 
@@ -111,6 +132,7 @@ void iv_cli_item_free(iv_cli_item *it)
     free(it->pair);
     free(it->ids);
     free(it->error);
+    cJSON_Delete(it->messages);
     memset(it, 0, sizeof *it);
 }
 

@@ -1,6 +1,7 @@
 /* Offline CLI plumbing shared by `embed` and `predict`: reading inputs
  * (one per line: plain text, a JSON string, a JSON [text, pair] array, a
- * JSON array of token ids, or {"text","pair","ids"} objects), packing them
+ * JSON array of token ids, {"text","pair","ids"} objects, or a conversation:
+ * a list of messages or {"messages": [...]}), packing them
  * into batches by a token budget, and writing one JSON line per input. */
 #ifndef IV_CLI_CLI_INPUT_H
 #define IV_CLI_CLI_INPUT_H
@@ -13,6 +14,7 @@ typedef struct iv_cli_item {
     iv_input in;      /* points into the buffers below */
     char *text, *pair;
     int32_t *ids;
+    struct cJSON *messages; /* a conversation, rendered by the chat template */
     char *error;      /* parse error for this line, or NULL */
 } iv_cli_item;
 

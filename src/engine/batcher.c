@@ -112,8 +112,8 @@ static int prepare_item(iv_batcher *b, iv_job *job, iv_job_item *it, iv_err *err
     iv_input_opts o = job->opts;
     const int max = o.max_length > 0 ? o.max_length : iv_engine_max_input_length(b->engine);
     o.max_length = max;
-    if (in.ids) {
-        if (in.n_ids > max && !o.truncate)
+    if (in.ids || in.messages) {
+        if (in.ids && in.n_ids > max && !o.truncate)
             return iv_errf(err, IV_E_INVALID, "`inputs` must have less than %d tokens. Given: %d", max, in.n_ids);
         return iv_prepare_input(b->engine, &in, &o, &it->prep, err);
     }

@@ -12,6 +12,7 @@
 #include "base/arena.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "chat/chat_template.h"
 #include "engine/max_length.h"
 #include "heads/colbert.h"
 #include "heads/pooling.h"
@@ -30,6 +31,7 @@ struct iv_engine {
     iv_st_meta meta;
     iv_st_dense_stack dense;
     iv_tokenizer *tok;
+    iv_chat_template *chat; /* NULL: the checkpoint has none */
     iv_colbert colbert;     /* multi-vector settings (layout NONE for other models) */
     iv_pool_mode pool;      /* pool_modes[0] */
     int n_pool_modes;       /* several: concatenated (heads/pooling.h) */
@@ -74,6 +76,50 @@ static int causal_lm_rerank(iv_engine *e, const char *spec, iv_err *err)
             return iv_errf(err, IV_E_INVALID, "rerank token \"%s\" is not in the tokenizer's vocabulary", names[i]);
     }
     return iv_model_token_score_head(e->model, ids[0], ids[1], err);
+}
+
+/* sentence-transformers' LogitScore module names the tokens itself; an
+ * operator's --causal-lm-rerank on top would be a second, conflicting say. */
+static int logit_score_head(iv_engine *e, const iv_engine_opts *opts, iv_err *err)
+{
+    const iv_st_logit_score *ls = &e->meta.logit_score;
+    if (!ls->present) return 0;
+    if (opts && opts->rerank_tokens)
+        return iv_errf(err, IV_E_INVALID,
+                       "the checkpoint's LogitScore module already names its score tokens (ids %d / %d); drop the "
+                       "rerank tokens \"%s\"",
+                       ls->true_id, ls->false_id, opts->rerank_tokens);
+    return iv_model_token_score_head(e->model, ls->true_id, ls->false_id, err);
+}
+
+/* sentence-transformers 6.3 (InputFormatter._infer_format) for format
+ * "auto": a few model types are flat by name; otherwise a template that
+ * looks inside content parts wants them structured; no template:
+ * structured. */
+static iv_st_message_format infer_message_format(const iv_engine *e)
+{
+    static const char *const k_flat_types[] = {"apertus", "deepseek_v3", "gpt_oss", "minicpm3", "seed_oss"};
+    static const char *const k_structured_marks[] = {"content[0]", ".type", "'type'", "\"type\"", "item.type",
+                                                     "message.content["};
+    for (size_t i = 0; i < sizeof k_flat_types / sizeof *k_flat_types; i++)
+        if (!strcmp(e->model->cfg.model_type, k_flat_types[i])) return IV_ST_MESSAGES_FLAT;
+    const char *t = e->chat ? iv_chat_template_text(e->chat) : NULL;
+    if (!t || !*t) return IV_ST_MESSAGES_STRUCTURED;
+    for (size_t i = 0; i < sizeof k_structured_marks / sizeof *k_structured_marks; i++)
+        if (strstr(t, k_structured_marks[i])) return IV_ST_MESSAGES_STRUCTURED;
+    return IV_ST_MESSAGES_FLAT;
+}
+
+static int load_chat_template(iv_engine *e, const char *model_dir, iv_err *err)
+{
+    if (iv_chat_template_load(&e->chat, model_dir, err)) return iv_err_prefix(err, "chat template: ");
+    iv_st_messages *mm = &e->meta.messages;
+    if (mm->enabled && !e->chat)
+        return iv_errf(err, IV_E_FORMAT,
+                       "sentence_bert_config.json declares message inputs (modality_config \"message\"), but the "
+                       "checkpoint has no chat template to render them");
+    if (mm->enabled && mm->format == IV_ST_MESSAGES_AUTO) mm->format = infer_message_format(e);
+    return 0;
 }
 
 static int quantize_if_int8(iv_model *m, iv_err *err)
@@ -150,6 +196,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         goto fail;
     }
     if (e->tok && e->meta.do_lower_case && iv_tokenizer_prepend_lowercase(e->tok, err)) goto fail;
+    if (load_chat_template(e, model_dir, err) || logit_score_head(e, opts, err)) goto fail;
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
@@ -198,6 +245,7 @@ void iv_engine_free(iv_engine *e)
     iv_colbert_free(&e->colbert);
     iv_st_meta_free(&e->meta);
     if (e->tok) iv_tokenizer_free(e->tok);
+    iv_chat_template_free(e->chat);
     iv_arena_free(&e->arena);
     iv_arena_free(&e->dev_arena);
     iv_ops_close(e->ops);
@@ -443,6 +491,7 @@ const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
     return e->colbert.layout != IV_COLBERT_NONE ? &e->colbert.info : NULL;
 }
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e) { return e->tok; }
+const iv_chat_template *iv_engine_chat_template(const iv_engine *e) { return e->chat; }
 size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak + e->dev_arena.peak; }
 
 int iv_engine_device_memory(const iv_engine *e, size_t *free_bytes, size_t *total_bytes)

@@ -106,6 +106,9 @@ const iv_st_meta *iv_engine_st_meta(const iv_engine *e);
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e);
 /* The checkpoint's tokenizer, or NULL when it has no tokenizer.json. */
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e);
+/* The checkpoint's chat template(s) (src/chat/chat_template.h), or NULL. */
+struct iv_chat_template;
+const struct iv_chat_template *iv_engine_chat_template(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */
 size_t iv_engine_peak_activation_bytes(const iv_engine *e);
 /* Device memory (ops->mem_info): 0, or -1 when the device cannot tell (the

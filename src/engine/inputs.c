@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/conversation.h"
+
 iv_input_opts iv_input_opts_default(void)
 {
     iv_input_opts o = {.prompt = NULL, .truncate = 1, .truncate_left = 0, .add_special_tokens = 1, .max_length = 0};
@@ -101,7 +103,9 @@ int iv_prepare_input(const iv_engine *e, const iv_input *in, const iv_input_opts
     memset(out, 0, sizeof *out);
     iv_input_opts def = iv_input_opts_default();
     const iv_input_opts *o = opts ? opts : &def;
-    int rc = in->ids ? prepare_ids(e, in, o, out, err) : prepare_text(e, in, o, out, err);
+    int rc = iv_conversation_wanted(e, in) && !in->ids ? iv_conversation_prepare(e, in, o, effective_max(e, o), out, err)
+             : in->ids                                ? prepare_ids(e, in, o, out, err)
+                                                      : prepare_text(e, in, o, out, err);
     if (rc) iv_prepared_free(out);
     return rc;
 }

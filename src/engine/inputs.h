@@ -1,4 +1,4 @@
-/* Turning one request input (text, text pair, or token ids) into a sequence
+/* Turning one request input (text, text pair, conversation, or token ids) into a sequence
  * the engine runs: prompt prepending, tokenization, truncation and the
  * length check. Shared by the CLI and every HTTP route. */
 #ifndef IV_ENGINE_INPUTS_H
@@ -13,7 +13,17 @@ typedef struct iv_input {
     size_t pair_len;
     const int32_t *ids;    /* pre-tokenized input (used as is), or NULL */
     int n_ids;
+    /* A conversation (a JSON array of messages, owned by the caller) rendered
+     * by the chat template instead of text (engine/conversation.h), or NULL. */
+    const struct cJSON *messages;
 } iv_input;
+
+/* add_generation_prompt for a conversation. */
+typedef enum iv_gen_prompt {
+    IV_GEN_PROMPT_DEFAULT = 0, /* as the template variables say (else off) */
+    IV_GEN_PROMPT_OFF,
+    IV_GEN_PROMPT_ON,
+} iv_gen_prompt;
 
 typedef struct iv_input_opts {
     const char *prompt;    /* prepended to text (sentence-transformers prompts), or NULL */
@@ -21,6 +31,10 @@ typedef struct iv_input_opts {
     int truncate_left;
     int add_special_tokens; /* default 1 */
     int max_length;        /* token limit below the model's (server --max-batch-tokens); 0: the model's */
+    /* Conversations: template variables over the checkpoint's (a JSON
+     * object owned by the caller, or NULL), and add_generation_prompt. */
+    const struct cJSON *chat_kwargs;
+    iv_gen_prompt generation_prompt;
 } iv_input_opts;
 
 iv_input_opts iv_input_opts_default(void);

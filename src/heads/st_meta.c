@@ -35,11 +35,15 @@ typedef enum st_kind {
     ST_NORMALIZE,
     ST_DROPOUT,
     ST_PYLATE_DENSE,
+    ST_LOGIT_SCORE,
 } st_kind;
 
 static st_kind module_kind(const char *type)
 {
     if (!strcmp(type, "pylate.models.Dense.Dense") || !strcmp(type, "pylate.models.Dense")) return ST_PYLATE_DENSE;
+    if (!strcmp(type, "sentence_transformers.cross_encoder.modules.logit_score.LogitScore") ||
+        !strcmp(type, "sentence_transformers.cross_encoder.modules.LogitScore"))
+        return ST_LOGIT_SCORE;
     static const char *const k_prefixes[] = {
         "sentence_transformers.models.",
         "sentence_transformers.base.modules.",
@@ -247,6 +251,31 @@ static int parse_dense(iv_st_dense *d, const cJSON *cfg, const char *path, iv_er
     return 0;
 }
 
+static int token_id_field(const cJSON *cfg, const char *key, int required, int32_t *out, const char *path,
+                          iv_err *err)
+{
+    const cJSON *v = iv_json_get(cfg, key);
+    *out = -1;
+    if ((!v || cJSON_IsNull(v)) && !required) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > INT32_MAX || v->valuedouble != (int32_t)v->valuedouble)
+        return iv_errf(err, IV_E_FORMAT, "%s: \"%s\" must be a token id (a non-negative integer)%s", path, key,
+                       required ? "" : " or null");
+    *out = (int32_t)v->valuedouble;
+    return 0;
+}
+
+static int parse_logit_score(iv_st_logit_score *ls, const cJSON *cfg, const char *path, iv_err *err)
+{
+    if (token_id_field(cfg, "true_token_id", 1, &ls->true_id, path, err) ||
+        token_id_field(cfg, "false_token_id", 0, &ls->false_id, path, err))
+        return -1;
+    const char *in = iv_json_str(cfg, "module_input_name", "causal_logits");
+    if (strcmp(in, "causal_logits"))
+        return iv_errf(err, IV_E_UNSUPPORTED, "%s: LogitScore reading \"%.64s\" is not supported (causal_logits)",
+                       path, in);
+    return 0;
+}
+
 static int load_modules(iv_st_meta *m, const char *model_dir, const char *modules_path, iv_err *err)
 {
     cJSON *root;
@@ -331,6 +360,15 @@ static int load_modules(iv_st_meta *m, const char *model_dir, const char *module
                 m->n_dense++;
             break;
         }
+        case ST_LOGIT_SCORE:
+            if (m->logit_score.present++ || seen_pooling || m->n_dense || m->normalize)
+                rc = iv_errf(err, IV_E_UNSUPPORTED, "%s: LogitScore must be the one module after the Transformer",
+                             modules_path);
+            else if (!load_module_config(dir, name, "LogitScore", &cfg, cfg_path, sizeof cfg_path, err))
+                rc = parse_logit_score(&m->logit_score, cfg, cfg_path, err);
+            else
+                rc = -1;
+            break;
         case ST_NORMALIZE:
             m->normalize = 1;
             break;
@@ -339,7 +377,7 @@ static int load_modules(iv_st_meta *m, const char *model_dir, const char *module
         case ST_UNKNOWN:
             rc = iv_errf(err, IV_E_UNSUPPORTED,
                          "%s: module %s has type %.200s, which infinity_v3 does not support (supported: Transformer, "
-                         "Pooling, Dense, Normalize, Dropout, pylate.models.Dense)",
+                         "Pooling, Dense, Normalize, Dropout, LogitScore, pylate.models.Dense)",
                          modules_path, name, type);
             break;
         }
@@ -387,6 +425,41 @@ static int kwargs_model_max_length(const cJSON *cfg, int64_t *out, const char *p
     return 0;
 }
 
+/* modality_config "message" turns every input into a conversation
+ * (sentence-transformers 6.3 Transformer.preprocess: "Always convert to the
+ * message format if it's supported"); its "format" says how text content is
+ * written. processing_kwargs "chat_template" holds apply_chat_template
+ * kwargs (template variables such as add_generation_prompt), plus
+ * sentence-transformers' own "restore_suffix" (default true). */
+static int parse_messages(iv_st_messages *msg, const cJSON *cfg, const char *path, iv_err *err)
+{
+    msg->restore_suffix = 1;
+    const cJSON *mc = iv_json_get(cfg, "modality_config");
+    if (mc && !cJSON_IsNull(mc) && !cJSON_IsObject(mc))
+        return iv_errf(err, IV_E_FORMAT, "%s: \"modality_config\" must be an object", path);
+    const cJSON *message = iv_json_get(mc, "message");
+    if (message) {
+        if (!cJSON_IsObject(message))
+            return iv_errf(err, IV_E_FORMAT, "%s: modality_config \"message\" must be an object", path);
+        msg->enabled = 1;
+        const char *fmt = iv_json_str(message, "format", "auto");
+        if (!strcmp(fmt, "flat")) msg->format = IV_ST_MESSAGES_FLAT;
+        else if (!strcmp(fmt, "structured")) msg->format = IV_ST_MESSAGES_STRUCTURED;
+        else if (!strcmp(fmt, "auto")) msg->format = IV_ST_MESSAGES_AUTO;
+        else
+            return iv_errf(err, IV_E_FORMAT, "%s: modality_config message format \"%.32s\" is not one of auto, flat, "
+                                             "structured", path, fmt);
+    }
+    const cJSON *kw = iv_json_get(iv_json_get(cfg, "processing_kwargs"), "chat_template");
+    if (!kw || cJSON_IsNull(kw)) return 0;
+    if (!cJSON_IsObject(kw))
+        return iv_errf(err, IV_E_FORMAT, "%s: processing_kwargs \"chat_template\" must be an object", path);
+    if (iv_json_bool_chk(kw, "restore_suffix", 1, &msg->restore_suffix, path, err)) return -1;
+    if (!(msg->template_kwargs = cJSON_Duplicate(kw, 1))) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    cJSON_DeleteItemFromObjectCaseSensitive(msg->template_kwargs, "restore_suffix");
+    return 0;
+}
+
 /* sentence_bert_config.json sits with the Transformer module (usually the
  * model root). Its length limit, as sentence-transformers 6.3's Transformer
  * takes it: processor_kwargs (tokenizer_args) model_max_length, else
@@ -403,7 +476,8 @@ static int load_bert_config(iv_st_meta *m, const char *model_dir, iv_err *err)
     if (!cJSON_IsObject(cfg)) rc = iv_errf(err, IV_E_FORMAT, "%s: must be a JSON object", path);
     else if (iv_json_int_chk(cfg, "max_seq_length", 0, &msl, path, err) ||
              kwargs_model_max_length(cfg, &kw, path, err) ||
-             iv_json_bool_chk(cfg, "do_lower_case", 0, &m->do_lower_case, path, err))
+             iv_json_bool_chk(cfg, "do_lower_case", 0, &m->do_lower_case, path, err) ||
+             parse_messages(&m->messages, cfg, path, err))
         rc = -1;
     else if (kw > 0)
         msl = kw;
@@ -549,6 +623,7 @@ int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err)
 {
     memset(out, 0, sizeof *out);
     out->pool_include_prompt = 1;
+    out->messages.restore_suffix = 1;
     iv_st_pylate *p = &out->pylate;
     p->query_prefix = strdup("[Q] ");
     p->document_prefix = strdup("[D] ");
@@ -587,6 +662,7 @@ void iv_st_meta_free(iv_st_meta *m)
     free(m->pylate.document_prefix);
     for (int i = 0; i < m->pylate.n_skiplist; i++) free(m->pylate.skiplist_words[i]);
     free(m->pylate.skiplist_words);
+    cJSON_Delete(m->messages.template_kwargs);
     memset(m, 0, sizeof *m);
 }
 

@@ -6,6 +6,8 @@
 #ifndef IV_HEADS_ST_META_H
 #define IV_HEADS_ST_META_H
 
+#include <stdint.h>
+
 #include "base/err.h"
 #include "ops/ops.h"
 
@@ -43,6 +45,31 @@ typedef struct iv_st_pylate {
     char **skiplist_words;          /* [n_skiplist] token strings left out of document vectors */
 } iv_st_pylate;
 
+/* sentence-transformers 6.3's LogitScore (cross_encoder.modules.logit_score):
+ * a causal LM reranker's score is logit[true] - logit[false] at the last
+ * token, or logit[true] alone when false_token_id is null. */
+typedef struct iv_st_logit_score {
+    int present;
+    int32_t true_id, false_id; /* false_id -1: none */
+} iv_st_logit_score;
+
+/* How message (conversation) inputs reach the chat template, from
+ * sentence_bert_config.json: modality_config "message" (its "format") and
+ * processing_kwargs "chat_template" (apply_chat_template kwargs, less
+ * sentence-transformers' own "restore_suffix"). */
+typedef enum iv_st_message_format {
+    IV_ST_MESSAGES_AUTO = 0,   /* decided from the template text (engine/conversation.c) */
+    IV_ST_MESSAGES_FLAT,       /* content is the text itself */
+    IV_ST_MESSAGES_STRUCTURED, /* content is [{"type": "text", "text": ...}] */
+} iv_st_message_format;
+
+typedef struct iv_st_messages {
+    int enabled;         /* modality_config has "message": every input is rendered as a conversation */
+    iv_st_message_format format;
+    int restore_suffix;  /* truncation writes the template's tail back (default on) */
+    struct cJSON *template_kwargs; /* owned; NULL: none */
+} iv_st_messages;
+
 typedef struct iv_st_prompt {
     char *name, *text;
 } iv_st_prompt;
@@ -65,6 +92,8 @@ typedef struct iv_st_meta {
     char *default_prompt_name;   /* NULL when absent */
     char *similarity_fn;         /* "cosine", "dot", ... or NULL */
     iv_st_pylate pylate;
+    iv_st_logit_score logit_score;
+    iv_st_messages messages;
 } iv_st_meta;
 
 int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err);

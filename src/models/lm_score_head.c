@@ -42,7 +42,8 @@ static float final_softcap(const iv_model *m)
  * Gemma3ForCausalLM: logits / c, tanh, * c), so the log-odds are
  * c tanh(l_yes / c) - c tanh(l_no / c): no longer one row. The head becomes
  * two steps of existing ops: rows W[yes] / c and W[no] / c (bias / c) with
- * tanh, then the row [c, -c]. */
+ * tanh, then the row [c, -c]. With no "no" token (wn NULL) the second row is
+ * zero and contributes c tanh(0) = 0. */
 static int softcapped_head(iv_model *m, const float *wp, const float *wn, const float *bp, const float *bn,
                            int64_t H, float c, iv_err *err)
 {
@@ -51,11 +52,11 @@ static int softcapped_head(iv_model *m, const float *wp, const float *wn, const 
     if (!w0 || !w1 || (bp && !b0)) return iv_errf(err, IV_E_NOMEM, "out of memory");
     for (int64_t i = 0; i < H; i++) {
         iv_f32(w0)[i] = wp[i] / c;
-        iv_f32(w0)[H + i] = wn[i] / c;
+        iv_f32(w0)[H + i] = wn ? wn[i] / c : 0.0f;
     }
     if (b0) {
         iv_f32(b0)[0] = *bp / c;
-        iv_f32(b0)[1] = *bn / c;
+        iv_f32(b0)[1] = bn ? *bn / c : 0.0f;
     }
     iv_f32(w1)[0] = c;
     iv_f32(w1)[1] = -c;
@@ -74,17 +75,18 @@ int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err
     if (H != m->block.hidden)
         return iv_errf(err, IV_E_FORMAT, "the LM head takes %lld inputs, the model's hidden size is %d", (long long)H,
                        m->block.hidden);
-    if (pos < 0 || pos >= V || neg < 0 || neg >= V)
+    if (pos < 0 || pos >= V || neg < -1 || neg >= V)
         return iv_errf(err, IV_E_INVALID, "score token ids %d / %d are outside the LM head's %lld rows", pos, neg,
                        (long long)V);
-    const float *wp = iv_f32(w) + (int64_t)pos * H, *wn = iv_f32(w) + (int64_t)neg * H;
+    const float *wp = iv_f32(w) + (int64_t)pos * H, *wn = neg >= 0 ? iv_f32(w) + (int64_t)neg * H : NULL;
+    const float *bp = b ? iv_f32(b) + pos : NULL, *bn = b && neg >= 0 ? iv_f32(b) + neg : NULL;
     m->seq_head_pool = IV_SEQ_POOL_LAST;
     const float cap = final_softcap(m);
-    if (cap > 0) return softcapped_head(m, wp, wn, b ? iv_f32(b) + pos : NULL, b ? iv_f32(b) + neg : NULL, H, cap, err);
+    if (cap > 0) return softcapped_head(m, wp, wn, bp, bn, H, cap, err);
     iv_tensor *sw = iv_model_new_tensor(m, 1, H), *sb = b ? iv_model_new_tensor(m, 1, -1) : NULL;
     if (!sw || (b && !sb)) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    for (int64_t i = 0; i < H; i++) iv_f32(sw)[i] = wp[i] - wn[i];
-    if (sb) iv_f32(sb)[0] = iv_f32(b)[pos] - iv_f32(b)[neg];
+    for (int64_t i = 0; i < H; i++) iv_f32(sw)[i] = wp[i] - (wn ? wn[i] : 0.0f);
+    if (sb) iv_f32(sb)[0] = *bp - (bn ? *bn : 0.0f);
     m->seq_head = (iv_head){.n_steps = 1, .out_dim = 1};
     m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = sb, .act = IV_ACT_NONE};
     return 0;

@@ -12,7 +12,8 @@
 #include "models/model.h"
 
 /* Builds m->seq_head from the LM head rows of tokens pos and neg (ids in the
- * model's vocabulary). The LM head is `lm_head.weight` (plus `lm_head.bias`
+ * model's vocabulary; neg -1: the score is logit[pos] alone, as
+ * sentence-transformers' LogitScore without a false token). The LM head is `lm_head.weight` (plus `lm_head.bias`
  * when present), or the word embeddings when tie_word_embeddings is true or
  * absent with no lm_head in the file. Only *ForCausalLM checkpoints qualify.
  * With final_logit_softcapping c the score is c tanh(l_yes / c) - c tanh(l_no / c),

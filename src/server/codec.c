@@ -444,6 +444,57 @@ static void set_text(iv_inputs *out, iv_input *it, const cJSON *s)
     out->n_chars += iv_utf8_count(it->text, it->text_len);
 }
 
+/* A conversation: a non-empty list of objects (OpenAI messages). */
+static int is_conversation(const cJSON *a)
+{
+    const cJSON *x;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) == 0) return 0;
+    cJSON_ArrayForEach(x, a) if (!cJSON_IsObject(x)) return 0;
+    return 1;
+}
+
+/* The messages are checked where they are rendered (engine/conversation.c);
+ * here only their text counts toward the characters of the request. */
+static void set_conversation(iv_inputs *out, iv_input *it, const cJSON *a)
+{
+    it->messages = a;
+    const cJSON *m, *part;
+    cJSON_ArrayForEach(m, a)
+    {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (cJSON_IsString(c)) out->n_chars += iv_utf8_count(c->valuestring, iv_codec_str_len(c));
+        else if (cJSON_IsArray(c))
+            cJSON_ArrayForEach(part, c)
+            {
+                const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (cJSON_IsString(t)) out->n_chars += iv_utf8_count(t->valuestring, iv_codec_str_len(t));
+            }
+    }
+}
+
+static int one_conversation(iv_inputs *out, const cJSON *a, iv_api_error *err)
+{
+    if (alloc_items(out, 1, err)) return -1;
+    out->n = 1;
+    out->single = 1;
+    set_conversation(out, &out->items[0], a);
+    return 0;
+}
+
+int iv_codec_messages(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const cJSON *v = field(obj, key);
+    if (!v) return missing_error(err, key);
+    if (!is_conversation(v)) {
+        char loc[96];
+        loc_field(loc, sizeof loc, key);
+        return type_error(err, key, v, "a non-empty list of messages", loc, "list_type",
+                          "Input should be a non-empty list of message objects");
+    }
+    return one_conversation(out, v, err);
+}
+
 static int is_id_array(const cJSON *a)
 {
     const cJSON *x;
@@ -507,6 +558,7 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
         return -1;
     }
     int n = cJSON_GetArraySize(v);
+    if (is_conversation(v)) return one_conversation(out, v, err);
     if (n == 0 || is_id_array(v)) {
         /* One pre-tokenized input (an empty list is one empty input, as TEI reads it). */
         if (alloc_items(out, 1, err)) return -1;
@@ -524,6 +576,8 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
             set_text(out, it, x);
         } else if (cJSON_IsArray(x) && is_id_array(x)) {
             if (take_ids(out, it, x, key, i, err)) return -1;
+        } else if (is_conversation(x)) {
+            set_conversation(out, it, x);
         } else {
             char d[96], iloc[128];
             describe(x, d, sizeof d);
@@ -538,8 +592,9 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
     return 0;
 }
 
-static const char *predict_expected = "a string, a pair of strings [string, string] or a batch of mixed strings "
-                                      "and pairs [[string], [string, string], ...]";
+static const char *predict_expected = "a string, a pair of strings [string, string], a conversation "
+                                      "[{\"role\", \"content\"}, ...] or a batch of mixed strings, pairs and "
+                                      "conversations [[string], [string, string], [{...}, ...], ...]";
 
 static int predict_error(iv_api_error *err, const char *key, const char *what, const char *loc)
 {
@@ -598,6 +653,7 @@ int iv_codec_predict_inputs(const cJSON *obj, const char *key, iv_inputs *out, i
     }
     const cJSON *first = cJSON_GetArrayItem(v, 0);
     if (!first) return predict_error(err, key, "invalid length 0", loc);
+    if (is_conversation(v)) return one_conversation(out, v, err);
     if (cJSON_IsString(first)) {
         /* ["text"] or ["text", "pair"]: one sequence. */
         if (alloc_items(out, 1, err)) return -1;
@@ -618,7 +674,8 @@ int iv_codec_predict_inputs(const cJSON *obj, const char *key, iv_inputs *out, i
             snprintf(what, sizeof what, "invalid type: %s", d);
             return predict_error(err, key, what, iloc);
         }
-        if (predict_sequence(out, &out->items[i], x, key, i, err)) return -1;
+        if (is_conversation(x)) set_conversation(out, &out->items[i], x);
+        else if (predict_sequence(out, &out->items[i], x, key, i, err)) return -1;
         i++;
     }
     return 0;

@@ -54,9 +54,14 @@ typedef struct iv_inputs {
 } iv_inputs;
 void iv_inputs_free(iv_inputs *in);
 
-/* TEI/OpenAI `Input`: "text" | [id, ...] | ["text" | [id, ...], ...]. */
+/* TEI/OpenAI `Input`: "text" | [id, ...] | ["text" | [id, ...], ...]; a
+ * conversation (a list of message objects) stands for one input, alone or
+ * in the list. */
 int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err);
-/* TEI `PredictInput`: "text" | ["a", "b"] (one pair) | [["a"], ["a", "b"], ...]. */
+/* vLLM's chat form: `messages`, one conversation (a non-empty list of message objects). */
+int iv_codec_messages(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err);
+/* TEI `PredictInput`: "text" | ["a", "b"] (one pair) | [["a"], ["a", "b"], ...], and
+ * conversations where a sequence may stand. */
 int iv_codec_predict_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err);
 /* A required list of strings ("texts", "documents", Infinity's classify "input"). */
 int iv_codec_string_list(const cJSON *obj, const char *key, iv_inputs *out, iv_api_error *err);

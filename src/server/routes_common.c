@@ -39,12 +39,36 @@ void iv_route_metrics(iv_req *r)
     iv_req_reply(r, 200, "text/plain; version=0.0.4", &b);
 }
 
+/* vLLM's chat-template fields, on every route that takes conversations:
+ * `chat_template_kwargs` (template variables over the checkpoint's) and
+ * `add_generation_prompt`. */
+static int chat_template_opts(iv_req *r, iv_input_opts *o)
+{
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(r->json, "chat_template_kwargs");
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(r->json, "add_generation_prompt");
+    iv_api_error e;
+    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw))
+        iv_api_errorf(&e, IV_API_VALIDATION, "Input validation error: `chat_template_kwargs` must be an object");
+    else if (agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp))
+        iv_api_errorf(&e, IV_API_VALIDATION, "Input validation error: `add_generation_prompt` must be a boolean");
+    else {
+        o->chat_kwargs = cJSON_IsObject(kw) ? kw : NULL;
+        o->generation_prompt = !cJSON_IsBool(agp) ? IV_GEN_PROMPT_DEFAULT
+                               : cJSON_IsTrue(agp) ? IV_GEN_PROMPT_ON
+                                                   : IV_GEN_PROMPT_OFF;
+        return 0;
+    }
+    iv_req_fail(r, &e);
+    return -1;
+}
+
 int iv_route_input_opts(iv_req *r, int truncate, int left, const char *prompt_name, int use_prompt, iv_input_opts *o)
 {
     *o = iv_input_opts_default();
     o->truncate = truncate < 0 ? r->srv->o.auto_truncate : truncate;
     o->truncate_left = left;
     o->max_length = r->model->max_input_length;
+    if (chat_template_opts(r, o)) return -1;
     if (!use_prompt) return 0;
     if (!prompt_name) {
         o->prompt = r->model->default_prompt;

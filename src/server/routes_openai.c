@@ -1,5 +1,7 @@
 /* OpenAI's POST /v1/embeddings as TEI implements it: `input` in every TEI
- * form (text, token ids, lists of either), `encoding_format` float or
+ * form (text, token ids, lists of either), conversations (a list of
+ * messages in `input`, or vLLM's `messages` with `chat_template_kwargs` and
+ * `add_generation_prompt`) rendered by the chat template, `encoding_format` float or
  * base64 (little-endian float32), `dimensions` (truncate, then
  * re-normalise), `model`, `user`; always normalised, truncation from
  * --auto-truncate, the default prompt if one is configured. Errors use
@@ -39,7 +41,12 @@ void iv_route_openai_embeddings(iv_req *r)
     iv_api_error e;
     const char *user;
     int64_t dims;
-    if (iv_codec_inputs(r->json, "input", &r->inputs, &e) || iv_codec_opt_string(r->json, "user", &user, &e) ||
+    /* vLLM's chat form: one conversation as `messages` instead of `input`. */
+    const int chat = !cJSON_GetObjectItemCaseSensitive(r->json, "input") &&
+                     cJSON_GetObjectItemCaseSensitive(r->json, "messages");
+    if ((chat ? iv_codec_messages(r->json, "messages", &r->inputs, &e)
+              : iv_codec_inputs(r->json, "input", &r->inputs, &e)) ||
+        iv_codec_opt_string(r->json, "user", &user, &e) ||
         iv_codec_encoding_format(r->json, &r->p.encoding, &e) ||
         iv_codec_opt_uint(r->json, "dimensions", 1 << 30, &dims, &e)) {
         iv_req_fail(r, &e);

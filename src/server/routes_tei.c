@@ -699,6 +699,12 @@ void iv_route_info(iv_req *r)
         iv_sb_puts(&b, "}}");
     }
     iv_model_tasks_json(m, &b);
+    /* Conversations: whether the checkpoint has a chat template, and
+     * whether every input goes through it (sentence-transformers' message
+     * modality, e.g. an LLM reranker). */
+    const iv_st_messages *mm = &iv_engine_st_meta(m->engine)->messages;
+    iv_sb_printf(&b, ",\"chat_template\":%s,\"inputs_as_messages\":%s",
+                 iv_engine_chat_template(m->engine) ? "true" : "false", mm->enabled ? "true" : "false");
     iv_sb_printf(&b,
                  ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_input_length_source\":\"%s\","
                  "\"max_batch_tokens\":%d,\"max_batch_requests\":",

@@ -1,0 +1,313 @@
+#include "engine/conversation.h"
+
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "base/strbuf.h"
+#include "chat/chat_template.h"
+
+int iv_conversation_wanted(const iv_engine *e, const iv_input *in)
+{
+    return in->messages != NULL || iv_engine_st_meta(e)->messages.enabled;
+}
+
+static int structured(const iv_engine *e)
+{
+    return iv_engine_st_meta(e)->messages.format == IV_ST_MESSAGES_STRUCTURED;
+}
+
+/* Text content as the checkpoint's message format writes it: the string
+ * itself (flat) or one text part (structured). */
+static cJSON *text_content(const iv_engine *e, const char *s, size_t n)
+{
+    char *dup = malloc(n + 1);
+    if (!dup) return NULL;
+    memcpy(dup, s, n);
+    dup[n] = 0;
+    cJSON *str = cJSON_CreateString(dup);
+    free(dup);
+    if (!str || !structured(e)) return str;
+    cJSON *parts = cJSON_CreateArray(), *part = cJSON_CreateObject();
+    if (!parts || !part || !cJSON_AddStringToObject(part, "type", "text")) {
+        cJSON_Delete(parts);
+        cJSON_Delete(part);
+        cJSON_Delete(str);
+        return NULL;
+    }
+    cJSON_AddItemToObject(part, "text", str);
+    cJSON_AddItemToArray(parts, part);
+    return parts;
+}
+
+static int add_message(cJSON *conv, const char *role, cJSON *content)
+{
+    cJSON *msg = cJSON_CreateObject();
+    if (!msg || !content || !cJSON_AddStringToObject(msg, "role", role)) {
+        cJSON_Delete(msg);
+        cJSON_Delete(content);
+        return -1;
+    }
+    cJSON_AddItemToObject(msg, "content", content);
+    cJSON_AddItemToArray(conv, msg);
+    return 0;
+}
+
+/* sentence-transformers' normalize_messages: a flat checkpoint reads a
+ * single text part as its text; a structured one reads a string as one
+ * text part. Other shapes pass unchanged. */
+static int normalize_content(const iv_engine *e, cJSON *msg)
+{
+    const iv_st_messages *mm = &iv_engine_st_meta(e)->messages;
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (!mm->enabled || !content) return 0;
+    const int is_parts = cJSON_IsArray(content) && cJSON_IsObject(cJSON_GetArrayItem(content, 0));
+    cJSON *repl = NULL;
+    if (mm->format == IV_ST_MESSAGES_FLAT && is_parts && cJSON_GetArraySize(content) == 1) {
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(content, 0), "text");
+        if (text) repl = cJSON_Duplicate(text, 1);
+        else return 0;
+    } else if (mm->format == IV_ST_MESSAGES_STRUCTURED && cJSON_IsString(content)) {
+        repl = text_content(e, content->valuestring, strlen(content->valuestring));
+    } else {
+        return 0;
+    }
+    return repl && cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", repl) ? 0 : -1;
+}
+
+/* A part that is not text: what only a vision (or audio) tower can read. */
+static const char *media_part(const cJSON *msg)
+{
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content"), *part;
+    if (!cJSON_IsArray(content)) return NULL;
+    cJSON_ArrayForEach(part, content)
+    {
+        const char *type = iv_json_str(part, "type", "text");
+        if (strcmp(type, "text")) return type;
+    }
+    return NULL;
+}
+
+/* Messages as the request gave them, checked: an array of objects with a
+ * string role; content a string, null, absent or a list of parts. */
+static int copy_messages(const iv_engine *e, const cJSON *given, cJSON *conv, iv_err *err)
+{
+    if (!cJSON_IsArray(given) || cJSON_GetArraySize(given) == 0)
+        return iv_errf(err, IV_E_INVALID, "`messages` must be a non-empty list of messages");
+    const cJSON *m;
+    int i = 0;
+    cJSON_ArrayForEach(m, given)
+    {
+        if (!cJSON_IsObject(m) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "role")))
+            return iv_errf(err, IV_E_INVALID, "message %d must be an object with a string `role`", i);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (c && !cJSON_IsString(c) && !cJSON_IsNull(c) && !cJSON_IsArray(c))
+            return iv_errf(err, IV_E_INVALID, "message %d: `content` must be a string, null or a list of parts", i);
+        const cJSON *part;
+        if (cJSON_IsArray(c)) cJSON_ArrayForEach(part, c) if (!cJSON_IsObject(part) ||
+                                                              !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(part, "type")))
+                return iv_errf(err, IV_E_INVALID, "message %d: every content part must be an object with a string `type`",
+                               i);
+        const char *media = media_part(m);
+        if (media)
+            return iv_errf(err, IV_E_INVALID,
+                           "message %d has a \"%.32s\" part, but model `%s` reads text only (it has no vision or "
+                           "audio tower)",
+                           i, media, iv_engine_model_type(e));
+        cJSON *copy = cJSON_Duplicate(m, 1);
+        if (!copy) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        cJSON_AddItemToArray(conv, copy);
+        if (normalize_content(e, copy)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        i++;
+    }
+    return 0;
+}
+
+/* The conversation of one input (caller frees): the prompt as a system
+ * message first (prepend_prompt_to_messages), then the request's messages,
+ * or the pair as "query" and "document" messages (pair_to_messages), or the
+ * text as one "user" message (to_message). */
+static cJSON *build(const iv_engine *e, const iv_input *in, const char *prompt, iv_err *err)
+{
+    cJSON *conv = cJSON_CreateArray();
+    if (!conv) {
+        iv_errf(err, IV_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    int rc = 0;
+    if (prompt && *prompt) rc = add_message(conv, "system", text_content(e, prompt, strlen(prompt)));
+    if (rc) iv_errf(err, IV_E_NOMEM, "out of memory");
+    else if (in->messages) rc = copy_messages(e, in->messages, conv, err);
+    else if (in->pair) {
+        rc = add_message(conv, "query", text_content(e, in->text, in->text_len)) ||
+             add_message(conv, "document", text_content(e, in->pair, in->pair_len));
+        if (rc) iv_errf(err, IV_E_NOMEM, "out of memory");
+    } else if (add_message(conv, "user", text_content(e, in->text ? in->text : "", in->text_len))) {
+        rc = iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    if (rc) {
+        cJSON_Delete(conv);
+        return NULL;
+    }
+    return conv;
+}
+
+/* The template variables: the checkpoint's (sentence_bert_config.json
+ * processing_kwargs.chat_template) with the request's on top (caller frees;
+ * NULL and no error when there are none). */
+static int template_vars(const iv_engine *e, const iv_input_opts *o, cJSON **out, iv_err *err)
+{
+    const cJSON *base = iv_engine_st_meta(e)->messages.template_kwargs, *kv;
+    *out = NULL;
+    if (!base && !o->chat_kwargs) return 0;
+    cJSON *vars = base ? cJSON_Duplicate(base, 1) : cJSON_CreateObject();
+    if (!vars) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    cJSON_ArrayForEach(kv, o->chat_kwargs)
+    {
+        cJSON *copy = cJSON_Duplicate(kv, 1);
+        if (!copy) {
+            cJSON_Delete(vars);
+            return iv_errf(err, IV_E_NOMEM, "out of memory");
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(vars, kv->string);
+        cJSON_AddItemToObject(vars, kv->string, copy);
+    }
+    *out = vars;
+    return 0;
+}
+
+static int render(const iv_engine *e, const cJSON *conv, const iv_input_opts *o, iv_strbuf *text, iv_err *err)
+{
+    const iv_chat_template *ct = iv_engine_chat_template(e);
+    if (!ct)
+        return iv_errf(err, IV_E_INVALID,
+                       "model `%s` has no chat template (tokenizer_config.json chat_template, chat_template.jinja or "
+                       "chat_template.json), so it cannot take conversations",
+                       iv_engine_model_type(e));
+    cJSON *vars;
+    if (template_vars(e, o, &vars, err)) return -1;
+    int agp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(vars, "add_generation_prompt"));
+    if (o->generation_prompt != IV_GEN_PROMPT_DEFAULT) agp = o->generation_prompt == IV_GEN_PROMPT_ON;
+    cJSON_DeleteItemFromObjectCaseSensitive(vars, "add_generation_prompt");
+    int rc = iv_chat_template_render(ct, conv, NULL, vars, agp, NULL, text, err);
+    cJSON_Delete(vars);
+    if (!rc && text->oom) rc = iv_errf(err, IV_E_NOMEM, "out of memory rendering the chat template");
+    return rc;
+}
+
+/* Tokenizes rendered text as apply_chat_template does: no special tokens
+ * added (the template wrote them). max 0: no truncation. */
+static int tokenize(const iv_engine *e, const iv_strbuf *text, int max, int left, iv_encoding *enc, iv_err *err)
+{
+    iv_encode_opts eo = iv_encode_opts_default();
+    eo.add_special_tokens = 0;
+    eo.max_length = max;
+    eo.truncate_left = left;
+    return iv_tokenizer_encode(iv_engine_tokenizer(e), text->data ? text->data : "", text->len, NULL, 0, &eo, enc,
+                               err);
+}
+
+/* The conversation with every non-system content replaced by filler
+ * (sentence-transformers' _message_skeleton): system messages kept whole so
+ * a prompt the template renders in the tail counts as tail. */
+static cJSON *skeleton(const cJSON *conv, const char *filler)
+{
+    cJSON *sk = cJSON_Duplicate(conv, 1), *m;
+    if (!sk) return NULL;
+    cJSON_ArrayForEach(m, sk)
+    {
+        const char *role = iv_json_str(m, "role", "");
+        if (!strcmp(role, "system")) continue;
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        cJSON *repl;
+        if (cJSON_IsArray(c)) {
+            cJSON *part = cJSON_CreateObject();
+            repl = cJSON_CreateArray();
+            if (!part || !repl || !cJSON_AddStringToObject(part, "type", "text") ||
+                !cJSON_AddStringToObject(part, "text", filler)) {
+                cJSON_Delete(part);
+                cJSON_Delete(repl);
+                cJSON_Delete(sk);
+                return NULL;
+            }
+            cJSON_AddItemToArray(repl, part);
+        } else {
+            repl = cJSON_CreateString(filler);
+        }
+        if (!repl || (cJSON_GetObjectItemCaseSensitive(m, "content")
+                          ? !cJSON_ReplaceItemInObjectCaseSensitive(m, "content", repl)
+                          : !cJSON_AddItemToObject(m, "content", repl))) {
+            cJSON_Delete(repl);
+            cJSON_Delete(sk);
+            return NULL;
+        }
+    }
+    return sk;
+}
+
+static int skeleton_ids(const iv_engine *e, const cJSON *conv, const iv_input_opts *o, const char *filler,
+                        iv_encoding *enc, iv_err *err)
+{
+    cJSON *sk = skeleton(conv, filler);
+    if (!sk) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    iv_strbuf text;
+    iv_sb_init(&text);
+    int rc = render(e, sk, o, &text, err) || tokenize(e, &text, 0, 0, enc, err);
+    iv_sb_free(&text);
+    cJSON_Delete(sk);
+    return rc ? -1 : 0;
+}
+
+/* sentence-transformers 6.3 (_restore_chat_template_suffix): a row cut to
+ * the limit gets the template's tail written back over its last tokens.
+ * The tail is the longest common token suffix of two renders with
+ * different fillers ("0" and "1 2 3 4"), trusted only when the renders
+ * diverge somewhere. Conversations with media parts are left alone. */
+static int restore_suffix(const iv_engine *e, const cJSON *conv, const iv_input_opts *o, iv_encoding *enc,
+                          iv_err *err)
+{
+    iv_encoding a = {0}, b = {0};
+    int rc = skeleton_ids(e, conv, o, "0", &a, err) || skeleton_ids(e, conv, o, "1 2 3 4", &b, err);
+    if (!rc) {
+        int count = 0;
+        while (count < a.len && count < b.len && a.ids[a.len - 1 - count] == b.ids[b.len - 1 - count]) count++;
+        const int shorter = a.len < b.len ? a.len : b.len;
+        if (count > 0 && count < shorter) {
+            const int keep = count < enc->len ? count : enc->len;
+            memcpy(enc->ids + enc->len - keep, a.ids + a.len - keep, (size_t)keep * sizeof(int32_t));
+        }
+    }
+    iv_encoding_free(&a);
+    iv_encoding_free(&b);
+    return rc ? -1 : 0;
+}
+
+int iv_conversation_prepare(const iv_engine *e, const iv_input *in, const iv_input_opts *o, int max_tokens,
+                            iv_prepared *out, iv_err *err)
+{
+    if (!iv_engine_tokenizer(e))
+        return iv_errf(err, IV_E_UNSUPPORTED, "this model has no tokenizer.json; conversations need one");
+    if (in->ids) return iv_errf(err, IV_E_INVALID, "token ids cannot be rendered as a conversation");
+    /* Models relying on the message format do not leave prompt tokens out of
+     * pooling (sentence-transformers keeps no prompt length for them). */
+    cJSON *conv = build(e, in, o->prompt, err);
+    if (!conv) return -1;
+    iv_strbuf text;
+    iv_sb_init(&text);
+    int rc = render(e, conv, o, &text, err) || tokenize(e, &text, o->truncate ? max_tokens : 0, o->truncate_left,
+                                                     &out->enc, err);
+    if (!rc && out->enc.n_truncated > 0 && iv_engine_st_meta(e)->messages.restore_suffix && !o->truncate_left)
+        rc = restore_suffix(e, conv, o, &out->enc, err);
+    iv_sb_free(&text);
+    cJSON_Delete(conv);
+    if (rc) return -1;
+    if (out->enc.len > max_tokens)
+        return iv_errf(err, IV_E_INVALID, "input has %d tokens, more than the model's maximum of %d", out->enc.len,
+                       max_tokens);
+    if (out->enc.len == 0) return iv_errf(err, IV_E_INVALID, "the rendered conversation produced no tokens");
+    out->seq.ids = out->enc.ids;
+    out->seq.type_ids = NULL;
+    out->seq.len = out->enc.len;
+    return 0;
+}
