@@ -28,7 +28,13 @@ void iv_chat_template_free(iv_chat_template *ct)
     free(ct->names);
     free(ct->tpl);
     cJSON_Delete(ct->tokens);
+    free(ct->default_text);
     free(ct);
+}
+
+const char *iv_chat_template_text(const iv_chat_template *ct)
+{
+    return ct && ct->single ? ct->default_text : NULL;
 }
 
 int iv_chat_template_count(const iv_chat_template *ct) { return ct ? ct->n : 0; }
@@ -45,6 +51,13 @@ static int add_template(iv_chat_template *ct, const char *name, const char *src,
     iv_jinja *t;
     if (iv_jinja_compile(&t, src, len, err))
         return iv_err_prefix(err, "chat template \"%s\" (%s): ", name, where);
+    if (!strcmp(name, "default")) {
+        free(ct->default_text);
+        if (!(ct->default_text = strndup(src, len))) {
+            iv_jinja_free(t);
+            return iv_errf(err, IV_E_NOMEM, "out of memory loading chat templates");
+        }
+    }
     for (int i = 0; i < ct->n; i++)
         if (!strcmp(ct->names[i], name)) {
             iv_jinja_free(ct->tpl[i]);

@@ -12,6 +12,7 @@ struct iv_chat_template {
     iv_jinja **tpl;
     int single;       /* one unnamed template (transformers keeps a str, not a dict) */
     cJSON *tokens;    /* {"bos_token": "<s>", ...}: the special-token variables */
+    char *default_text; /* the source of the template named "default" */
 };
 
 #endif
