@@ -372,6 +372,8 @@ static jv f_unique(jrender *R, const jnode *at, jv v, jargs *a)
     jv out = gen_list(R), seen = jv_list_new(R, 0);
     for (size_t i = 0; i < l->n; i++) {
         jv k = sort_key(R, at, l->items[i], &c);
+        if ((k.kind == JV_LIST && !(k.u.l->flags & JL_TUPLE)) || k.kind == JV_DICT)
+            jr_fail(R, at, "unhashable type: '%s'", jv_type_name(k));
         int dup = 0;
         for (size_t j = 0; j < seen.u.l->n && !dup; j++) dup = jv_equal(seen.u.l->items[j], k);
         if (dup) continue;
@@ -601,7 +603,6 @@ static jv f_round(jrender *R, const jnode *at, jv v, jargs *a)
 static jv f_tojson(jrender *R, const jnode *at, jv v, jargs *a)
 {
     jv *ea = ARG(0, "ensure_ascii"), *ind = ARG(1, "indent"), *seps = ARG(2, "separators"), *sk = ARG(3, "sort_keys");
-    if (ea && jv_truthy(*ea)) jr_fail(R, at, "%s", "tojson(ensure_ascii=True) is not supported");
     const char *indent = NULL;
     size_t indent_n = 0;
     if (ind && ind->kind != JV_NONE) {
@@ -623,7 +624,7 @@ static jv f_tojson(jrender *R, const jnode *at, jv v, jargs *a)
         key_sep = jv_str_copy(R, l->items[1].u.s, l->items[1].n).u.s;
     }
     iv_strbuf *b = jr_sb(R);
-    jp_json(R, at, b, v, indent, indent_n, item_sep, key_sep, sk && jv_truthy(*sk), 0);
+    jp_json(R, at, b, v, indent, indent_n, item_sep, key_sep, (sk && jv_truthy(*sk) ? JP_SORT_KEYS : 0) | (ea && jv_truthy(*ea) ? JP_ASCII : 0), 0);
     return jr_sb_value(R, b);
 }
 
