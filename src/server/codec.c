@@ -592,9 +592,10 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
     return 0;
 }
 
-static const char *predict_expected = "a string, a pair of strings [string, string], a conversation "
-                                      "[{\"role\", \"content\"}, ...] or a batch of mixed strings, pairs and "
-                                      "conversations [[string], [string, string], [{...}, ...], ...]";
+/* TEI's wording, byte for byte (clients match on it); conversations are
+ * accepted where a sequence may stand but not named here. */
+static const char *predict_expected = "a string, a pair of strings [string, string] or a batch of mixed strings "
+                                      "and pairs [[string], [string, string], ...]";
 
 static int predict_error(iv_api_error *err, const char *key, const char *what, const char *loc)
 {
