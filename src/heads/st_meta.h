@@ -24,6 +24,7 @@ typedef struct iv_st_dense {
     int bias;
     iv_act act;          /* activation_function, e.g. torch.nn.modules.activation.Tanh */
     int token_level;     /* module_input_name "token_embeddings": projects every token, before pooling */
+    int scores;          /* module_output_name "scores": a CrossEncoder's score head (dropped, see cross_encoder) */
 } iv_st_dense;
 
 /* A PyLate ColBERT checkpoint (multi-vector): modules.json lists
@@ -65,6 +66,9 @@ typedef struct iv_st_meta {
     char *default_prompt_name;   /* NULL when absent */
     char *similarity_fn;         /* "cosine", "dot", ... or NULL */
     iv_st_pylate pylate;
+    int cross_encoder;           /* config_sentence_transformers.json model_type "CrossEncoder": its modules
+                                    score with the model's own classification head; no pooling or Dense
+                                    kept, and the model must have that head (engine) */
 } iv_st_meta;
 
 int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err);

@@ -111,3 +111,41 @@ TEST(mistral3_rerank_head_names_and_bias)
         CKPT_LOAD_ERROR(dir, FIXTURE, "language_model.score.bias", IV_E_UNSUPPORTED);
     tmp_rmtree(dir);
 }
+
+/* The exporter's sentence-transformers files describe the same score (mean
+ * pooling, Dense = score.weight / score_temperature writing "scores"): read
+ * as a CrossEncoder, they add no embedding pipeline; a "scores" Dense outside
+ * a CrossEncoder, or a CrossEncoder whose model file has no head, is refused. */
+static int with_st_files(char *dir, size_t cap, const char *st_config)
+{
+    if (ckpt_make(dir, cap, FIXTURE, NULL, 0)) return -1;
+    static const char *const links[] = {"modules.json", "1_Pooling", "2_Dense", "sentence_bert_config.json",
+                                        "tokenizer.json", "tokenizer_config.json", NULL};
+    for (int i = 0; links[i]; i++)
+        if (ckpt_link(dir, FIXTURE, links[i])) return -1;
+    return ckpt_write(dir, "config_sentence_transformers.json", st_config, strlen(st_config));
+}
+
+TEST(mistral3_rerank_sentence_transformers_cross_encoder_files)
+{
+    char dir[256];
+    REQUIRE(with_st_files(dir, sizeof dir, "{\"model_type\": \"CrossEncoder\"}") == 0);
+    if (!ckpt_write_weights(dir, FIXTURE, (const char *const[]){"language_model.score.", NULL}, NULL, NULL, 0))
+        CKPT_LOAD_ERROR(dir, FIXTURE, "CrossEncoder whose model file has no classification head", IV_E_UNSUPPORTED);
+    tmp_rmtree(dir);
+    REQUIRE(with_st_files(dir, sizeof dir, "{\"model_type\": \"SentenceTransformer\"}") == 0);
+    if (!ckpt_link(dir, FIXTURE, "model.safetensors"))
+        CKPT_LOAD_ERROR(dir, FIXTURE, "a Dense writing \"scores\" is supported only as the last module of a "
+                        "CrossEncoder", IV_E_UNSUPPORTED);
+    tmp_rmtree(dir);
+    /* The fixture as committed: a classifier with no sentence embedding. */
+    iv_engine *e = NULL;
+    iv_err err = {0};
+    char fixture[4096];
+    snprintf(fixture, sizeof fixture, "%s/models/%s", iv_test_fixtures_dir(), FIXTURE);
+    REQUIRE(iv_engine_load(&e, fixture, NULL, &err) == 0);
+    CHECK(iv_engine_st_meta(e)->cross_encoder);
+    CHECK(!(iv_engine_capabilities(e) & IV_CAN(IV_TASK_EMBED)));
+    CHECK(iv_engine_capabilities(e) & IV_CAN(IV_TASK_CLASSIFY));
+    iv_engine_free(e);
+}
