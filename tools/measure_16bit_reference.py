@@ -192,7 +192,7 @@ def reference_path(spec, d, doc):
     verifies its expectations, loaded from d (inside transformers_loads_in, so in the dtype asked)."""
     import transformers
     from fixtures import (common, reference, synthetic, synthetic_causal_rerank, synthetic_deberta,
-                          synthetic_decoders, synthetic_enc, synthetic_st6)
+                          synthetic_decoders, synthetic_enc, synthetic_mistral3_rerank, synthetic_st6)
     from fixtures import verify as checks
     module = sys.modules[type(spec).__module__]
     if module is synthetic_decoders:
@@ -216,6 +216,8 @@ def reference_path(spec, d, doc):
     if module is synthetic_st6:  # the stored ids (and prompt_len) sentence-transformers fed the model
         model, st_model = common.load_st(d)
         return synthetic_st6.compute_for(doc), model, st_model, False
+    if module is synthetic_mistral3_rerank:  # remote-code reranker re-derived on transformers' Mistral3Model
+        return synthetic_mistral3_rerank.compute, synthetic_mistral3_rerank.Reference.load(d), None, False
     raise SystemExit(f"{d}: no reference path known for specs of {module.__name__}")
 
 

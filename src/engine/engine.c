@@ -173,6 +173,12 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (iv_model_load(&e->model, model_dir, ops->host_visible ? ops : iv_cpu_ops(), err)) goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
+    if (e->meta.cross_encoder && !e->model->seq_head.n_steps) {
+        iv_errf(err, IV_E_UNSUPPORTED,
+                "a sentence-transformers CrossEncoder whose model file has no classification head: scoring "
+                "through its modules alone is not supported");
+        goto fail;
+    }
     /* The operator's pooling mode replaces the checkpoint's (all of them). */
     if (opts && opts->pooling_override) {
         e->pool_modes[0] = (iv_pool_mode)opts->pooling_override;

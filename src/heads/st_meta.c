@@ -244,7 +244,10 @@ static int parse_dense(iv_st_dense *d, const cJSON *cfg, const char *path, iv_er
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "%s: Dense reading \"%.64s\" is not supported (only sentence_embedding or token_embeddings)",
                        path, in_name);
-    if (strcmp(out_name, in_name))
+    /* A CrossEncoder's last Dense turns the pooled state into its "scores"
+     * (finish_cross_encoder checks the model type). */
+    d->scores = !strcmp(in_name, "sentence_embedding") && !strcmp(out_name, "scores");
+    if (strcmp(out_name, in_name) && !d->scores)
         return iv_errf(err, IV_E_UNSUPPORTED, "%s: Dense writing \"%.64s\" from \"%s\" is not supported", path,
                        out_name, in_name);
     d->token_level = !strcmp(in_name, "token_embeddings");
@@ -599,6 +602,7 @@ static int load_st_config(iv_st_meta *m, const char *model_dir, iv_err *err)
         goto done;
     }
     if (!strcmp(iv_json_str(cfg, "model_type", ""), "ColBERT")) m->pylate.present = 1;
+    if (!strcmp(iv_json_str(cfg, "model_type", ""), "CrossEncoder")) m->cross_encoder = 1;
     if (m->pylate.present) rc = parse_pylate(&m->pylate, cfg, path, err);
 done:
     cJSON_Delete(cfg);
@@ -616,6 +620,28 @@ static int finish_pylate(iv_st_meta *m, iv_err *err)
                        "PyLate ColBERT checkpoint with a Pooling module: PyLate drops it, and infinity_v3 does not "
                        "guess which output is meant");
     for (int i = 0; i < m->n_dense; i++) m->dense[i].token_level = 1;
+    return 0;
+}
+
+/* A sentence-transformers CrossEncoder lists the modules that compute its
+ * scores (NVIDIA's reranker export: Pooling mean, then a Dense writing
+ * "scores" with the score head's weight / temperature). They describe the
+ * checkpoint's own classification head, which the model file loads and the
+ * engine scores with; they are not an embedding pipeline, so none is kept.
+ * A Dense writing "scores" anywhere else has no meaning here. */
+static int finish_cross_encoder(iv_st_meta *m, iv_err *err)
+{
+    for (int i = 0; i < m->n_dense; i++)
+        if (m->dense[i].scores && (!m->cross_encoder || i != m->n_dense - 1))
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "%s: a Dense writing \"scores\" is supported only as the last module of a "
+                           "CrossEncoder (config_sentence_transformers.json model_type)",
+                           m->dense[i].dir);
+    if (!m->cross_encoder) return 0;
+    m->n_dense = 0;
+    m->n_pool_modes = 0;
+    m->pool = IV_POOL_NONE;
+    m->normalize = 0;
     return 0;
 }
 
@@ -646,6 +672,7 @@ int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err)
     if (!rc) rc = load_bert_config(out, model_dir, err);
     if (!rc) rc = load_st_config(out, model_dir, err);
     if (!rc) rc = finish_pylate(out, err);
+    if (!rc) rc = finish_cross_encoder(out, err);
     if (rc) iv_st_meta_free(out);
     return rc;
 }

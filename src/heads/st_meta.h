@@ -26,6 +26,7 @@ typedef struct iv_st_dense {
     int bias;
     iv_act act;          /* activation_function, e.g. torch.nn.modules.activation.Tanh */
     int token_level;     /* module_input_name "token_embeddings": projects every token, before pooling */
+    int scores;          /* module_output_name "scores": a CrossEncoder's score head (dropped, see cross_encoder) */
 } iv_st_dense;
 
 /* A PyLate ColBERT checkpoint (multi-vector): modules.json lists
@@ -94,6 +95,9 @@ typedef struct iv_st_meta {
     iv_st_pylate pylate;
     iv_st_logit_score logit_score;
     iv_st_messages messages;
+    int cross_encoder;           /* config_sentence_transformers.json model_type "CrossEncoder": its modules
+                                    score with the model's own classification head; no pooling or Dense
+                                    kept, and the model must have that head (engine) */
 } iv_st_meta;
 
 int iv_st_meta_load(iv_st_meta *out, const char *model_dir, iv_err *err);

@@ -4,16 +4,29 @@
  * language_model.model. (or model.language_model.); the Pixtral vision tower
  * and the patch merger are not run, so image inputs are not accepted.
  *
+ * NVIDIA's reranker export (Nemotron Rerank; Mistral3ForSequenceClassification,
+ * remote code that NeMo Automodel's exporter copies beside the weights as
+ * model.py, auto_map model.Mistral3ForSequenceClassification) is that same
+ * backbone with text_config.is_causal (false: bidirectional), the masked mean
+ * of the final states, and a bias-free `score` (hub name
+ * language_model.score.weight, legacy score.weight) in FP32 divided by
+ * config.score_temperature. Its code refuses any pooling but "avg" and reads
+ * score_temperature and text_config.is_causal without defaults, so a config
+ * lacking one is rejected here too rather than guessed.
+ *
  * Mistral: Llama math plus an optional sliding window on every layer
  * (transformers' mask: key j visible to query i iff i - window < j <= i).
  * Ministral3: explicit head_dim, YaRN rope by default, and Llama-4 query
  * scaling after RoPE, q *= 1 + beta * ln(1 + floor(pos / original_max)),
  * with beta = rope_parameters.llama_4_scaling_beta. */
+#include <math.h>
 #include <string.h>
 
 #include "base/json.h"
 #include "models/decoder_common.h"
+#include "models/encoder_common.h"
 #include "models/family.h"
+#include "tensor/safetensors.h"
 
 static const char *const k_mistral_archs[] = {
     "MistralModel", "MistralForCausalLM", "MistralForSequenceClassification", "MistralForTokenClassification", NULL,
@@ -24,6 +37,9 @@ static const char *const k_ministral3_archs[] = {
 };
 
 static const char *const k_mistral3_archs[] = {"Mistral3Model", "Mistral3ForConditionalGeneration", NULL};
+static const char *const k_rerank_archs[] = {"Mistral3ForSequenceClassification", NULL};
+/* The one remote class whose semantics this file implements. */
+static const char k_rerank_class[] = "model.Mistral3ForSequenceClassification";
 static const char *const k_mistral3_prefixes[] = {"language_model.model.", "model.language_model.", "language_model.",
                                                   NULL};
 
@@ -55,6 +71,68 @@ static int ministral3_rope(iv_model *m, iv_err *err)
     return rc;
 }
 
+/* auto_map may name only the reranker's class (directly, or as
+ * "owner/repo--model.Mistral3ForSequenceClassification" when the code lives
+ * in another hub repo); anything else is code we have not read. */
+static int rerank_auto_map(const iv_hf_config *c, iv_err *err)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, iv_json_get(c->root, "auto_map")) {
+        const char *v = cJSON_IsString(it) ? it->valuestring : "";
+        const char *repo_end = strstr(v, "--");
+        const char *cls = repo_end ? repo_end + 2 : v;
+        if (strcmp(it->string, "AutoModelForSequenceClassification") || strcmp(cls, k_rerank_class))
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "config.json references custom code (auto_map %s: \"%s\"); for Mistral3 only NVIDIA's "
+                           "reranker (AutoModelForSequenceClassification: \"%s\") is implemented",
+                           it->string, v, k_rerank_class);
+    }
+    return 0;
+}
+
+/* The reranker's config keys, checked before the backbone loads. */
+static int rerank_config(const iv_hf_config *c, double *temperature, iv_err *err)
+{
+    if (rerank_auto_map(c, err)) return -1;
+    const cJSON *pooling = iv_json_get(c->root, "pooling");
+    if (!cJSON_IsString(pooling))
+        return iv_errf(err, IV_E_FORMAT, "config.json: Mistral3ForSequenceClassification needs \"pooling\" "
+                                         "(its remote code reads it; the exporter writes \"avg\")");
+    if (strcmp(pooling->valuestring, "avg"))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "Mistral3ForSequenceClassification pooling \"%s\" is not supported (its remote code "
+                       "accepts only \"avg\", the masked mean)",
+                       pooling->valuestring);
+    const cJSON *t = iv_json_get(c->root, "score_temperature");
+    if (!cJSON_IsNumber(t))
+        return iv_errf(err, IV_E_FORMAT, "config.json: Mistral3ForSequenceClassification needs a number "
+                                         "\"score_temperature\" (the remote code divides the score by it)");
+    if (!isfinite(t->valuedouble) || t->valuedouble <= 0)
+        return iv_errf(err, IV_E_FORMAT, "config.json: score_temperature must be finite and positive");
+    *temperature = t->valuedouble;
+    if (!cJSON_IsBool(iv_json_get(c->json, "is_causal")))
+        return iv_errf(err, IV_E_FORMAT, "config.json: Mistral3ForSequenceClassification needs a boolean "
+                                         "text_config.is_causal (the remote code sets each layer's attention "
+                                         "from it)");
+    return 0;
+}
+
+/* The score head: mean pooled, no bias, one row per label, / temperature. */
+static int rerank_head(iv_model *m, double temperature, iv_err *err)
+{
+    const char *name = iv_weights_find(m->weights, "language_model.score.weight") ? "language_model.score" : "score";
+    if (iv_load_linear_head(m, &m->seq_head, name, m->cfg.hidden_size, err)) return -1;
+    if (!m->seq_head.n_steps) return 0; /* base model only: iv_head_absent said so */
+    if (m->seq_head.steps[0].b)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "checkpoint has %s.bias, but Mistral3ForSequenceClassification's score has no bias", name);
+    if (m->seq_head.out_dim != m->cfg.num_labels)
+        return iv_errf(err, IV_E_FORMAT, "%s.weight has %d rows but config.json declares %d labels", name,
+                       m->seq_head.out_dim, m->cfg.num_labels);
+    m->seq_head_pool = IV_SEQ_POOL_MEAN;
+    return iv_decoder_head_temperature(m, &m->seq_head, temperature, err);
+}
+
 static int mistral_load(iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
@@ -66,7 +144,10 @@ static int mistral_load(iv_model *m, iv_err *err)
         return iv_errf(err, IV_E_UNSUPPORTED, "mistral3 with a text model of type \"%s\" is not supported (mistral, "
                                               "ministral3)",
                        text_type);
-    if (c->has_auto_map)
+    const int rerank = mistral3 && !strcmp(c->architecture, k_rerank_archs[0]);
+    double temperature = 1.0;
+    if (rerank && rerank_config(c, &temperature, err)) return -1;
+    if (c->has_auto_map && !rerank)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
                        "checkpoints are supported",
@@ -76,10 +157,14 @@ static int mistral_load(iv_model *m, iv_err *err)
                        "%s config with layer_types (alternating attention) is not supported; transformers' %s "
                        "ignores it too",
                        text_type, text_type);
-    const iv_decoder_desc d = {.archs = mistral3 ? k_mistral3_archs : ministral3 ? k_ministral3_archs : k_mistral_archs,
+    const iv_decoder_desc d = {.archs = rerank     ? k_rerank_archs
+                                        : mistral3 ? k_mistral3_archs
+                                        : ministral3 ? k_ministral3_archs
+                                                     : k_mistral_archs,
                                .norm_kind = IV_NORM_RMS, .default_head_dim = ministral3 ? 128 : 0,
-                               .prefixes = mistral3 ? k_mistral3_prefixes : NULL};
+                               .prefixes = mistral3 ? k_mistral3_prefixes : NULL, .own_heads = rerank};
     if (iv_decoder_load(m, &d, err)) return -1;
+    if (rerank && rerank_head(m, temperature, err)) return -1;
     int64_t window = iv_json_int(c->json, "sliding_window", 0);
     if (window < 0) return iv_errf(err, IV_E_FORMAT, "config.json: sliding_window must be positive");
     if (window > 0) iv_decoder_windows(m, NULL, (int)window, m->block.causal ? IV_WINDOW_CAUSAL : IV_WINDOW_SYMMETRIC);

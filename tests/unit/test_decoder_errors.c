@@ -89,9 +89,11 @@ static void mistral3_llama_text(cJSON *c)
 {
     ckpt_set(cJSON_GetObjectItemCaseSensitive(c, "text_config"), "model_type", cJSON_CreateString("llama"));
 }
+/* The reranker's auto_map on a checkpoint that is not the reranker (its
+ * architectures still say Mistral3Model): custom code we did not read. The
+ * reranker itself: tests/unit/test_mistral3_rerank.c. */
 static void mistral3_rerank_code(cJSON *c)
 {
-    ckpt_set(c, "architectures", cJSON_Parse("[\"Mistral3ForSequenceClassification\"]"));
     ckpt_set(c, "auto_map", cJSON_Parse("{\"AutoModelForSequenceClassification\": "
                                         "\"model.Mistral3ForSequenceClassification\"}"));
 }
