@@ -173,7 +173,9 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (iv_model_load(&e->model, model_dir, ops->host_visible ? ops : iv_cpu_ops(), err)) goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
     if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
-    if (e->meta.cross_encoder && !e->model->seq_head.n_steps) {
+    /* A CrossEncoder scores with the model's classification head, or with
+     * LogitScore's rows of the LM head (built once the tokenizer is read). */
+    if (e->meta.cross_encoder && !e->model->seq_head.n_steps && !e->meta.logit_score.present) {
         iv_errf(err, IV_E_UNSUPPORTED,
                 "a sentence-transformers CrossEncoder whose model file has no classification head: scoring "
                 "through its modules alone is not supported");
