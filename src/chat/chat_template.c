@@ -242,7 +242,9 @@ static int load_templates(iv_chat_template *ct, const char *dir, const cJSON *cf
     return load_from_config(ct, cfg, err);
 }
 
-int iv_chat_template_load(iv_chat_template **out, const char *model_dir, iv_err *err)
+/* The checkpoint's special tokens, then its templates, or the one in
+ * override_path (an operator's --chat-template) in their place. */
+static int load_with(iv_chat_template **out, const char *model_dir, const char *override_path, iv_err *err)
 {
     *out = NULL;
     if (!iv_dir_exists(model_dir)) return iv_errf(err, IV_E_NOTFOUND, "%s is not a directory", model_dir);
@@ -254,7 +256,12 @@ int iv_chat_template_load(iv_chat_template **out, const char *model_dir, iv_err 
         rc = iv_errf(err, IV_E_FORMAT, "%s/tokenizer_config.json: not a JSON object", model_dir);
     if (!rc) rc = load_optional_json(model_dir, "special_tokens_map.json", &map, err);
     if (!rc) rc = load_tokens(ct, cfg, map, err);
-    if (!rc) rc = load_templates(ct, model_dir, cfg, err);
+    if (!rc && override_path) {
+        rc = add_template_file(ct, "default", override_path, err);
+        ct->single = 1;
+    } else if (!rc) {
+        rc = load_templates(ct, model_dir, cfg, err);
+    }
     cJSON_Delete(cfg);
     cJSON_Delete(map);
     if (rc || ct->n == 0) {
@@ -263,4 +270,14 @@ int iv_chat_template_load(iv_chat_template **out, const char *model_dir, iv_err 
     }
     *out = ct;
     return 0;
+}
+
+int iv_chat_template_load(iv_chat_template **out, const char *model_dir, iv_err *err)
+{
+    return load_with(out, model_dir, NULL, err);
+}
+
+int iv_chat_template_load_file(iv_chat_template **out, const char *model_dir, const char *path, iv_err *err)
+{
+    return load_with(out, model_dir, path, err);
 }

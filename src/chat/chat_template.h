@@ -37,6 +37,10 @@ typedef struct iv_chat_template iv_chat_template;
  * IV_E_NOTFOUND (no such directory) or IV_E_IO. */
 int iv_chat_template_load(iv_chat_template **out, const char *model_dir, iv_err *err);
 
+/* The same special tokens, with the template of the file at path (an
+ * operator's --chat-template, as vLLM takes it) instead of the checkpoint's. */
+int iv_chat_template_load_file(iv_chat_template **out, const char *model_dir, const char *path, iv_err *err);
+
 /* Renders one conversation, appending the text to out, as
  * apply_chat_template(messages, tools=tools, add_generation_prompt=...,
  * chat_template=template_name, tokenize=False, **extra_vars) does:

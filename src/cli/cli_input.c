@@ -246,6 +246,7 @@ int iv_cli_common_arg(iv_cli_common *c, int argc, char **argv, int *i)
     if (!strcmp(a, "--dtype")) TAKE(c->engine.dtype);
     if (!strcmp(a, "--prompt-name")) TAKE(c->prompt_name);
     if (!strcmp(a, "--revision")) TAKE(c->revision);
+    if (!strcmp(a, "--chat-template")) TAKE(c->engine.chat_template);
 #undef TAKE
     if (!strcmp(a, "--batch-tokens") && next) {
         c->batch_tokens = atoi(next);

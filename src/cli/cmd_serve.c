@@ -48,6 +48,10 @@ static void usage(FILE *f)
             "  --default-prompt TEXT        prompt text for every request\n"
             "  --tokenization-workers N     tokenizer threads per model (cores - 1)\n"
             "  --pooling cls|mean|max|last-token|splade   override the model's pooling\n"
+            "  --causal-lm-rerank YES,NO    score a *ForCausalLM checkpoint by logit(YES) - logit(NO) at\n"
+            "                               the last token (Qwen3-Reranker without sentence-transformers files)\n"
+            "  --chat-template FILE         a Jinja chat template instead of the checkpoint's; rerank and\n"
+            "                               predict pairs are rendered through it as query/document messages\n"
             "  --device cpu|cuda|cuda:N|emulated   where the model runs (cpu); a comma list runs one\n"
             "                               replica per entry: cuda:0,1 (two GPUs), cuda:0,0 (two on one),\n"
             "                               cpu,cpu (the cores split between them)\n"
@@ -248,6 +252,10 @@ int iv_cmd_serve(int argc, char **argv)
             o.default_prompt = val;
         } else if (!strcmp(a, "--pooling")) {
             rc = parse_pooling(val, &o.engine.pooling_override, &splade);
+        } else if (!strcmp(a, "--chat-template")) {
+            o.engine.chat_template = val;
+        } else if (!strcmp(a, "--causal-lm-rerank")) {
+            o.engine.rerank_tokens = val;
         } else if (!strcmp(a, "--device")) {
             o.engine.device = val;
         } else if (!strcmp(a, "--dtype")) {

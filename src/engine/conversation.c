@@ -10,7 +10,8 @@
 
 int iv_conversation_wanted(const iv_engine *e, const iv_input *in)
 {
-    return in->messages != NULL || iv_engine_st_meta(e)->messages.enabled;
+    return in->messages != NULL || iv_engine_st_meta(e)->messages.enabled ||
+           (in->pair != NULL && iv_engine_pairs_as_messages(e));
 }
 
 static int structured(const iv_engine *e)

@@ -12,8 +12,9 @@
 
 #include "engine/inputs.h"
 
-/* Whether in must go through the chat template: it carries messages, or
- * the checkpoint declares the message modality. */
+/* Whether in must go through the chat template: it carries messages, the
+ * checkpoint declares the message modality, or it is a text pair and the
+ * operator gave a chat template for pairs. */
 int iv_conversation_wanted(const iv_engine *e, const iv_input *in);
 
 /* Builds, renders and tokenizes in's conversation (out as iv_prepare_input

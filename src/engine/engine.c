@@ -32,6 +32,7 @@ struct iv_engine {
     iv_st_dense_stack dense;
     iv_tokenizer *tok;
     iv_chat_template *chat; /* NULL: the checkpoint has none */
+    int pairs_as_messages;  /* an operator's chat template renders text pairs */
     iv_colbert colbert;     /* multi-vector settings (layout NONE for other models) */
     iv_pool_mode pool;      /* pool_modes[0] */
     int n_pool_modes;       /* several: concatenated (heads/pooling.h) */
@@ -110,10 +111,16 @@ static iv_st_message_format infer_message_format(const iv_engine *e)
     return IV_ST_MESSAGES_FLAT;
 }
 
-static int load_chat_template(iv_engine *e, const char *model_dir, iv_err *err)
+static int load_chat_template(iv_engine *e, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
 {
-    if (iv_chat_template_load(&e->chat, model_dir, err)) return iv_err_prefix(err, "chat template: ");
+    const char *file = opts ? opts->chat_template : NULL;
+    if (file ? iv_chat_template_load_file(&e->chat, model_dir, file, err)
+             : iv_chat_template_load(&e->chat, model_dir, err))
+        return iv_err_prefix(err, "chat template: ");
     iv_st_messages *mm = &e->meta.messages;
+    /* vLLM's score template: content as plain strings. */
+    e->pairs_as_messages = file != NULL;
+    if (file && !mm->enabled) mm->format = IV_ST_MESSAGES_FLAT;
     if (mm->enabled && !e->chat)
         return iv_errf(err, IV_E_FORMAT,
                        "sentence_bert_config.json declares message inputs (modality_config \"message\"), but the "
@@ -204,7 +211,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         goto fail;
     }
     if (e->tok && e->meta.do_lower_case && iv_tokenizer_prepend_lowercase(e->tok, err)) goto fail;
-    if (load_chat_template(e, model_dir, err) || logit_score_head(e, opts, err)) goto fail;
+    if (load_chat_template(e, model_dir, opts, err) || logit_score_head(e, opts, err)) goto fail;
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
@@ -500,6 +507,7 @@ const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
 }
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e) { return e->tok; }
 const iv_chat_template *iv_engine_chat_template(const iv_engine *e) { return e->chat; }
+int iv_engine_pairs_as_messages(const iv_engine *e) { return e->pairs_as_messages; }
 size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak + e->dev_arena.peak; }
 
 int iv_engine_device_memory(const iv_engine *e, size_t *free_bytes, size_t *total_bytes)

@@ -34,6 +34,10 @@ typedef struct iv_engine_opts {
      * logit(yes) - logit(no) at the last token (models/lm_score_head.h); the
      * two vocabulary tokens as tokenizer.json spells them. NULL: off. */
     const char *rerank_tokens;
+    /* A Jinja file used instead of the checkpoint's chat template (vLLM's
+     * --chat-template); text pairs are then rendered through it as
+     * [{"role": "query"}, {"role": "document"}] messages. NULL: off. */
+    const char *chat_template;
     /* CPU: OpenMP threads of the thread that calls iv_engine_bind_thread
      * (replicas on one CPU split its cores); 0: every core. */
     int cpu_threads;
@@ -106,6 +110,9 @@ const iv_st_meta *iv_engine_st_meta(const iv_engine *e);
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e);
 /* The checkpoint's tokenizer, or NULL when it has no tokenizer.json. */
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e);
+/* Whether text pairs are rendered as query/document conversations because
+ * the operator gave a chat template (iv_engine_opts.chat_template). */
+int iv_engine_pairs_as_messages(const iv_engine *e);
 /* The checkpoint's chat template(s) (src/chat/chat_template.h), or NULL. */
 struct iv_chat_template;
 const struct iv_chat_template *iv_engine_chat_template(const iv_engine *e);

@@ -158,3 +158,60 @@ TEST(chat_template_messages_input)
     }
     iv_engine_free(e);
 }
+
+/* vLLM's score template on a checkpoint without sentence-transformers files
+ * (qwen3_causal_rerank, an older Qwen3-Reranker layout): the operator's
+ * chat template (iv_engine_opts.chat_template) renders each text pair as
+ * query/document messages; the tokens are those of the text the template
+ * writes, tokenized without added special tokens, cut at the limit with the
+ * template's tail restored. Single texts keep the plain path (the
+ * tokenizer's specials). */
+TEST(chat_template_file_renders_pairs)
+{
+    char dir[4096], tpl[4200];
+    snprintf(dir, sizeof dir, "%s/models/qwen3_causal_rerank", iv_test_fixtures_dir());
+    snprintf(tpl, sizeof tpl, "%s/models/qwen3_st_reranker/chat_template.jinja", iv_test_fixtures_dir());
+    iv_engine_opts opts = {.rerank_tokens = "yes,no", .chat_template = tpl};
+    iv_engine *e = NULL;
+    iv_err err = {0};
+    if (iv_engine_load(&e, dir, &opts, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "load: %s", err.msg);
+        return;
+    }
+    CHECK(iv_engine_pairs_as_messages(e));
+    static const char want[] =
+        "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
+        "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n<Instruct>: Given "
+        "a web search query, retrieve relevant passages that answer the query\n<Query>: capital of france\n"
+        "<Document>: Paris is the capital.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    iv_encoding enc;
+    iv_encode_opts eo = iv_encode_opts_default();
+    eo.add_special_tokens = 0;
+    REQUIRE(iv_tokenizer_encode(iv_engine_tokenizer(e), want, sizeof want - 1, NULL, 0, &eo, &enc, &err) == 0);
+    iv_input pair = {.text = "capital of france", .text_len = 17, .pair = "Paris is the capital.", .pair_len = 21};
+    iv_prepared p;
+    REQUIRE(iv_prepare_input(e, &pair, NULL, &p, &err) == 0);
+    /* The fixture runs 128 tokens: the rendered pair is cut there, and its
+     * last tokens are the template's tail written back. */
+    const int max = iv_engine_max_input_length(e), tail = 10;
+    REQUIRE(enc.len > max);
+    CHECK_EQ_INT(p.seq.len, max);
+    CHECK(!memcmp(p.seq.ids, enc.ids, (size_t)(max / 2) * sizeof(int32_t)));
+    CHECK(!memcmp(p.seq.ids + max - tail, enc.ids + enc.len - tail, (size_t)tail * sizeof(int32_t)));
+    iv_prepared_free(&p);
+    iv_encoding_free(&enc);
+    /* A single text is not a pair: the tokenizer's own specials, no template. */
+    iv_input single = {.text = "capital of france", .text_len = 17};
+    eo.add_special_tokens = 1;
+    REQUIRE(iv_tokenizer_encode(iv_engine_tokenizer(e), single.text, single.text_len, NULL, 0, &eo, &enc, &err) == 0);
+    REQUIRE(iv_prepare_input(e, &single, NULL, &p, &err) == 0);
+    CHECK(p.seq.len == enc.len && !memcmp(p.seq.ids, enc.ids, (size_t)enc.len * sizeof(int32_t)));
+    iv_prepared_free(&p);
+    iv_encoding_free(&enc);
+    iv_engine_free(e);
+
+    /* A template file that does not exist or does not compile fails the load, naming it. */
+    opts.chat_template = "/nonexistent/t.jinja";
+    CHECK(iv_engine_load(&e, dir, &opts, &err) != 0);
+    CHECK_CONTAINS(err.msg, "chat template");
+}
