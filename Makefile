@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit test-clients test-openapi test-docs test-fleet test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -59,8 +59,20 @@ test-cuda-build:
 		$(MAKE) cuda && build/cuda/run_tests devices_; \
 	else echo "nvcc not found: the CUDA build is not checked here"; fi
 
-test-unit: $(BUILD)/run_tests $(BUILD)/infinity_v3
+test-unit: $(BUILD)/run_tests $(BUILD)/infinity_v3 fuzz-replay
 	IV_BIN=$(BUILD)/infinity_v3 ASAN_OPTIONS=detect_leaks=1 $(BUILD)/run_tests
+
+# Every fuzz target replays its seeds and its committed corpus
+# (tests/fuzz/seeds/NAME, tests/fuzz/corpus/NAME) with the normal compiler:
+# inputs a fuzzing run found stay tests, in the release and ASan builds.
+REPLAY_BIN := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz-replay: $(REPLAY_BIN)
+	@set -e; for b in $(REPLAY_BIN); do n=$${b##*/fuzz_}; \
+		ASAN_OPTIONS=detect_leaks=1 $$b tests/fuzz/seeds/$$n tests/fuzz/corpus/$$n; done
+
+$(BUILD)/replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(BUILD)/libiv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< tests/fuzz/replay_main.c $(BUILD)/libiv.a -o $@ $(LDLIBS)
 
 deps:
 	scripts/install-deps.sh
