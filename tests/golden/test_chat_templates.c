@@ -80,6 +80,16 @@ static void expect_today(char **expected, const cJSON *now)
     }
 }
 
+/* A template's own raise_exception("...") (TemplateError in transformers)
+ * must reach the user word for word; other Python errors are worded by
+ * Python, so only the failure itself is compared for them. */
+static int raised_text_in(const char *py_error, const char *ours)
+{
+    const char *prefix = "TemplateError: ";
+    if (strncmp(py_error, prefix, strlen(prefix))) return 1;
+    return strstr(ours, py_error + strlen(prefix)) != NULL;
+}
+
 static void show_diff(const char *folder, const char *id, const char *want, const char *got, size_t got_len)
 {
     size_t i = 0, wl = strlen(want);
@@ -145,6 +155,10 @@ static void check_folder(const char *folder, int *n_cases, int *n_match, int *n_
         } else if (!rc || err.code != IV_E_INVALID) {
             iv_test_fail(__FILE__, __LINE__, "%s/%s: transformers raised (%s) but we %s", folder, id,
                          iv_json_str(c, "error", "?"), rc ? err.msg : "rendered");
+            (*n_fail)++;
+        } else if (!raised_text_in(iv_json_str(c, "error", ""), err.msg)) {
+            iv_test_fail(__FILE__, __LINE__, "%s/%s: the template's raise_exception text is lost: want \"%s\", got \"%s\"",
+                         folder, id, iv_json_str(c, "error", ""), err.msg);
             (*n_fail)++;
         } else {
             (*n_match)++;
