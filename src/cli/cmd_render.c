@@ -11,6 +11,7 @@
 
 #include "base/json.h"
 #include "base/strbuf.h"
+#include "base/utf8.h"
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 
@@ -29,8 +30,9 @@ static void usage(FILE *f)
             "                            tools are given and it exists, else \"default\")\n");
 }
 
-static void put_error(const char *msg)
+static void put_error(char *msg)
 {
+    iv_utf8_scrub(msg); /* a message cut to its buffer may end inside a character */
     iv_strbuf b;
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"error\":");
@@ -62,6 +64,12 @@ static int collect_vars(const cJSON *line, cJSON *vars, iv_err *err)
 static int render_line(const iv_chat_template *ct, const char *text, size_t len, int add_gen, const char *name,
                        iv_strbuf *out, iv_err *err)
 {
+    /* The rendered text is printed as a JSON string, which must be UTF-8. */
+    for (size_t i = 0; i < len;) {
+        int k = iv_utf8_seq_len(text + i, len - i);
+        if (!k) return iv_errf(err, IV_E_INVALID, "the line is not valid UTF-8 (byte %zu)", i);
+        i += (size_t)k;
+    }
     cJSON *line;
     if (iv_json_parse(text, len, "input line", &line, err)) {
         err->code = IV_E_INVALID;

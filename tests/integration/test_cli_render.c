@@ -1,7 +1,8 @@
 /* `infinity_v3 render` end to end on a real template (Qwen3-0.6B's, from
  * tests/fixtures/chat_templates): a messages array, an object with tools and
  * chat_template_kwargs, a line the template rejects and a line that is not
- * JSON each give their own output line, in order; any failed line makes the
+ * JSON each give their own output line, in order (a line that is not UTF-8
+ * too); any failed line makes the
  * exit status 1; a folder without a template and a missing --model-id fail
  * before reading. Runs IV_BIN. */
 #include <stdio.h>
@@ -69,6 +70,11 @@ TEST(cli_render_lines)
     /* everything fine: exit 0 */
     CHECK_EQ_INT(run(args, "[{\"role\":\"user\",\"content\":\"a\"}]\n", tmp, &out), 0);
     CHECK_STR(out, "\"<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\n\"\n");
+    free(out);
+
+    /* a line that is not UTF-8 cannot be echoed as a JSON string: an error line */
+    CHECK_EQ_INT(run(args, "[{\"role\":\"user\",\"content\":\"\xff\"}]\n", tmp, &out), 1);
+    CHECK(out && !strncmp(out, "{\"error\":\"the line is not valid UTF-8", 37));
     free(out);
 
     /* no template in the folder; no --model-id */
