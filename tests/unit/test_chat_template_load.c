@@ -244,6 +244,13 @@ TEST(chat_template_message_validation)
     CHECK_STR(render(ct, "[{\"role\":\"assistant\",\"content\":null,\"reasoning\":\"r\"}]", NULL, NULL, NULL),
               "assistant=False;{\"thinking\": \"r\", \"role\": \"assistant\", \"reasoning\": \"r\", "
               "\"reasoning_content\": \"r\"}");
+    /* "thinking" moves first keeping its own value; reasoning_content (the first one set) wins for the alias */
+    CHECK_STR(render(ct, "[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning_content\":\"a\",\"thinking\":\"b\","
+                         "\"reasoning\":null}]", NULL, NULL, NULL),
+              "assistant=True;{\"thinking\": \"b\", \"role\": \"assistant\", \"content\": \"x\", \"reasoning_content\": \"a\"}");
+    CHECK_STR(render(ct, "[{\"thinking\":\"t\",\"role\":\"assistant\",\"reasoning\":\"r\"}]", NULL, NULL, NULL),
+              "assistant=False;{\"thinking\": \"t\", \"role\": \"assistant\", \"reasoning\": \"r\", "
+              "\"reasoning_content\": \"t\"}");
     iv_chat_template_free(ct);
     tmp_rmtree(dir);
 }
