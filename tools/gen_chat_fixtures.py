@@ -323,10 +323,41 @@ def generate(folder):
     return n
 
 
+def check_loading_like_transformers(folder):
+    """load_checkpoint must agree with transformers itself: the folder, plus a tiny tokenizer.json, loaded by
+    AutoTokenizer has the same chat_template (str or named dict) and special_tokens_map. chat_template.json is
+    the processor's file, which the tokenizer does not read: only the tokens are compared there."""
+    import shutil
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    d = os.path.join(ROOT, folder)
+    tiny = os.path.join(ROOT, "..", "models", "llama", "tokenizer.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(d, tmp, dirs_exist_ok=True)
+        shutil.copy(tiny, tmp)
+        p = os.path.join(tmp, "tokenizer_config.json")
+        cfg = {}
+        if os.path.exists(p):
+            with open(p, encoding="utf-8") as f:
+                cfg = json.load(f)
+        cfg["tokenizer_class"] = "PreTrainedTokenizerFast"  # the tiny tokenizer.json's, not the checkpoint's
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+        tok = AutoTokenizer.from_pretrained(tmp)
+    templates, tokens = load_checkpoint(d)
+    if tok.special_tokens_map != tokens:
+        raise SystemExit(f"{folder}: special tokens {tokens} but transformers has {tok.special_tokens_map}")
+    if not os.path.exists(os.path.join(d, "chat_template.json")) and tok.chat_template != templates:
+        raise SystemExit(f"{folder}: the chat template(s) loaded here differ from transformers'")
+
+
 def main():
     folders = sys.argv[1:] or sorted(x for x in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, x)))
     total = 0
     for folder in folders:
+        check_loading_like_transformers(folder)
         n = generate(folder)
         total += n
         print(f"{folder}: {n} cases")
