@@ -674,14 +674,7 @@ static int exec_for(jrender *R, jframe *f, const jnode *n)
     }
     jloop *lp = jr_alloc(R, sizeof *lp);
     lp->items = items;
-    lp->depth = 1;
-    for (jframe *p = f; p; p = p->parent) {
-        jv *outer = jd_get_str(&p->vars, "loop", 4);
-        if (outer) {
-            if (outer->kind == JV_LOOP) lp->depth = outer->u.lp->depth + 1;
-            break;
-        }
-    }
+    lp->depth = 1; /* only recursive loops (unsupported) go deeper */
     jframe *lf = frame_new(R, f);
     for (size_t i = 0; i < items->n; i++) {
         je_step(R, n);

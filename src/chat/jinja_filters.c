@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "chat/jinja_internal.h"
 
@@ -236,8 +237,10 @@ static jv f_wordcount(jrender *R, const jnode *at, jv v, jargs *a)
     int in_word = 0;
     for (size_t i = 0; i < s.n;) {
         uint32_t c = ju_next(s.u.s, s.n, &i);
-        int w = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                (c >= 0x80 && !ju_isspace(c));
+        /* Python's \w: letters, numbers and the underscore. */
+        utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+        int w = c == '_' || (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) ||
+                (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO);
         if (w && !in_word) words++;
         in_word = w;
     }
@@ -372,6 +375,8 @@ static jv f_unique(jrender *R, const jnode *at, jv v, jargs *a)
     jv out = gen_list(R), seen = jv_list_new(R, 0);
     for (size_t i = 0; i < l->n; i++) {
         jv k = sort_key(R, at, l->items[i], &c);
+        if ((k.kind == JV_LIST && !(k.u.l->flags & JL_TUPLE)) || k.kind == JV_DICT)
+            jr_fail(R, at, "unhashable type: '%s'", jv_type_name(k));
         int dup = 0;
         for (size_t j = 0; j < seen.u.l->n && !dup; j++) dup = jv_equal(seen.u.l->items[j], k);
         if (dup) continue;
@@ -601,7 +606,6 @@ static jv f_round(jrender *R, const jnode *at, jv v, jargs *a)
 static jv f_tojson(jrender *R, const jnode *at, jv v, jargs *a)
 {
     jv *ea = ARG(0, "ensure_ascii"), *ind = ARG(1, "indent"), *seps = ARG(2, "separators"), *sk = ARG(3, "sort_keys");
-    if (ea && jv_truthy(*ea)) jr_fail(R, at, "%s", "tojson(ensure_ascii=True) is not supported");
     const char *indent = NULL;
     size_t indent_n = 0;
     if (ind && ind->kind != JV_NONE) {
@@ -623,7 +627,7 @@ static jv f_tojson(jrender *R, const jnode *at, jv v, jargs *a)
         key_sep = jv_str_copy(R, l->items[1].u.s, l->items[1].n).u.s;
     }
     iv_strbuf *b = jr_sb(R);
-    jp_json(R, at, b, v, indent, indent_n, item_sep, key_sep, sk && jv_truthy(*sk), 0);
+    jp_json(R, at, b, v, indent, indent_n, item_sep, key_sep, (sk && jv_truthy(*sk) ? JP_SORT_KEYS : 0) | (ea && jv_truthy(*ea) ? JP_ASCII : 0), 0);
     return jr_sb_value(R, b);
 }
 

@@ -252,10 +252,12 @@ int ju_isspace(uint32_t cp);
 void jp_str(jrender *R, iv_strbuf *b, jv v);  /* str(v) */
 void jp_repr(jrender *R, iv_strbuf *b, jv v); /* repr(v) */
 void jp_float(iv_strbuf *b, double f);        /* repr(float) */
-/* json.dumps(v, ensure_ascii=False, indent, separators, sort_keys):
- * indent NULL = none; item_sep/key_sep NULL = the default for indent. */
+/* json.dumps(v, ensure_ascii, indent, separators, sort_keys): indent
+ * NULL = none; item_sep/key_sep NULL = the default for indent; flags
+ * JP_SORT_KEYS, JP_ASCII (ensure_ascii=True). */
+enum { JP_SORT_KEYS = 1, JP_ASCII = 2 };
 void jp_json(jrender *R, const jnode *at, iv_strbuf *b, jv v, const char *indent, size_t indent_n,
-             const char *item_sep, const char *key_sep, int sort_keys, int level);
+             const char *item_sep, const char *key_sep, int flags, int level);
 jv jv_to_str(jrender *R, jv v); /* str(v) as a value */
 
 /* ---- evaluation (jinja_eval.c) ------------------------------------------ */

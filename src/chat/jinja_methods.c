@@ -179,9 +179,7 @@ static jv split_any(jrender *R, const jnode *at, jv self, jargs *a, int from_rig
             }
             if (q >= n) break;
             if (maxsplit >= 0 && (int64_t)out.u.l->n >= maxsplit) {
-                size_t e = n;
-                jv rest = jm_strip(R, at, jv_str(s + q, e - q), jv_none(), 2);
-                jl_push(R, out.u.l, rest);
+                jl_push(R, out.u.l, jv_str(s + q, n - q)); /* the rest keeps its trailing spaces */
                 break;
             }
             size_t w = q;
@@ -202,7 +200,7 @@ static jv split_any(jrender *R, const jnode *at, jv self, jargs *a, int from_rig
         end = t.n;
         if (!end) break;
         if (maxsplit >= 0 && (int64_t)rev.u.l->n >= maxsplit) {
-            jl_push(R, rev.u.l, jm_strip(R, at, jv_str(s, end), jv_none(), 1));
+            jl_push(R, rev.u.l, jv_str(s, end)); /* the rest keeps its leading spaces */
             break;
         }
         size_t k = end;

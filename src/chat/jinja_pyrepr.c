@@ -166,7 +166,7 @@ void jp_str(jrender *R, iv_strbuf *b, jv v)
 
 /* ---- json.dumps ---- */
 
-static void json_str(iv_strbuf *b, const char *s, size_t n)
+static void json_str(iv_strbuf *b, const char *s, size_t n, int ascii)
 {
     iv_sb_putc(b, '"');
     size_t run = 0;
@@ -184,6 +184,19 @@ static void json_str(iv_strbuf *b, const char *s, size_t n)
         else if (c < 0x20) {
             snprintf(hex, sizeof hex, "\\u%04x", c);
             esc = hex;
+        } else if (c >= 0x80 && ascii) {
+            iv_sb_append(b, s + run, i - run);
+            size_t j = i;
+            uint32_t cp = ju_next(s, n, &j);
+            if (cp >= 0x10000) {
+                cp -= 0x10000;
+                iv_sb_printf(b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+            } else {
+                iv_sb_printf(b, "\\u%04x", cp);
+            }
+            run = j;
+            i = j - 1;
+            continue;
         }
         if (!esc) continue;
         iv_sb_append(b, s + run, i - run);
@@ -201,10 +214,10 @@ static void json_newline(iv_strbuf *b, const char *indent, size_t indent_n, int 
 }
 
 /* A dict key as json.dumps writes it (str, or the JSON text of a scalar). */
-static void json_key(jrender *R, const jnode *at, iv_strbuf *b, jv k)
+static void json_key(jrender *R, const jnode *at, iv_strbuf *b, jv k, int ascii)
 {
     switch (k.kind) {
-    case JV_STR: json_str(b, k.u.s, k.n); return;
+    case JV_STR: json_str(b, k.u.s, k.n, ascii); return;
     case JV_NONE: iv_sb_puts(b, "\"null\""); return;
     case JV_BOOL: iv_sb_puts(b, k.u.i ? "\"true\"" : "\"false\""); return;
     case JV_INT: iv_sb_putc(b, '"'); iv_sb_int(b, (long long)k.u.i); iv_sb_putc(b, '"'); return;
@@ -226,7 +239,7 @@ static int cmp_plain(jrender *R, const jnode *at, const jv *a, const jv *b, void
 }
 
 void jp_json(jrender *R, const jnode *at, iv_strbuf *b, jv v, const char *indent, size_t indent_n,
-             const char *item_sep, const char *key_sep, int sort_keys, int level)
+             const char *item_sep, const char *key_sep, int flags, int level)
 {
     check_size(R, b);
     if (level > IV_JINJA_MAX_DEPTH * 4) jr_fail(R, at, "%s", "tojson: value nested too deeply");
@@ -241,7 +254,7 @@ void jp_json(jrender *R, const jnode *at, iv_strbuf *b, jv v, const char *indent
         else if (isinf(v.u.f)) iv_sb_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else jp_float(b, v.u.f);
         return;
-    case JV_STR: json_str(b, v.u.s, v.n); return;
+    case JV_STR: json_str(b, v.u.s, v.n, flags & JP_ASCII); return;
     case JV_LIST: {
         const jlist *l = v.u.l;
         if (l->flags & JL_GEN) break;
@@ -250,7 +263,7 @@ void jp_json(jrender *R, const jnode *at, iv_strbuf *b, jv v, const char *indent
         for (size_t i = 0; i < l->n; i++) {
             if (i) iv_sb_puts(b, item_sep);
             if (indent) json_newline(b, indent, indent_n, level + 1);
-            jp_json(R, at, b, l->items[i], indent, indent_n, item_sep, key_sep, sort_keys, level + 1);
+            jp_json(R, at, b, l->items[i], indent, indent_n, item_sep, key_sep, flags, level + 1);
         }
         if (indent) json_newline(b, indent, indent_n, level);
         iv_sb_putc(b, ']');
@@ -260,7 +273,7 @@ void jp_json(jrender *R, const jnode *at, iv_strbuf *b, jv v, const char *indent
         const jdict *d = v.u.d;
         if (!d->n) { iv_sb_puts(b, "{}"); return; }
         jv *keys = d->keys;
-        if (sort_keys) {
+        if (flags & JP_SORT_KEYS) {
             keys = jr_alloc(R, d->n * sizeof *keys);
             memcpy(keys, d->keys, d->n * sizeof *keys);
             jv_sort(R, at, keys, d->n, cmp_plain, NULL);
@@ -269,9 +282,9 @@ void jp_json(jrender *R, const jnode *at, iv_strbuf *b, jv v, const char *indent
         for (size_t i = 0; i < d->n; i++) {
             if (i) iv_sb_puts(b, item_sep);
             if (indent) json_newline(b, indent, indent_n, level + 1);
-            json_key(R, at, b, keys[i]);
+            json_key(R, at, b, keys[i], flags & JP_ASCII);
             iv_sb_puts(b, key_sep);
-            jp_json(R, at, b, *jd_get(d, keys[i]), indent, indent_n, item_sep, key_sep, sort_keys, level + 1);
+            jp_json(R, at, b, *jd_get(d, keys[i]), indent, indent_n, item_sep, key_sep, flags, level + 1);
         }
         if (indent) json_newline(b, indent, indent_n, level);
         iv_sb_putc(b, '}');
