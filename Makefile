@@ -126,6 +126,7 @@ models:
 # Regenerate committed fixtures (needs torch/transformers; not part of `make test`).
 fixtures:
 	python3 tools/gen_fixtures.py
+	python3 tools/gen_chat_fixtures.py
 
 # The README's first command: install, build, fetch the default model and serve it.
 run: deps

@@ -134,6 +134,24 @@ SEARCH_TOOL = {"type": "function", "function": {
         "filters": {"type": "array", "items": {"type": "string"}}},
         "required": ["query"]}}}
 TOOLS = [WEATHER_TOOL, SEARCH_TOOL]
+# Nested schemas, enums of numbers, nullable and defaults, text that needs escaping: what templates that walk the
+# schema themselves (Gemma 4, gpt-oss) or print it with tojson have to get right.
+BOOKING_TOOL = {"type": "function", "function": {
+    "name": "book_trip", "description": "Book a trip.\nQuotes: \"x\" and 'y'; unicode: 東京 ✈️",
+    "parameters": {"type": "object", "properties": {
+        "travellers": {"type": "array", "description": "Who travels",
+                       "items": {"type": "object", "properties": {
+                           "name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+                           "required": ["name"]}},
+        "class": {"type": "string", "enum": ["economy", "business"], "default": "economy"},
+        "stops": {"type": "integer", "enum": [0, 1, 2]},
+        "budget": {"type": "number", "description": "In euros", "nullable": True},
+        "flexible": {"type": "boolean", "default": False},
+        "dates": {"type": "object", "properties": {"from": {"type": "string"}, "to": {"type": "string"}}}},
+        "required": ["travellers", "dates"]}}}
+ARGS_TYPES = {"f": 1.5, "i": 10, "big": 12345678901234, "neg": -0.25, "tiny": 1e-07, "b": True,
+              "n": None, "arr": [1, "two", [3, 4.5]], "obj": {"k": "v", "ü": "é"},
+              "s": "quote \" and \n newline \\ backslash </tool_call>"}
 
 U, A, S = "user", "assistant", "system"
 
@@ -198,6 +216,25 @@ CONVERSATIONS = {
     "developer_role": [m("developer", "Follow the rules."), m(U, "hi")],
     "system_not_first": [m(U, "hi"), m(S, "late system"), m(U, "again")],
     "extra_keys": [m(U, "hi", name="alice"), m(A, "hello", name="bot")],
+    "tool_args_types": [m(U, "Book it"), m(A, None, tool_calls=[call("book_trip", ARGS_TYPES, "call0abcd")]),
+                        m("tool", "{\"ok\": true, \"price\": 99.5}", tool_call_id="call0abcd", name="book_trip"),
+                        m(A, "Booked.")],
+    # A float with an integral value (1.0) prints as "1.0" in Python; a JSON parser that keeps no int/float
+    # distinction (cJSON) cannot know it was written 1.0: the golden test lists this case as a known difference.
+    "integral_float_args": [m(U, "Book it"),
+                            m(A, None, tool_calls=[call("book_trip", {"g": 1.0, "h": -2.0, "k": 1e20}, "call3abcd")])],
+    "complex_tools": [m(S, "You book trips."), m(U, "Two adults to Tokyo, 1–5 May")],
+    "empty_tools": [m(U, "No tools today.")],
+    "empty_parts": [m(U, [])],
+    "assistant_no_content_key": [m(U, "Weather in Oslo?"),
+                                 {"role": "assistant", "tool_calls": [call("get_weather", {"city": "Oslo"}, "call1abcd")]},
+                                 m("tool", "cold", tool_call_id="call1abcd", name="get_weather")],
+    "tool_content_parts": [m(U, "Weather?"), m(A, None, tool_calls=[call("get_weather", {"city": "Nice"}, "call2abcd")]),
+                           m("tool", [{"type": "text", "text": "warm"}], tool_call_id="call2abcd", name="get_weather")],
+    "long_text": [m(U, ("Ünïcödé 長い文章 🚀 " * 60).strip())],
+    "reasoning_history": [m(U, "1+1?"), m(A, "2", reasoning_content="one plus one"), m(U, "2+2?"),
+                          m(A, "4", reasoning_content="two plus two"), m(U, "3+3?")],
+    "ends_with_reasoning": [m(U, "Why?"), m(A, "Because.", reasoning_content="Let me think.")],
     "query_document": [m("query", "what is a panda?"), m("document", "The giant panda is a bear native to China.")],
     "query_document_system": [m(S, "Find passages about animals"), m("query", "熊猫是什么？"),
                               m("document", "Le panda géant 🐼 est un ours.")],
@@ -205,7 +242,8 @@ CONVERSATIONS = {
 
 # Which conversations get tools, and the per-family extra variables worth exercising.
 WITH_TOOLS = {"tool_call", "tool_call_string_args", "tool_calls_parallel", "tool_response_last", "system_user",
-              "user"}
+              "user", "tool_args_types", "integral_float_args", "assistant_no_content_key", "tool_content_parts"}
+TOOLS_FOR = {"tool_args_types": [BOOKING_TOOL], "integral_float_args": [BOOKING_TOOL], "complex_tools": [BOOKING_TOOL, WEATHER_TOOL], "empty_tools": []}
 
 
 def family_kwargs(name):
@@ -222,6 +260,8 @@ def family_kwargs(name):
         return [{}, {"thinking": True}]
     if "gemma-4" in n:
         return [{}, {"enable_thinking": True}]
+    if "gpt-oss" in n:
+        return [{}, {"reasoning_effort": "high", "model_identity": "You are a test model."}]
     return [{}]
 
 
@@ -234,7 +274,9 @@ def cases_for(name):
                                                              "think_in_content", "parts_image", "query_document",
                                                              "reasoning_field") else kw_sets[:1]):
                 variants = [None]
-                if conv_name in WITH_TOOLS:
+                if conv_name in TOOLS_FOR:
+                    variants = [TOOLS_FOR[conv_name]]
+                elif conv_name in WITH_TOOLS:
                     variants = [None, TOOLS] if conv_name in ("user", "system_user") else [TOOLS]
                 for tools in variants:
                     case = {"id": f"{conv_name}{'_gen' if agp else ''}{'_kw%d' % ki if ki else ''}"
@@ -248,6 +290,19 @@ def cases_for(name):
     return out
 
 
+def with_template_names(cases, templates):
+    """For a checkpoint with named templates, the automatic choice plus every name asked for explicitly
+    (on a few conversations, to keep the files small)."""
+    if not isinstance(templates, dict):
+        return cases
+    out = list(cases)
+    for name in sorted(templates):
+        for case in cases:
+            if case["id"].split("_gen")[0] in ("user", "system_user", "tool_call", "parts_image", "unicode"):
+                out.append({**case, "id": case["id"] + "@" + name, "template_name": name})
+    return out
+
+
 def generate(folder):
     d = os.path.join(ROOT, folder)
     templates, tokens = load_checkpoint(d)
@@ -255,7 +310,7 @@ def generate(folder):
         return 0
     n = 0
     with open(os.path.join(d, "cases.jsonl"), "w", encoding="utf-8") as f:
-        for case in cases_for(folder):
+        for case in with_template_names(cases_for(folder), templates):
             _formats_seen.clear()
             try:
                 case["expected"] = render(templates, tokens, case)
@@ -268,10 +323,41 @@ def generate(folder):
     return n
 
 
+def check_loading_like_transformers(folder):
+    """load_checkpoint must agree with transformers itself: the folder, plus a tiny tokenizer.json, loaded by
+    AutoTokenizer has the same chat_template (str or named dict) and special_tokens_map. chat_template.json is
+    the processor's file, which the tokenizer does not read: only the tokens are compared there."""
+    import shutil
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    d = os.path.join(ROOT, folder)
+    tiny = os.path.join(ROOT, "..", "models", "llama", "tokenizer.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(d, tmp, dirs_exist_ok=True)
+        shutil.copy(tiny, tmp)
+        p = os.path.join(tmp, "tokenizer_config.json")
+        cfg = {}
+        if os.path.exists(p):
+            with open(p, encoding="utf-8") as f:
+                cfg = json.load(f)
+        cfg["tokenizer_class"] = "PreTrainedTokenizerFast"  # the tiny tokenizer.json's, not the checkpoint's
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+        tok = AutoTokenizer.from_pretrained(tmp)
+    templates, tokens = load_checkpoint(d)
+    if tok.special_tokens_map != tokens:
+        raise SystemExit(f"{folder}: special tokens {tokens} but transformers has {tok.special_tokens_map}")
+    if not os.path.exists(os.path.join(d, "chat_template.json")) and tok.chat_template != templates:
+        raise SystemExit(f"{folder}: the chat template(s) loaded here differ from transformers'")
+
+
 def main():
     folders = sys.argv[1:] or sorted(x for x in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, x)))
     total = 0
     for folder in folders:
+        check_loading_like_transformers(folder)
         n = generate(folder)
         total += n
         print(f"{folder}: {n} cases")

@@ -246,6 +246,52 @@ for t in [
 ]:
     add(t)
 
+# ---- idioms of real chat templates (Kimi, GLM, DeepSeek, MiniMax, Cohere, Nemotron, ...) ----
+RICH = {
+    "messages": [
+        {"role": "system", "content": "Be brief. /no_think"},
+        {"role": "user", "content": [{"type": "text", "text": "Look:"}, {"type": "image"}, {"type": "text", "text": " ok?"}]},
+        {"role": "assistant", "content": "<think>\nplan it\n</think>\n\nSure.", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2, "opts": {"u": "c"}}}},
+            {"id": "call_2", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"x\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21.5}"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "none found"},
+        {"role": "assistant", "content": "It is 21.5°C.", "reasoning_content": "read the tool"},
+        {"role": "user", "content": "Thanks! /think"},
+    ],
+    "tools": TOOLS, "documents": [{"title": "Doc", "text": "Body ü"}], "add_generation_prompt": True,
+    "bos_token": "<s>", "enable_thinking": False,
+}
+for t in [
+    "{% if tools -%}\n    {{ '<|tools|>' -}}\n    {{- tools | tojson -}}\n    {{ '<|end|>' -}}\n{%- endif -%}\n{%- for message in messages -%}\n  {%- if message['content'] is string -%}\n    {{- message['content'] + '<|im_end|>' -}}\n  {%- else -%}\n    {%- for content in message['content'] -%}\n      {%- if content['type'] == 'image' or 'image' in content or 'image_url' in content -%}\n        {{ '<|media|>' }}\n      {%- else -%}\n        {{ content['text'] }}\n      {%- endif -%}\n    {%- endfor -%}\n  {%- endif -%}\n{%- endfor -%}",
+    "{%- macro visible_text(content) -%}\n    {%- if content is string -%}\n        {{- content }}\n    {%- elif content is iterable and content is not mapping -%}\n        {%- for item in content -%}\n            {%- if item is mapping and item.type == 'text' -%}\n                {{- item.text }}\n            {%- elif item is string -%}\n                {{- item }}\n            {%- endif -%}\n        {%- endfor -%}\n    {%- else -%}\n        {{- content }}\n    {%- endif -%}\n{%- endmacro -%}\n{%- for m in messages %}[{{ visible_text(m.content) }}]{% endfor %}",
+    "{%- set ns = namespace(last_user_index=-1) %}\n{%- for m in messages %}\n    {%- if m.role == 'user' %}\n        {% set ns.last_user_index = loop.index0 -%}\n    {%- endif %}\n{%- endfor %}\n{{ ns.last_user_index }}",
+    "{% for m in messages if m.role == 'assistant' %}{%- set content = m.content %}{%- if '</think>' in content %}{%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{% endif %}<{{ reasoning_content }}|{{ content }}>{% endfor %}",
+    "{% for m in messages %}{% if m.tool_calls %}{% for tc in m.tool_calls %}{%- if tc.function %}{%- set tc = tc.function %}{%- endif %}\n{{ '<tool_call>' + tc.name }}\n{% set _args = tc.arguments or {} %}\n{% if _args is mapping %}{% for k, v in _args.items() %}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v | tojson(ensure_ascii=False) if v is not string else v }}</arg_value>\n{% endfor %}{% else %}{{ _args }}{% endif %}\n</tool_call>{% endfor %}{% endif %}{% endfor %}",
+    "{%- for message in messages %}{%- if message.role == 'tool' -%}{%- if loop.first or (messages[loop.index0 - 1].role != 'tool') %}\n    {{- '<|observation|>' }}\n{%- endif %}\n{{- '\\n<tool_response>\\n' }}{{- message.content }}{{- '\\n</tool_response>' }}{%- if loop.last or (messages[loop.index0 + 1].role != 'tool') -%}{{- '[end]' -}}{%- endif -%}{% endif %}{% endfor %}",
+    "{%- set ns = namespace(is_first=false, is_tool=false, system_prompt='', is_first_sp=true) -%}\n{%- for message in messages -%}\n  {%- if message['role'] == 'system' -%}\n    {%- if ns.is_first_sp -%}\n      {%- set ns.system_prompt = ns.system_prompt + message['content'] -%}\n      {%- set ns.is_first_sp = false -%}\n    {%- endif -%}\n  {%- endif -%}\n{%- endfor -%}{{ bos_token }}{{ ns.system_prompt }}\n{%- if message['tool_calls'] is defined %}x{% endif %}",
+    "{%- set ns = namespace(enable_thinking=true) -%}\n{%- for message in messages -%}\n  {%- set content = message['content'] -%}\n  {%- if message['role'] == 'user' or message['role'] == 'system' -%}\n    {%- if content is string and '/think' in content -%}\n      {%- set ns.enable_thinking = true -%}\n    {%- elif content is string and '/no_think' in content -%}\n      {%- set ns.enable_thinking = false -%}\n    {%- endif -%}\n  {%- endif -%}\n{%- endfor -%}{{ ns.enable_thinking }}\n{%- set ns.sys = (messages[0]['content'] | default('', true)).replace('/think', '').replace('/no_think', '').strip() -%}[{{ ns.sys }}]{{ ns.missing is defined }}",
+    "{%- set messages = messages[1:] if messages[0]['role'] == 'system' else messages -%}\n{%- if messages[-1]['role'] == 'user' -%}{%- set last = messages[-1]['content'] -%}{%- set messages = messages[:-1] -%}{%- endif -%}{{ messages|length }}:{{ last }}:{{ 'tool_calls' in messages[1] }}",
+    "{%- set tool_ids_seen = namespace(value=[]) %}{%- for message in messages %}{%- if message.role|lower == 'tool' and message.tool_call_id not in tool_ids_seen.value %}[{{ message.tool_call_id }}{%- for msg in messages[loop.index0 + 1:] %}{%- if msg.role|lower == 'tool' %},{{ msg.tool_call_id }}{%- set tool_ids_seen.value = tool_ids_seen.value + [msg.tool_call_id] %}{%- else %}{%- break %}{%- endif %}{%- endfor %}]{% endif %}{% endfor %}",
+    "{%- macro tool_call_id_to_int(messages, tool_call_id) %}\n{%- set counter = namespace(value=0) %}\n{%- for msg in messages %}\n    {%- if msg.tool_calls %}\n        {%- for tool_call in msg.tool_calls %}\n            {%- if tool_call.id == tool_call_id -%}\n                {{ counter.value }}\n            {%- endif %}\n            {%- set counter.value = counter.value + 1 %}\n        {%- endfor %}\n    {%- endif %}\n{%- endfor %}\n{%- endmacro %}\n{% for m in messages if m.role == 'tool' %}\"{{ tool_call_id_to_int(messages, m.tool_call_id) }}\"{% endfor %}",
+    "{% for doc in documents %}\n            \"{{ loop.index0 }}\": {{doc|tojson}}{% if not loop.last %},\n            {% endif %}\n{% endfor %}\n",
+    "{% for tool in tools %}\n    {\"name\": \"{{ tool['function']['name'] }}\", \"parameters\": {{ tool['function']['parameters']|tojson }}}{%- if not loop.last %},{% endif %}\n\n{% endfor %}",
+    "{%- for message in messages -%}{%- if message.role == 'assistant' and message.tool_calls -%}{%- for call in message.tool_calls -%}{%- set fn = call.function if call.function is defined else call -%}{{- '{\"name\": \"' + fn.name + '\", \"arguments\": ' -}}{%- if fn.arguments is string -%}{{- fn.arguments -}}{%- else -%}{{- fn.arguments | tojson -}}{%- endif -%}{{- '}' + (', ' if not loop.last else '') -}}{%- endfor -%}{%- endif -%}{%- endfor -%}",
+    "{%- if enable_thinking is defined and not enable_thinking -%}<think></think>{%- endif -%}{{ '/nothink' if (enable_thinking is defined and not enable_thinking and not messages[-1].content.endswith('/nothink')) else '' }}",
+    "{%- set last_tool_call = namespace(name=none) -%}{%- for m in messages -%}{%- if m.tool_calls -%}{%- set last_tool_call.name = m.tool_calls[-1].function.name -%}{%- endif -%}{%- endfor -%}{{ last_tool_call.name }}{{ last_tool_call.name is none }}",
+    "{{- v | tojson | string if v is not string else v }}",
+    "{% for m in messages %}{{ m.reasoning_content is defined }}{{ m.reasoning_content is string }}{{ (m.content is string) and m.content.strip() != '' }};{% endfor %}",
+    "{%- for m in messages %}{%- if m.role == 'assistant' and m.content is string and '</think>' in m.content %}{%- set parts = m.content.split('</think>') %}{%- for part in parts %}{%- if loop.index0 == 0 -%}{%- set rc = part.strip('\\n') %}{%- set rc = (rc.split('<think>')|last) %}[{{ rc.strip('\\n') }}]{%- else -%}({{ part.strip('\\n') }}){%- endif %}{%- endfor %}{%- endif %}{%- endfor %}",
+    "{{- ']~!b[' ~ ']~b]system' ~ '\\n' }}{%- if tools -%}{{- '\\n\\n' ~ '# Tools' ~ '\\n' }}{% for tool in tools %}<tool>{{ tool.function | tojson | string }}</tool>\n{% endfor -%}{%- endif -%}",
+    "{% for m in messages %}{{ m.role|upper }}{{ m.role|capitalize }}{{ m.content|string|length if m.content is not string else m.content|wordcount }} {% endfor %}",
+    "{{ messages|map(attribute='role')|unique|list }} {{ messages|selectattr('tool_calls', 'defined')|list|length }} {{ messages|rejectattr('role', 'in', ['tool', 'system'])|map(attribute='role')|join(',') }}",
+    "{{ messages[2].tool_calls[0].function.arguments|tojson(indent=2) }}\n{{ messages[2].tool_calls[0].function.arguments|dictsort }}",
+    "{% for k, v in messages[2].tool_calls[0].function.arguments|items %}{{ k }}={{ v }};{% endfor %}",
+    "{{ strftime_now('%Y') is string }}",
+    "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}",
+]:
+    add(t, RICH)
+
 # ---- errors (render) ----
 for t in [
     "{{ undefinedvar.attr }}", "{{ undefinedvar['k'] }}", "{{ undefinedvar + 1 }}", "{{ undefinedvar() }}",

@@ -184,7 +184,6 @@ static int load_from_config(iv_chat_template *ct, const cJSON *cfg, iv_err *err)
     const cJSON *t = cfg ? iv_json_get(cfg, "chat_template") : NULL;
     if (!t || cJSON_IsNull(t)) return 0;
     if (cJSON_IsString(t)) {
-        ct->single = 1;
         return add_template(ct, "default", t->valuestring, strlen(t->valuestring), "tokenizer_config.json", err);
     }
     if (!cJSON_IsArray(t))
@@ -216,13 +215,8 @@ static int load_processor_json(iv_chat_template *ct, const char *dir, const char
     cJSON *j;
     if (iv_json_load_file(path, MAX_TEMPLATE_FILE, &j, err)) return -1;
     const cJSON *t = cJSON_IsObject(j) ? iv_json_get(j, "chat_template") : NULL;
-    int rc;
-    if (!cJSON_IsString(t)) {
-        rc = iv_errf(err, IV_E_FORMAT, "%s: \"chat_template\" must be a string", path);
-    } else {
-        ct->single = 1;
-        rc = add_template(ct, "default", t->valuestring, strlen(t->valuestring), path, err);
-    }
+    int rc = cJSON_IsString(t) ? add_template(ct, "default", t->valuestring, strlen(t->valuestring), path, err)
+                               : iv_errf(err, IV_E_FORMAT, "%s: \"chat_template\" must be a string", path);
     cJSON_Delete(j);
     return rc;
 }
@@ -234,11 +228,8 @@ static int load_templates(iv_chat_template *ct, const char *dir, const cJSON *cf
     if (iv_file_exists(path)) return load_processor_json(ct, dir, path, err);
     if (load_additional(ct, dir, 0, err) < 0) return -1;
     iv_path_join(path, sizeof path, dir, "chat_template.jinja");
-    if (iv_file_exists(path)) {
-        if (add_template_file(ct, "default", path, err)) return -1;
-        ct->single = ct->n == 1;
-    }
-    if (ct->n) return 0;
+    if (iv_file_exists(path) && add_template_file(ct, "default", path, err)) return -1;
+    if (ct->n) return 0; /* template files win over tokenizer_config.json */
     return load_from_config(ct, cfg, err);
 }
 

@@ -10,7 +10,6 @@ struct iv_chat_template {
     int n;
     char **names;     /* "default" for a single unnamed template */
     iv_jinja **tpl;
-    int single;       /* one unnamed template (transformers keeps a str, not a dict) */
     cJSON *tokens;    /* {"bos_token": "<s>", ...}: the special-token variables */
     char *default_text; /* the source of the template named "default" */
 };

@@ -50,18 +50,22 @@ static int add_copy(cJSON *obj, const char *key, const cJSON *v)
 }
 
 /* One message as transformers hands it to the template: keys whose value is
- * null dropped (_normalize_chat_messages), and a reasoning text copied to
- * "thinking" (first, unless present) and "reasoning_content" (last, or in
- * place), as _alias_reasoning_fields builds {"thinking": r, **m,
- * "reasoning_content": r}. */
+ * null dropped (_normalize_chat_messages), and a reasoning text r aliased as
+ * _alias_reasoning_fields builds {"thinking": r, **m, "reasoning_content": r}:
+ * "thinking" always first (with the message's own value when it has one),
+ * "reasoning_content" in its place or last, always r. Key order shows in
+ * `| tojson` and `| items`. */
 static cJSON *normalise_message(const cJSON *m)
 {
     cJSON *out = cJSON_CreateObject();
     if (!out) return NULL;
     const cJSON *r = reasoning_of(m);
-    if (r && !cJSON_GetObjectItemCaseSensitive(m, "thinking") && add_copy(out, "thinking", r)) goto fail;
+    if (r) {
+        const cJSON *own = cJSON_GetObjectItemCaseSensitive(m, "thinking");
+        if (add_copy(out, "thinking", own && !cJSON_IsNull(own) ? own : r)) goto fail;
+    }
     for (const cJSON *kv = m->child; kv; kv = kv->next) {
-        if (cJSON_IsNull(kv)) continue;
+        if (cJSON_IsNull(kv) || (r && !strcmp(kv->string, "thinking"))) continue;
         const cJSON *v = r && !strcmp(kv->string, "reasoning_content") ? r : kv;
         if (add_copy(out, kv->string, v)) goto fail;
     }

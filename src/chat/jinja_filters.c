@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "chat/jinja_internal.h"
 
@@ -236,8 +237,10 @@ static jv f_wordcount(jrender *R, const jnode *at, jv v, jargs *a)
     int in_word = 0;
     for (size_t i = 0; i < s.n;) {
         uint32_t c = ju_next(s.u.s, s.n, &i);
-        int w = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                (c >= 0x80 && !ju_isspace(c));
+        /* Python's \w: letters, numbers and the underscore. */
+        utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+        int w = c == '_' || (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) ||
+                (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO);
         if (w && !in_word) words++;
         in_word = w;
     }

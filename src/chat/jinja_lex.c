@@ -442,6 +442,7 @@ int jl_lex(jarena *A, const char *src, size_t len, jtok **out, size_t *ntok, iv_
     }
     if (n && s[n - 1] == '\n') n--;
     s[n] = 0;
+    L.s = s, L.n = n;
     for (size_t i = 0; i < n;) {
         int k = iv_utf8_seq_len(s + i, n - i);
         if (!k) {
@@ -450,7 +451,6 @@ int jl_lex(jarena *A, const char *src, size_t len, jtok **out, size_t *ntok, iv_
         }
         i += (size_t)k;
     }
-    L.s = s, L.n = n;
     lex_root(&L);
     push(&L, T_EOF, s + n, 0);
     *out = L.toks, *ntok = L.ntok;

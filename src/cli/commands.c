@@ -10,5 +10,6 @@ const iv_command iv_commands[] = {
     {"tokenize", iv_cmd_tokenize},
     {"serve", iv_cmd_serve},
     {"taps", iv_cmd_taps},
+    {"render", iv_cmd_render},
     {NULL, NULL},
 };

@@ -16,6 +16,7 @@ int iv_cmd_classify_tokens(int argc, char **argv);
 int iv_cmd_tokenize(int argc, char **argv);
 int iv_cmd_serve(int argc, char **argv);
 int iv_cmd_taps(int argc, char **argv);
+int iv_cmd_render(int argc, char **argv);
 
 
 #endif

@@ -13,6 +13,7 @@ static void usage(FILE *f)
             "       infinity_v3 predict --model-id DIR < inputs\n"
             "       infinity_v3 classify-tokens --model-id DIR [--aggregation-strategy S] < inputs\n"
             "       infinity_v3 tokenize --tokenizer DIR_OR_FILE [--pair] < inputs\n"
+            "       infinity_v3 render --model-id DIR [--add-generation-prompt] < conversations\n"
             "       infinity_v3 --version\n"
             "Run a subcommand with --help for its options.\n");
 }
