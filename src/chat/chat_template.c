@@ -34,7 +34,7 @@ void iv_chat_template_free(iv_chat_template *ct)
 
 const char *iv_chat_template_text(const iv_chat_template *ct)
 {
-    return ct && ct->single ? ct->default_text : NULL;
+    return ct && ct->n == 1 ? ct->default_text : NULL;
 }
 
 int iv_chat_template_count(const iv_chat_template *ct) { return ct ? ct->n : 0; }
@@ -249,7 +249,6 @@ static int load_with(iv_chat_template **out, const char *model_dir, const char *
     if (!rc) rc = load_tokens(ct, cfg, map, err);
     if (!rc && override_path) {
         rc = add_template_file(ct, "default", override_path, err);
-        ct->single = 1;
     } else if (!rc) {
         rc = load_templates(ct, model_dir, cfg, err);
     }

@@ -66,8 +66,8 @@ int iv_chat_template_render(const iv_chat_template *ct, const cJSON *messages, c
 int iv_chat_template_count(const iv_chat_template *ct);
 const char *iv_chat_template_name(const iv_chat_template *ct, int i);
 
-/* The template's source when the checkpoint has exactly one unnamed
- * template (transformers keeps a string), else NULL (a dict of named ones):
+/* The template's source when the checkpoint has exactly one template
+ * (transformers keeps a string), else NULL (a dict of named ones):
  * what sentence-transformers inspects to pick a message format. */
 const char *iv_chat_template_text(const iv_chat_template *ct);
 
