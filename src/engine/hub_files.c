@@ -1,6 +1,6 @@
 /* Which repository files the engine needs. A hub repository often holds the
  * same weights several times (pytorch_model.bin, ONNX, TF, OpenVINO); we take
- * only safetensors, the configs and the tokenizer, plus whatever the
+ * only safetensors, the configs, the tokenizer and the chat templates, plus whatever the
  * sentence-transformers modules and the shard index name. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +49,18 @@ static int add_unique(iv_strlist *l, const char *s, iv_err *err)
 static const char *const k_root_files[] = {
     "config.json",       "tokenizer.json",           "tokenizer_config.json",
     "special_tokens_map.json", "modules.json",       "sentence_bert_config.json",
-    "config_sentence_transformers.json",
+    "config_sentence_transformers.json", "chat_template.jinja", "chat_template.json",
+    "processor_config.json",
 };
+
+/* transformers 5's named templates beside chat_template.jinja. */
+static int is_additional_template(const char *name)
+{
+    static const char dir[] = "additional_chat_templates/";
+    const size_t n = strlen(name);
+    return !strncmp(name, dir, sizeof dir - 1) && !strchr(name + sizeof dir - 1, '/') && n > sizeof dir - 1 + 6 &&
+           !strcmp(name + n - 6, ".jinja");
+}
 
 /* Weight formats we never download; named in the error when they are all a repo has. */
 static const char *const k_other_weights[] = {
@@ -68,6 +78,8 @@ int iv_hub_select_first(const iv_strlist *repo_files, const char *id, iv_strlist
     for (size_t i = 0; i < sizeof k_root_files / sizeof *k_root_files; i++)
         if (iv_strlist_has(repo_files, k_root_files[i]) && add_unique(out, k_root_files[i], err))
             return -1;
+    for (int i = 0; i < repo_files->n; i++)
+        if (is_additional_template(repo_files->items[i]) && add_unique(out, repo_files->items[i], err)) return -1;
     /* A WordPiece vocabulary matters only when there is no tokenizer.json. */
     if (!iv_strlist_has(repo_files, "tokenizer.json") && iv_strlist_has(repo_files, "vocab.txt") &&
         add_unique(out, "vocab.txt", err))

@@ -363,15 +363,20 @@ TEST(resolve_file_selection)
                           "2_Dense/config.json",
                           "2_Dense/model.safetensors",
                           "2_Dense/pytorch_model.bin",
-                          "3_Other/notes.md"};
+                          "3_Other/notes.md",
+                          "chat_template.jinja",
+                          "additional_chat_templates/tool_use.jinja",
+                          "additional_chat_templates/nested/x.jinja",
+                          "additional_chat_templates/notes.txt"};
     iv_strlist files = {0}, first = {0}, then = {0};
     list_of(&files, repo, (int)(sizeof repo / sizeof *repo));
     iv_err err = {0};
     REQUIRE(iv_hub_select_first(&files, "o/n", &first, &err) == 0);
     const char *want[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                           "special_tokens_map.json", "modules.json", "sentence_bert_config.json",
-                          "config_sentence_transformers.json", "model.safetensors"};
-    CHECK_EQ_INT(first.n, 8);
+                          "config_sentence_transformers.json", "model.safetensors", "chat_template.jinja",
+                          "additional_chat_templates/tool_use.jinja"};
+    CHECK_EQ_INT(first.n, 10);
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         CHECK_MSG(iv_strlist_has(&first, want[i]), "%s not selected", want[i]);
     CHECK(!iv_strlist_has(&first, "vocab.txt"));
