@@ -131,6 +131,11 @@ static int copy_messages(const iv_engine *e, const cJSON *given, cJSON *conv, iv
  * text as one "user" message (to_message). */
 static cJSON *build(const iv_engine *e, const iv_input *in, const char *prompt, iv_err *err)
 {
+    /* The template sees C strings: a NUL would silently end the text. */
+    if ((in->text && memchr(in->text, 0, in->text_len)) || (in->pair && memchr(in->pair, 0, in->pair_len))) {
+        iv_errf(err, IV_E_INVALID, "text with U+0000 cannot be rendered by a chat template");
+        return NULL;
+    }
     cJSON *conv = cJSON_CreateArray();
     if (!conv) {
         iv_errf(err, IV_E_NOMEM, "out of memory");

@@ -146,6 +146,10 @@ TEST(chat_template_messages_input)
         {"[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:,\"}}]}]",
          "reads text only"},
     };
+    /* A NUL would end the template's string early: refused, not cut. */
+    iv_input nul = {.text = "a\0b", .text_len = 3, .pair = "d", .pair_len = 1};
+    CHECK(iv_prepare_input(e, &nul, NULL, &a, &err) != 0);
+    CHECK_CONTAINS(err.msg, "U+0000");
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cJSON *m = cJSON_Parse(bad[i].json);
         iv_input in = {.messages = m};
