@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/env_flags.h"
 #include "server/auth.h"
 #include "server/server.h"
 
@@ -60,7 +61,9 @@ static void usage(FILE *f)
             "  --drain-timeout SECONDS      on SIGTERM/SIGINT, longest wait for accepted requests before\n"
             "                               closing their connections (30); a second signal exits at once\n"
             "  --json-output                logs as JSON lines\n"
-            "  --log-level debug|info|warn|error (or LOG_LEVEL)\n");
+            "  --log-level debug|info|warn|error (or LOG_LEVEL)\n"
+            "Each flag but --hostname can also be set by its environment variable, as TEI's router\n"
+            "reads them: MODEL_ID, PORT, MAX_BATCH_TOKENS, JSON_OUTPUT=true, ... (the flag wins).\n");
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out)
@@ -141,7 +144,7 @@ static void *exit_on_second_signal(void *arg)
     _exit(128 + sig);
 }
 
-int iv_cmd_serve(int argc, char **argv)
+static int serve(int argc, char **argv)
 {
     /* Block the stop signals before any thread exists (engine, batchers,
      * HTTP), so only sigwait below sees them. */
@@ -316,4 +319,30 @@ int iv_cmd_serve(int argc, char **argv)
     iv_server_stop(s);
     IV_INFO("stopped");
     return 0;
+}
+
+/* TEI's router reads each flag from its environment variable too; so do we,
+ * but for --hostname: every container sets HOSTNAME to its own name, and
+ * binding to that address alone would shut out the pod's other addresses. */
+static const char *const k_env_flags[] = {
+    "--model-id", "--revision", "--huggingface-hub-cache", "--served-model-name", "--port", "--uds-path",
+    "--api-key", "--payload-limit", "--max-concurrent-requests", "--max-batch-tokens", "--max-batch-requests",
+    "--max-client-batch-size", "--max-client-batch-size-openai", "--url-prefix", "--auto-truncate",
+    "--default-prompt-name", "--default-prompt", "--tokenization-workers", "--pooling", "--chat-template",
+    "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads", NULL};
+static const char *const k_env_switches[] = {"--json-output", NULL};
+
+static const char *env_lookup(const char *name) { return getenv(name); }
+
+int iv_cmd_serve(int argc, char **argv)
+{
+    int n;
+    char **merged;
+    if (iv_env_flags_merge(argc, argv, k_env_flags, k_env_switches, env_lookup, &n, &merged)) {
+        fprintf(stderr, "infinity_v3 serve: out of memory\n");
+        return 1;
+    }
+    const int rc = serve(n, merged);
+    iv_env_flags_free(argc, argv, merged);
+    return rc;
 }
