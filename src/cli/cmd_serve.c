@@ -60,6 +60,9 @@ static void usage(FILE *f)
             "  --backend native             the C engine (libtorch is accepted as a synonym)\n"
             "  --drain-timeout SECONDS      on SIGTERM/SIGINT, longest wait for accepted requests before\n"
             "                               closing their connections (30); a second signal exits at once\n"
+            "  --otlp-endpoint URL          send a trace span per request to this OTLP/HTTP collector\n"
+            "                               (http://host:4318; JSON encoding; joins a W3C traceparent)\n"
+            "  --otlp-service-name NAME     the spans' service.name (infinity_v3)\n"
             "  --json-output                logs as JSON lines\n"
             "  --log-level debug|info|warn|error (or LOG_LEVEL)\n"
             "Each flag but --hostname can also be set by its environment variable, as TEI's router\n"
@@ -272,6 +275,10 @@ static int serve(int argc, char **argv)
             o.revision = val;
         } else if (!strcmp(a, "--huggingface-hub-cache")) {
             o.hub_cache = val;
+        } else if (!strcmp(a, "--otlp-endpoint")) {
+            o.otlp_endpoint = val;
+        } else if (!strcmp(a, "--otlp-service-name")) {
+            o.otlp_service_name = val;
         } else if (!strcmp(a, "--log-level")) {
             set_log_level(val);
         } else {
@@ -329,7 +336,8 @@ static const char *const k_env_flags[] = {
     "--api-key", "--payload-limit", "--max-concurrent-requests", "--max-batch-tokens", "--max-batch-requests",
     "--max-client-batch-size", "--max-client-batch-size-openai", "--url-prefix", "--auto-truncate",
     "--default-prompt-name", "--default-prompt", "--tokenization-workers", "--pooling", "--chat-template",
-    "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads", NULL};
+    "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
+    "--otlp-endpoint", "--otlp-service-name", NULL};
 static const char *const k_env_switches[] = {"--json-output", NULL};
 
 static const char *env_lookup(const char *name) { return getenv(name); }

@@ -169,6 +169,26 @@ static void timing_headers(iv_req *r, struct MHD_Response *resp, int64_t total_n
     }
 }
 
+/* The request's SERVER span for the OTLP exporter. */
+static void record_span(const iv_req *r, int status, int64_t total_ns)
+{
+    int64_t tokens = 0;
+    for (int i = 0; i < r->job.n_items; i++) tokens += r->job.items[i].n_tokens;
+    const iv_span span = {
+        .ctx = &r->trace,
+        .method = r->method,
+        .route = r->route ? r->route->path : NULL,
+        .path = r->path,
+        .status = status,
+        .start_unix_ns = r->t_start_unix_ns,
+        .end_unix_ns = r->t_start_unix_ns + total_ns,
+        .request_id = r->request_id,
+        .model = r->model ? r->model->served_name : NULL,
+        .tokens = tokens,
+    };
+    iv_otlp_record(r->srv->otlp, &span);
+}
+
 static enum MHD_Result queue_reply_ex(iv_req *r, int close_after);
 static enum MHD_Result queue_reply(iv_req *r) { return queue_reply_ex(r, 0); }
 
@@ -200,6 +220,7 @@ static enum MHD_Result queue_reply_ex(iv_req *r, int close_after)
     iv_log_escape(r->path, path, sizeof path);
     iv_log(level, "%s %s %d %.2fms%s%s id=%s", r->method, path, rep->status, (double)total / 1e6,
            r->model ? " model=" : "", r->model ? r->model->served_name : "", r->request_id);
+    if (r->srv->otlp) record_span(r, rep->status, total);
     return ok;
 }
 
@@ -350,6 +371,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->path = url;
         r->t_start = iv_now_ns();
         iv_request_id(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-request-id"), r->request_id);
+        if (srv->otlp) {
+            struct timespec wall;
+            clock_gettime(CLOCK_REALTIME, &wall);
+            r->t_start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
+            iv_trace_ctx_begin(&r->trace, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"));
+        }
         r->job.client_fd = -1;
         iv_sb_init(&r->body);
         *con_cls = r;

@@ -12,6 +12,7 @@
 #include "base/strbuf.h"
 #include "server/codec.h"
 #include "server/errors.h"
+#include "server/otlp.h"
 #include "server/server.h"
 
 struct MHD_Connection;
@@ -61,6 +62,8 @@ struct iv_req {
     int has_reply;
     int timing_headers;
     char request_id[129];     /* x-request-id (server/request_id.h) */
+    int64_t t_start_unix_ns;  /* wall clock at the first byte, for the trace span */
+    iv_trace_ctx trace;       /* W3C trace context (server/otlp.h), with --otlp-endpoint */
 };
 
 /* Replies: the body buffer is taken over (reset to empty). */

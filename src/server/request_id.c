@@ -30,24 +30,27 @@ static uint64_t fallback_bits(void)
     return z ^ (z >> 31);
 }
 
-void iv_request_id(const char *given, char out[IV_REQUEST_ID_MAX + 1])
+void iv_random_hex(char *out, int n_bytes)
 {
-    if (iv_request_id_valid(given)) {
-        strcpy(out, given);
-        return;
-    }
-    unsigned char raw[16];
-    if (getrandom(raw, sizeof raw, GRND_NONBLOCK) != (ssize_t)sizeof raw) {
-        uint64_t a = fallback_bits(), b = fallback_bits();
-        memcpy(raw, &a, 8);
-        memcpy(raw + 8, &b, 8);
-    }
     static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
+    unsigned char raw[32];
+    if (n_bytes > (int)sizeof raw) n_bytes = (int)sizeof raw;
+    if (getrandom(raw, (size_t)n_bytes, GRND_NONBLOCK) != (ssize_t)n_bytes)
+        for (int i = 0; i < n_bytes; i += 8) {
+            const uint64_t z = fallback_bits();
+            memcpy(raw + i, &z, (size_t)(n_bytes - i < 8 ? n_bytes - i : 8));
+        }
+    for (int i = 0; i < n_bytes; i++) {
         out[2 * i] = hex[raw[i] >> 4];
         out[2 * i + 1] = hex[raw[i] & 15];
     }
-    out[32] = 0;
+    out[2 * n_bytes] = 0;
+}
+
+void iv_request_id(const char *given, char out[IV_REQUEST_ID_MAX + 1])
+{
+    if (iv_request_id_valid(given)) strcpy(out, given);
+    else iv_random_hex(out, 16);
 }
 
 void iv_log_escape(const char *s, char *out, size_t cap)

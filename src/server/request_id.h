@@ -16,6 +16,8 @@
 int iv_request_id_valid(const char *s);
 /* Writes the request's id to out: given when valid, else a new one. */
 void iv_request_id(const char *given, char out[IV_REQUEST_ID_MAX + 1]);
+/* n_bytes (at most 32) random bytes as 2 * n_bytes lowercase hex digits and a NUL. */
+void iv_random_hex(char *out, int n_bytes);
 
 /* Copies s into out (cap bytes, NUL-terminated, cut short when full) with
  * every byte outside visible ASCII and space written as \xHH, for log

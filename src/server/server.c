@@ -10,6 +10,7 @@
 #include "engine/resolve.h"
 #include "base/log.h"
 #include "server/http.h"
+#include "server/otlp.h"
 #include "server/request.h"
 #include "server/token_budget.h"
 
@@ -245,6 +246,10 @@ int iv_server_start(iv_server **out, const iv_server_opts *o, const iv_model_spe
     for (int i = 0; i < n_models; i++)
         if (s->models[i].max_input_length > longest) longest = s->models[i].max_input_length;
     iv_metrics_set_max_input_length(s->metrics, longest);
+    if (s->o.otlp_endpoint && iv_otlp_start(&s->otlp, s->o.otlp_endpoint, s->o.otlp_service_name, err)) {
+        iv_server_stop(s);
+        return -1;
+    }
     if (iv_http_start(s, err)) {
         iv_server_stop(s);
         return -1;
@@ -295,6 +300,7 @@ void iv_server_stop(iv_server *s)
         drain(s);
         iv_http_stop(s);
     }
+    iv_otlp_stop(s->otlp); /* after the last reply: its span is queued */
     free_models(s);
     iv_metrics_free(s->metrics);
     free(s);

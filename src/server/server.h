@@ -53,6 +53,8 @@ typedef struct iv_server_opts {
     int drain_timeout_s;         /* 30: on SIGTERM, longest wait for accepted requests */
     const char *revision;        /* hub revision for every --model-id (NULL: main) */
     const char *hub_cache;       /* hub cache root (NULL: HF_HUB_CACHE / HF_HOME/hub / default) */
+    const char *otlp_endpoint;   /* OTLP/HTTP collector for traces (NULL: none) */
+    const char *otlp_service_name; /* service.name of the spans ("infinity_v3") */
     iv_engine_opts engine;
 } iv_server_opts;
 
@@ -69,6 +71,7 @@ typedef struct iv_server {
     atomic_int draining;      /* SIGTERM received: /health answers 503, no keep-alive */
     atomic_int live_requests; /* requests between their first byte and their response's end */
     char listen_desc[256];    /* "127.0.0.1:7997" or "unix:/path" */
+    struct iv_otlp *otlp;     /* trace exporter, NULL without --otlp-endpoint */
 } iv_server;
 
 /* Loads every model, starts their batchers and the HTTP listener. */
