@@ -21,7 +21,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -119,6 +119,16 @@ test-fleet:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || \
 		(echo "nginx not found: apt-get install nginx-light"; exit 1)
 	PATH="$$PATH:/usr/sbin" python3 tests/fleet/run_fleet.py --binary build/release/infinity_v3
+
+# The Kubernetes manifests (kubernetes-validate, strict, plus the checks a
+# schema cannot make) and the container images, built offline and run
+# (tests/deploy/check_deploy.py; docs/deployment.md).
+DEPLOY_VENV := .cache/deploy-venv
+test-deploy:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	@test -x $(DEPLOY_VENV)/bin/python || python3 -m venv $(DEPLOY_VENV)
+	@test -x $(DEPLOY_VENV)/bin/kubernetes-validate || $(DEPLOY_VENV)/bin/pip install -q kubernetes-validate
+	$(DEPLOY_VENV)/bin/python tests/deploy/check_deploy.py --binary build/release/infinity_v3
 
 models:
 	scripts/fetch-models.sh
