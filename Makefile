@@ -118,7 +118,7 @@ test-fleet:
 	$(MAKE) build/release/infinity_v3 BUILD=build/release
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || \
 		(echo "nginx not found: apt-get install nginx-light"; exit 1)
-	PATH="$$PATH:/usr/sbin" python3 tests/fleet/run_fleet.py --binary build/release/infinity_v3
+	PATH="$$PATH:/usr/sbin" python3 tests/fleet/run_fleet.py --binary build/release/infinity_v3 $(FLEET_ARGS)
 
 # The Kubernetes manifests (kubernetes-validate, strict, plus the checks a
 # schema cannot make) and the container images, built offline and run

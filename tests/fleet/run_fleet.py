@@ -100,8 +100,8 @@ def normalise(path, body):
     return j
 
 
-def compute_alone(port, reqs):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+def compute_alone(host, port, reqs):
+    conn = http.client.HTTPConnection(host, port, timeout=60)
     out = []
     for path, body in reqs:
         conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
@@ -114,9 +114,9 @@ def compute_alone(port, reqs):
     return out
 
 
-def render_nginx(prefix, ports, listen, post_retry=True):
+def render_nginx(prefix, addrs, listen, post_retry=True):
     os.makedirs(os.path.join(prefix, "tmp"), exist_ok=True)
-    ups = "\n    ".join(f"server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;" for p in ports)
+    ups = "\n    ".join(f"server {a} max_fails=1 fail_timeout=2s;" for a in addrs)
     values = {"@UPSTREAMS@": ups, "@LISTEN@": f"127.0.0.1:{listen}", "@PAYLOAD_LIMIT@": str(PAYLOAD_LIMIT),
               "@ACCESS_LOG@": os.path.join(prefix, "access.log")}
     lines = []
@@ -171,6 +171,39 @@ def start_nginx(exe, prefix, listen):
     raise RuntimeError("nginx did not come up:\n" + open(os.path.join(prefix, "error.log")).read())
 
 
+class Hosts:
+    """--netns: each replica on a host of its own, made here: network
+    namespace ivfleetN joined to this one by a veth pair, 10.78.N.1 on this
+    side and 10.78.N.2 on the replica's (root only). nginx stays here and
+    reaches each replica over its link, as across machines."""
+
+    def __init__(self, n):
+        self.names = []
+        for i in range(n):
+            ns, here, there = f"ivfleet{i}", f"ivf{i}a", f"ivf{i}b"
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)  # a leftover of a killed run
+            self.names.append(ns)
+            for cmd in (["ip", "netns", "add", ns],
+                        ["ip", "link", "add", here, "type", "veth", "peer", "name", there],
+                        ["ip", "link", "set", there, "netns", ns],
+                        ["ip", "addr", "add", f"10.78.{i}.1/24", "dev", here],
+                        ["ip", "link", "set", here, "up"],
+                        ["ip", "netns", "exec", ns, "ip", "addr", "add", f"10.78.{i}.2/24", "dev", there],
+                        ["ip", "netns", "exec", ns, "ip", "link", "set", there, "up"],
+                        ["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"]):
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode:
+                    self.close()
+                    sys.exit(f"--netns: {' '.join(cmd)} failed: {r.stderr.strip()} (needs root)")
+
+    def server_args(self, i):
+        return {"host": f"10.78.{i}.2", "wrap": ["ip", "netns", "exec", self.names[i]]}
+
+    def close(self):
+        for ns in self.names:  # deleting the namespace deletes its end of the pair, and so the pair
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def percentile(v, q):
     s = sorted(v)
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
@@ -195,6 +228,8 @@ def main():
                          "tiny fixture, so that the run lasts long enough for the restarted replica to serve again")
     ap.add_argument("--no-post-retry", action="store_true",
                     help="drop non_idempotent from proxy_next_upstream, to see what it saves")
+    ap.add_argument("--netns", action="store_true",
+                    help="each replica in a network namespace of its own, over a veth link (root)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build/artefacts/fleet"))
     a = ap.parse_args()
     if a.rate is None:
@@ -207,19 +242,24 @@ def main():
 
     # Each replica gets a share of the cores (2 tokenizer and 2 HTTP threads).
     extra = ["--tokenization-workers", "2", "--http-threads", "2", "--log-level", "debug"]
-    servers = [Server(a.binary, a.model_id, extra=extra, log_dir=a.out) for _ in range(a.replicas)]
+    hosts = Hosts(a.replicas) if a.netns else None
+    servers = [Server(a.binary, a.model_id, extra=extra, log_dir=a.out, **(hosts.server_args(i) if hosts else {}))
+               for i in range(a.replicas)]
+    addr = {s: None for s in servers}
     nginx = None
     try:
         for s in servers:
             s.start()
-        print(f"replicas: {', '.join(str(s.port) for s in servers)} on {os.path.relpath(a.model_id, ROOT)}")
+            addr[s] = f"{s.host}:{s.port}"
+        print(f"replicas: {', '.join(addr.values())} on {os.path.relpath(a.model_id, ROOT)}"
+              + (" (each in its own network namespace)" if hosts else ""))
         reqs = make_requests(a.requests, a.seed)
         t0 = time.time()
-        want = compute_alone(servers[0].port, reqs)
+        want = compute_alone(servers[0].host, servers[0].port, reqs)
         print(f"reference answers computed alone: {len(want)} in {time.time() - t0:.1f}s")
 
         listen = free_port()
-        render_nginx(prefix, [s.port for s in servers], listen, post_retry=not a.no_post_retry)
+        render_nginx(prefix, list(addr.values()), listen, post_retry=not a.no_post_retry)
         nginx = start_nginx(exe, prefix, listen)
         print(f"nginx {prefix} on 127.0.0.1:{listen}")
 
@@ -291,7 +331,7 @@ def main():
         log = open(os.path.join(prefix, "access.log")).read().splitlines()
         shutil.copy(os.path.join(prefix, "access.log"), os.path.join(a.out, "nginx-access.log"))
         shutil.copy(os.path.join(prefix, "error.log"), os.path.join(a.out, "nginx-error.log"))
-        per = {s.port: 0 for s in servers}
+        per = {addr[s]: 0 for s in servers}
         retried = 0
         after_restart = 0
         for line in log:
@@ -300,9 +340,8 @@ def main():
                 continue
             addrs = m.group(1).split(", ")
             retried += len(addrs) > 1
-            port = int(addrs[-1].rsplit(":", 1)[1]) if ":" in addrs[-1] else None
-            if port in per:
-                per[port] += 1
+            if addrs[-1] in per:
+                per[addrs[-1]] += 1
         # The restarted replica is back in rotation when it answered after
         # its restart (its second log, at --log-level debug, has a line per request).
         after_restart = len(re.findall(r"POST /\S* 200", open(victim.log_path).read()))
@@ -311,7 +350,7 @@ def main():
               f"{'rate ' + str(int(a.rate)) + '/s' if a.rate else 'closed loop'}) in {wall:.1f}s "
               f"= {len(reqs) / wall:.0f} req/s")
         if "kill" in events:
-            print(f"  replica {victim.port} SIGKILLed after {events['kill'][1]} answers, "
+            print(f"  replica {addr[victim]} SIGKILLed after {events['kill'][1]} answers, "
                   f"restarted after {events.get('restart', (0, '?'))[1]} "
                   f"({events['restart'][0] - events['kill'][0]:.2f}s later)" if "restart" in events else "")
         print(f"  lost (no 200): {len(lost)}   wrong answer: {len(wrong)}   x-request-id not echoed: {len(bad_id)}")
@@ -319,7 +358,7 @@ def main():
               f"max {max(lat):.1f} ms")
         print(f"  nginx retried on another replica: {retried}; final replica per request: "
               + ", ".join(f"{p}: {c}" for p, c in per.items()))
-        print(f"  restarted replica {victim.port}: {per[victim.port]} requests in all, "
+        print(f"  restarted replica {addr[victim]}: {per[addr[victim]]} requests in all, "
               f"{after_restart} after its restart")
         for i in (lost + wrong)[:5]:
             print(f"  e.g. #{i} {reqs[i][0]}: {results[i][0] if results[i] else None} "
@@ -333,6 +372,8 @@ def main():
             nginx.wait(10)
         for s in servers:
             s.stop()
+        if hosts:
+            hosts.close()
         shutil.rmtree(prefix, ignore_errors=True)
 
 

@@ -13,11 +13,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class Server:
-    """One server process on 127.0.0.1. port=0 picks a free port (read back
-    from the log's `Ready: listening on` line)."""
+    """One server process on `host` (127.0.0.1). port=0 picks a free port (read
+    back from the log's `Ready: listening on` line). `wrap` prefixes the
+    command, e.g. ["ip", "netns", "exec", NS] to run it in a network
+    namespace (ip execs the server, so the process is the server itself)."""
 
-    def __init__(self, binary, model, port=0, extra=(), log_dir=None):
+    def __init__(self, binary, model, port=0, extra=(), log_dir=None, host="127.0.0.1", wrap=()):
         self.binary, self.model, self.extra = binary, model, list(extra)
+        self.host, self.wrap = host, list(wrap)
         self.want_port = port
         self.port = None
         self.proc = None
@@ -30,8 +33,8 @@ class Server:
         self.starts += 1
         self.log_path = os.path.join(self.log_dir, f"server{self.instance}-start{self.starts}.log")
         log = open(self.log_path, "w")
-        args = [self.binary, "serve", "--model-id", self.model, "--hostname", "127.0.0.1",
-                "--port", str(self.port or self.want_port)] + self.extra
+        args = self.wrap + [self.binary, "serve", "--model-id", self.model, "--hostname", self.host,
+                            "--port", str(self.port or self.want_port)] + self.extra
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         log.close()
         deadline = time.time() + timeout
@@ -49,14 +52,14 @@ class Server:
 
     def healthy(self):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
                 return r.status == 200
         except OSError:
             return False
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def kill(self, sig=signal.SIGKILL):
         if self.proc and self.proc.poll() is None:
