@@ -231,6 +231,12 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
             goto fail;
         IV_INFO("device %s, %s", ops->name, ops->act_dtype == IV_BF16 ? "bfloat16" : "float16");
     }
+    /* Serving never reads the checkpoint files: what is still read in place
+     * becomes this process' memory, so a file truncated or rewritten under
+     * a running server changes nothing (no SIGBUS, no other answers). */
+    if (iv_weights_own_mapped(e->model->weights, err) || iv_st_dense_own_mapped(&e->dense, err) ||
+        iv_st_dense_own_mapped(&e->colbert.dense, err))
+        goto fail;
     e->model_cap = iv_model_max_length(e->model);
     if (e->colbert.layout != IV_COLBERT_NONE) {
         if (opts && opts->pooling_override) {

@@ -71,6 +71,13 @@ int iv_st_dense_to_device(iv_st_dense_stack *d, const iv_ops *ops, iv_err *err)
     return 0;
 }
 
+int iv_st_dense_own_mapped(iv_st_dense_stack *d, iv_err *err)
+{
+    for (int i = 0; i < d->n; i++)
+        if (iv_weights_own_mapped(d->weights[i], err)) return -1;
+    return 0;
+}
+
 void iv_st_dense_free(iv_st_dense_stack *d)
 {
     for (int i = 0; i < d->n; i++) {

@@ -31,6 +31,8 @@ int iv_st_dense_load_token_level(iv_st_dense_stack *d, const iv_st_meta *meta, i
 int iv_st_dense_pack_cpu(iv_st_dense_stack *d, iv_err *err);
 /* Copies the weights into a device table's memory (tables with prepare_weight). */
 int iv_st_dense_to_device(iv_st_dense_stack *d, const iv_ops *ops, iv_err *err);
+/* See iv_weights_own_mapped: the Dense modules' tensors still read in place, copied into memory. */
+int iv_st_dense_own_mapped(iv_st_dense_stack *d, iv_err *err);
 void iv_st_dense_free(iv_st_dense_stack *d);
 /* x [rows, in] -> *out [rows, out_dim] in dev (x itself when the stack is empty). */
 int iv_st_dense_apply(const iv_ops *ops, const iv_st_dense_stack *d, iv_view x, iv_arena *dev, iv_view *out);

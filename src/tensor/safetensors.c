@@ -11,6 +11,7 @@
 
 #include <cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "base/file.h"
 #include "base/json.h"
+#include "base/log.h"
 
 /* More dims than this is not a tensor any model has: the header is corrupt.
  * Between IV_MAX_DIMS and this, the tensor is indexed but not loadable (see
@@ -39,6 +41,7 @@ typedef struct st_entry {
     iv_tensor f32;                  /* F32 view, valid when has_f32 */
     float *owned;                   /* converted copy behind f32, or NULL when it points into the file */
     int has_f32;
+    int released;                   /* its mapped bytes were given back: nothing reads them any more */
 } st_entry;
 
 typedef struct st_shard {
@@ -416,7 +419,72 @@ void iv_weights_release(iv_weights *w, const iv_tensor *t)
             return;
         }
     }
+    for (int i = 0; i < w->n_entries; i++)
+        if (w->entries[i].raw.data == t->data) w->entries[i].released = 1;
     release_mapped(w, t->data, iv_tensor_nbytes(t));
+}
+
+/* The pages [lo, hi) of a file mapping replaced by anonymous memory
+ * holding the same bytes, at the same addresses (pointers taken at load
+ * stay valid): a fresh anonymous mapping is filled, then moved over the
+ * range by mremap, atomically. Copy-on-write would not do: truncating a
+ * file zaps even a private mapping's copied pages (unmap_mapping_range with
+ * even_cows), and the next read past the new end is SIGBUS. */
+static int own_range(uintptr_t lo, uintptr_t hi)
+{
+    const size_t n = hi - lo;
+    void *fresh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (fresh == MAP_FAILED) return -1;
+    memcpy(fresh, (const void *)lo, n);
+    if (mprotect(fresh, n, PROT_READ) ||
+        mremap(fresh, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo) == MAP_FAILED) {
+        munmap(fresh, n);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct page_range {
+    uintptr_t lo, hi;
+} page_range;
+
+static int cmp_page_range(const void *a, const void *b)
+{
+    const page_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+int iv_weights_own_mapped(iv_weights *w, iv_err *err)
+{
+    if (!w || !w->n_entries) return 0;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    page_range *r = malloc((size_t)w->n_entries * sizeof *r);
+    if (!r) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    int n = 0;
+    for (int i = 0; i < w->n_entries; i++) {
+        const st_entry *e = &w->entries[i];
+        if (!e->has_f32 || e->owned || e->released || w->shards[e->shard].map.data == NULL) continue;
+        const uintptr_t p = (uintptr_t)e->f32.data, len = iv_tensor_nbytes(&e->f32);
+        if (!len) continue;
+        r[n++] = (page_range){p / page * page, (p + len + page - 1) / page * page};
+    }
+    /* Tensors share their edge pages: move each run of touching pages once. */
+    qsort(r, (size_t)n, sizeof *r, cmp_page_range);
+    size_t bytes = 0;
+    for (int i = 0; i < n;) {
+        page_range run = r[i++];
+        for (; i < n && r[i].lo <= run.hi; i++)
+            if (r[i].hi > run.hi) run.hi = r[i].hi;
+        if (own_range(run.lo, run.hi)) {
+            free(r);
+            return iv_errf(err, IV_E_NOMEM, "cannot copy %zu bytes of %s into memory: %s", (size_t)(run.hi - run.lo),
+                           w->origin, strerror(errno));
+        }
+        bytes += run.hi - run.lo;
+    }
+    free(r);
+    if (bytes) IV_DEBUG("%s: %.1f MiB read in place now held in memory", w->origin, (double)bytes / 1048576.0);
+    return 0;
 }
 
 void iv_weights_close(iv_weights *w)

@@ -34,6 +34,12 @@ int iv_weights_open_file(iv_weights **out, const char *path, iv_err *err);
 int iv_weights_open_memory(iv_weights **out, const void *data, size_t size, const char *what,
                            iv_err *err);
 void iv_weights_close(iv_weights *w);
+/* The end of loading: every tensor still read in place from a mapped file
+ * (taken with iv_weights_f32, neither converted nor released) is copied
+ * into this process' memory, at the same address, so that the file being
+ * truncated or rewritten while the server runs can neither fault (SIGBUS)
+ * nor change an answer. Unused tensors stay on disk. */
+int iv_weights_own_mapped(iv_weights *w, iv_err *err);
 
 /* The raw tensor as stored (file dtype, CPU, pointing into the mapping;
  * data may be unaligned for its dtype). NULL when absent, and for a tensor
