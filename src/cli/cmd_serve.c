@@ -63,6 +63,8 @@ static void usage(FILE *f)
             "  --otlp-endpoint URL          send a trace span per request to this OTLP/HTTP collector\n"
             "                               (http://host:4318; JSON encoding; joins a W3C traceparent)\n"
             "  --otlp-service-name NAME     the spans' service.name (infinity_v3)\n"
+            "  --read-timeout SECONDS       longest a client may take to send a request, headers and body,\n"
+            "                               counted from its accept or previous response (120; 0: none)\n"
             "  --json-output                logs as JSON lines\n"
             "  --log-level debug|info|warn|error (or LOG_LEVEL)\n"
             "Each flag but --hostname can also be set by its environment variable, as TEI's router\n"
@@ -248,6 +250,8 @@ static int serve(int argc, char **argv)
             if (!(rc = parse_int(a, val, 1, 64, &x))) o.tokenization_workers = (int)x;
         } else if (!strcmp(a, "--drain-timeout")) {
             if (!(rc = parse_int(a, val, 0, 1 << 24, &x))) o.drain_timeout_s = (int)x;
+        } else if (!strcmp(a, "--read-timeout")) {
+            if (!(rc = parse_int(a, val, 0, 86400, &x))) o.read_timeout_s = (int)x;
         } else if (!strcmp(a, "--http-threads")) {
             if (!(rc = parse_int(a, val, 1, 256, &x))) o.http_threads = (int)x;
         } else if (!strcmp(a, "--auto-truncate")) {
@@ -337,7 +341,7 @@ static const char *const k_env_flags[] = {
     "--max-client-batch-size", "--max-client-batch-size-openai", "--url-prefix", "--auto-truncate",
     "--default-prompt-name", "--default-prompt", "--tokenization-workers", "--pooling", "--chat-template",
     "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
-    "--otlp-endpoint", "--otlp-service-name", NULL};
+    "--otlp-endpoint", "--otlp-service-name", "--read-timeout", NULL};
 static const char *const k_env_switches[] = {"--json-output", NULL};
 
 static const char *env_lookup(const char *name) { return getenv(name); }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include "base/log.h"
 #include "server/auth.h"
+#include "server/read_deadline.h"
 #include "server/request_id.h"
 #include "server/router.h"
 
@@ -43,6 +44,7 @@ struct iv_http {
      * their finish step queued the reply (or the connection ended). */
     atomic_int closing, dispatching, in_engine;
     int test_hold; /* IV_TEST_HOLD_UNTIL_HANGUP (see iv_http_suspend) */
+    iv_read_deadline *deadline; /* --read-timeout; NULL with 0 */
 };
 
 /* A body over the payload limit is read and dropped, and the 413 sent once
@@ -416,6 +418,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const int state = r->state;
     pthread_mutex_unlock(&r->lock);
     if (state == IV_REQ_RUNNING) return MHD_YES; /* spurious: still suspended */
+    if (state == IV_REQ_NEW) iv_read_deadline_received(conn);
     iv_http *h = srv->http;
     /* Counted before `closing` is read (both sequentially consistent): the
      * stopping thread either sees this dispatch or this dispatch sees it. */
@@ -466,6 +469,7 @@ static enum MHD_Result dispatch(iv_req *r, int state, int closing)
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     iv_req *r = *con_cls;
+    iv_read_deadline_restart(conn);
     if (!r) return;
     *con_cls = NULL;
     pthread_mutex_lock(&r->lock);
@@ -557,13 +561,23 @@ int iv_http_start(iv_server *s, iv_err *err)
     if (h->test_hold)
         IV_WARN("IV_TEST_HOLD_UNTIL_HANGUP: requests marked X-Iv-Test-Hold wait for their client to hang up");
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (s->o.read_timeout_s > 0 && iv_read_deadline_start(&h->deadline, s->o.read_timeout_s, err)) {
+        close(h->listen_fd);
+        free(h);
+        return -1;
+    }
     s->http = h; /* before the first request can arrive: the callbacks use it */
+    /* The connection timeout (silence) takes the same value as the read
+     * deadline (a whole request): an idle keep-alive connection is closed
+     * after it either way. */
     h->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
         h->listen_fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 16384u, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, iv_read_deadline_notify, h->deadline,
+        MHD_OPTION_CONNECTION_LIMIT, 16384u, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.read_timeout_s,
         MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
     if (!h->daemon) {
+        iv_read_deadline_free(h->deadline);
         s->http = NULL;
         close(h->listen_fd);
         if (s->o.uds_path) unlink(s->o.uds_path);
@@ -622,7 +636,9 @@ void iv_http_stop(iv_server *s)
 {
     iv_http *h = s->http;
     if (!h) return;
+    iv_read_deadline_stop(h->deadline);
     MHD_stop_daemon(h->daemon); /* closes h->listen_fd (see iv_http_quiesce) */
+    iv_read_deadline_free(h->deadline); /* after the daemon's closing notifications */
     if (s->o.uds_path && !h->quiesced) unlink(s->o.uds_path);
     free(h);
     s->http = NULL;

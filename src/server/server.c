@@ -26,6 +26,7 @@ void iv_server_opts_default(iv_server_opts *o)
     o->max_batch_tokens = 16384;
     o->auto_truncate = 1;
     o->drain_timeout_s = 30;
+    o->read_timeout_s = 120;
 }
 
 static int cores(void)

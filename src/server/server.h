@@ -51,6 +51,7 @@ typedef struct iv_server_opts {
     const char *default_prompt;
     int http_threads;            /* 0: min(cores, 8), at least 2 */
     int drain_timeout_s;         /* 30: on SIGTERM, longest wait for accepted requests */
+    int read_timeout_s;          /* 120: longest a client may take to send a request (0: no limit) */
     const char *revision;        /* hub revision for every --model-id (NULL: main) */
     const char *hub_cache;       /* hub cache root (NULL: HF_HUB_CACHE / HF_HOME/hub / default) */
     const char *otlp_endpoint;   /* OTLP/HTTP collector for traces (NULL: none) */
