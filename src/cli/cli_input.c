@@ -1,10 +1,12 @@
 #include "cli/cli_input.h"
 
 #include <cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "base/json.h"
 #include "engine/resolve.h"
+#include "server/codec.h"
 
 static char *dup_n(const char *s, size_t n)
 {
@@ -41,17 +43,20 @@ static int take_ids(iv_cli_item *it, const cJSON *arr)
     return 0;
 }
 
-static void take_text(iv_cli_item *it, const char *s, int pair)
+/* A JSON string's whole text: iv_codec_str_len counts past a "\u0000",
+ * where cJSON's valuestring would stop (the server reads requests so). */
+static void take_text(iv_cli_item *it, const cJSON *s, int pair)
 {
-    char *d = strdup(s);
+    const size_t n = iv_codec_str_len(s);
+    char *d = dup_n(s->valuestring, n);
     if (pair) {
         it->pair = d;
         it->in.pair = d;
-        it->in.pair_len = d ? strlen(d) : 0;
+        it->in.pair_len = d ? n : 0;
     } else {
         it->text = d;
         it->in.text = d;
-        it->in.text_len = d ? strlen(d) : 0;
+        it->in.text_len = d ? n : 0;
     }
 }
 
@@ -79,15 +84,15 @@ static void parse_json(const cJSON *j, iv_cli_item *it)
         if (cJSON_IsObject(j) && !is_conversation(messages)) set_error(it, "\"messages\" must be a non-empty list of messages");
         else take_messages(it, cJSON_IsObject(j) ? messages : j);
     } else if (cJSON_IsString(j)) {
-        take_text(it, j->valuestring, 0);
+        take_text(it, j, 0);
     } else if (cJSON_IsArray(j)) {
         const cJSON *a = cJSON_GetArrayItem(j, 0), *b = cJSON_GetArrayItem(j, 1);
         int n = cJSON_GetArraySize(j);
         if (n == 2 && cJSON_IsString(a) && cJSON_IsString(b)) {
-            take_text(it, a->valuestring, 0);
-            take_text(it, b->valuestring, 1);
+            take_text(it, a, 0);
+            take_text(it, b, 1);
         } else if (n == 1 && cJSON_IsString(a)) {
-            take_text(it, a->valuestring, 0);
+            take_text(it, a, 0);
         } else if (n > 0 && cJSON_IsNumber(a)) {
             take_ids(it, j);
         } else {
@@ -95,11 +100,11 @@ static void parse_json(const cJSON *j, iv_cli_item *it)
         }
     } else if (cJSON_IsObject(j)) {
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(j, "ids");
-        const char *text = iv_json_str(j, "text", NULL), *pair = iv_json_str(j, "pair", NULL);
+        const cJSON *text = iv_json_get(j, "text"), *pair = iv_json_get(j, "pair");
         if (cJSON_IsArray(ids)) take_ids(it, ids);
-        else if (text) {
+        else if (cJSON_IsString(text)) {
             take_text(it, text, 0);
-            if (pair) take_text(it, pair, 1);
+            if (cJSON_IsString(pair)) take_text(it, pair, 1);
         } else set_error(it, "object inputs need \"text\", \"ids\" or \"messages\"");
     } else {
         set_error(it, "expected a string, [text, pair], an array of token ids or a list of messages");
@@ -112,9 +117,14 @@ void iv_cli_parse_line(const char *line, size_t n, iv_cli_item *it)
     if (n && line[n - 1] == '\r') n--;
     /* JSON when the line looks like it; anything else is the text itself. */
     if (n && (line[0] == '"' || line[0] == '[' || line[0] == '{')) {
-        cJSON *j = cJSON_ParseWithLength(line, n);
-        if (!j) {
-            set_error(it, "malformed JSON input line");
+        /* As the server parses a body: invalid UTF-8 and raw control bytes
+         * inside strings are errors, "\u0000" keeps the rest of its string. */
+        cJSON *j;
+        iv_api_error e;
+        if (iv_codec_parse_json(line, n, &j, &e)) {
+            char msg[sizeof e.msg + 32];
+            snprintf(msg, sizeof msg, "malformed JSON input line: %s", e.msg);
+            set_error(it, msg);
             return;
         }
         parse_json(j, it);

@@ -209,7 +209,7 @@ static void line_col(const char *body, size_t pos, int *line, int *col)
     }
 }
 
-int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error *err)
+int iv_codec_parse_json(const char *body, size_t len, cJSON **out, iv_api_error *err)
 {
     *out = NULL;
     size_t bad;
@@ -236,12 +236,9 @@ int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error 
     }
     const char *end = NULL;
     cJSON *root = len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
-    if (!root || !cJSON_IsObject(root)) {
+    if (!root) {
         free(ns.ordinal);
         free(ns.len);
-        ns.n = 0;
-    }
-    if (!root) {
         size_t pos = end && end >= body ? (size_t)(end - body) : 0;
         int line = 1, col = 1;
         for (size_t i = 0; i < pos && i < len; i++) {
@@ -270,6 +267,20 @@ int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error 
             return -1;
         }
     }
+    size_t ordinal = 0, next = 0;
+    if (ns.n && cJSON_IsString(root)) root->valueint = (int)ns.len[0]; /* the document is that one string */
+    else if (ns.n) mark_lengths(root, cJSON_IsObject(root), &ns, &ordinal, &next);
+    free(ns.ordinal);
+    free(ns.len);
+    *out = root;
+    return 0;
+}
+
+int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error *err)
+{
+    cJSON *root;
+    if (iv_codec_parse_json(body, len, &root, err)) return -1;
+    *out = NULL;
     if (!cJSON_IsObject(root)) {
         char d[96];
         describe(root, d, sizeof d);
@@ -279,10 +290,6 @@ int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error 
         cJSON_Delete(root);
         return -1;
     }
-    size_t ordinal = 0, next = 0;
-    if (ns.n) mark_lengths(root, 1, &ns, &ordinal, &next);
-    free(ns.ordinal);
-    free(ns.len);
     *out = root;
     return 0;
 }

@@ -23,6 +23,8 @@ size_t iv_utf8_count(const char *s, size_t n);
  * inside a string is a syntax error (RFC 8259); a string holding U+0000
  * keeps its full length, read with iv_codec_str_len. */
 int iv_codec_parse_body(const char *body, size_t len, cJSON **out, iv_api_error *err);
+/* The same for any JSON value (the CLI's input lines): no object required. */
+int iv_codec_parse_json(const char *body, size_t len, cJSON **out, iv_api_error *err);
 /* Byte length of a parsed string (0 for a non-string): its decoded length,
  * not strlen, so text after a U+0000 is kept. */
 size_t iv_codec_str_len(const cJSON *v);
