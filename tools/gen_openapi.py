@@ -127,6 +127,8 @@ SCHEMAS = {
     "Token": obj({"id": INT, "text": STR, "special": BOOL, "start": {"type": ["integer", "null"]},
                   "stop": {"type": ["integer", "null"]}}, ["id", "text", "special"]),
     "Health": obj({"unix": NUM}, ["unix"]),
+    "Labels": obj({"id2label": {"type": "object", "additionalProperties": STR},
+                   "label2id": {"type": "object", "additionalProperties": INT}}, ["id2label", "label2id"]),
 }
 
 TRUNC = {"truncate": BOOL, "truncation_direction": ref("TruncationDirection")}
@@ -207,9 +209,23 @@ RESPONSES = {
     "Similarity": arr(NUM),
     "Tokenize": arr(arr(ref("Token"))),
     "Decode": arr(STR),
-    "Info": obj({"model_id": STR, "model_dtype": STR, "model_type": {"type": "object"}, "tasks": arr(STR),
-                 "max_input_length": INT, "max_client_batch_size": INT, "version": STR,
-                 "replicas": arr({"type": "object"})}, ["model_id"]),
+    "Info": obj({"model_id": STR, "model_sha": NULLSTR, "model_dtype": STR, "served_model_name": STR,
+                 "model_type": {"oneOf": [
+                     obj({"embedding": obj({"pooling": STR, "multi_vector": obj({"dim": INT}, ["dim"])},
+                                           ["pooling"])}, ["embedding"], additionalProperties=False),
+                     obj({"classifier": ref("Labels")}, ["classifier"], additionalProperties=False),
+                     obj({"reranker": ref("Labels")}, ["reranker"], additionalProperties=False),
+                     obj({"token_classifier": ref("Labels")}, ["token_classifier"], additionalProperties=False)]},
+                 "tasks": arr(STR), "chat_template": BOOL, "inputs_as_messages": BOOL,
+                 "max_concurrent_requests": INT, "max_input_length": INT, "max_input_length_source": STR,
+                 "max_batch_tokens": INT, "max_batch_requests": {"type": ["integer", "null"]},
+                 "replicas": arr(obj({"index": INT, "device": STR, "in_service": BOOL, "busy": BOOL,
+                                      "batches": INT, "tokens": INT, "failures": INT, "busy_seconds": NUM},
+                                     ["index", "device", "in_service"])),
+                 "max_client_batch_size": INT, "auto_truncate": BOOL, "tokenization_workers": INT,
+                 "version": STR, "sha": NULLSTR, "docker_label": NULLSTR},
+                ["model_id", "model_dtype", "model_type", "max_input_length", "max_client_batch_size",
+                 "auto_truncate", "version"]),
     "Classify": obj({"object": {"const": "classify"}, "data": arr(arr(ref("ScoreLabel"))), "model": STR,
                      "usage": ref("Usage"), "id": STR, "created": INT}, ["object", "data"]),
     "CohereEmbed": obj({"id": STR, "embeddings": {"anyOf": [arr(arr(NUM)), {"type": "object"}]},
@@ -225,6 +241,9 @@ RESPONSES = {
                   "usage": {"type": "object"}}, ["object", "data"]),
 }
 SCHEMAS.update({k + "Response": v for k, v in RESPONSES.items()})
+# POST / (and /invocations) answers as the route the first model's type picks.
+SCHEMAS["DefaultPostResponse"] = {"anyOf": [ref(k + "Response") for k in
+                                            ("Predict", "Rerank", "EmbedSparse", "Embed", "Similarity")]}
 
 # Status codes each flavour can answer (docs/server.md, Errors), beyond 200.
 ERR_SCHEMA = {"rerank": "RerankError", "tei": "TeiError", "openai": "OpenAIError", "infinity": "InfinityError",
@@ -271,8 +290,8 @@ ROUTES = [
     ("post", "/tokenize", "tei", "TEI", "Tokenize", "TokenizeRequest", "TokenizeResponse"),
     ("post", "/decode", "tei", "TEI", "Decode token ids", "DecodeRequest", "DecodeResponse"),
     ("post", "/", "tei", "TEI", "By the first model's type (predict, rerank, embed_sparse, embed, similarity)",
-     "DefaultPostRequest", "any"),
-    ("post", "/invocations", "tei", "TEI", "As POST /", "DefaultPostRequest", "any"),
+     "DefaultPostRequest", "DefaultPostResponse"),
+    ("post", "/invocations", "tei", "TEI", "As POST /", "DefaultPostRequest", "DefaultPostResponse"),
     ("post", "/token_classify", "tei", "TEI", "Token classification (transformers pipeline shape)",
      "TokenClassifyRequest", "TokenClassifyResponse"),
     ("post", "/v1/embeddings", "openai", "OpenAI", "OpenAI embeddings", "OpenAIEmbeddingsRequest", "EmbeddingList"),
