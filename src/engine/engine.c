@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "chat/chat_template.h"
 #include "engine/max_length.h"
+#include "engine/pair_format.h"
 #include "heads/colbert.h"
 #include "heads/pooling.h"
 #include "heads/st_dense.h"
@@ -33,6 +34,7 @@ struct iv_engine {
     iv_tokenizer *tok;
     iv_chat_template *chat; /* NULL: the checkpoint has none */
     int pairs_as_messages;  /* an operator's chat template renders text pairs */
+    iv_pair_format pair_format; /* text pairs in the checkpoint processor's format (engine/pair_format.h) */
     iv_colbert colbert;     /* multi-vector settings (layout NONE for other models) */
     iv_pool_mode pool;      /* pool_modes[0] */
     int n_pool_modes;       /* several: concatenated (heads/pooling.h) */
@@ -212,6 +214,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     }
     if (e->tok && e->meta.do_lower_case && iv_tokenizer_prepend_lowercase(e->tok, err)) goto fail;
     if (load_chat_template(e, model_dir, opts, err) || logit_score_head(e, opts, err)) goto fail;
+    if (iv_pair_format_load(&e->pair_format, model_dir, err)) goto fail;
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
@@ -514,6 +517,10 @@ const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
 const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e) { return e->tok; }
 const iv_chat_template *iv_engine_chat_template(const iv_engine *e) { return e->chat; }
 int iv_engine_pairs_as_messages(const iv_engine *e) { return e->pairs_as_messages; }
+const iv_pair_format *iv_engine_pair_format(const iv_engine *e)
+{
+    return e->pair_format.enabled ? &e->pair_format : NULL;
+}
 size_t iv_engine_peak_activation_bytes(const iv_engine *e) { return e->arena.peak + e->dev_arena.peak; }
 
 int iv_engine_device_memory(const iv_engine *e, size_t *free_bytes, size_t *total_bytes)

@@ -113,6 +113,10 @@ const iv_tokenizer *iv_engine_tokenizer(const iv_engine *e);
 /* Whether text pairs are rendered as query/document conversations because
  * the operator gave a chat template (iv_engine_opts.chat_template). */
 int iv_engine_pairs_as_messages(const iv_engine *e);
+/* How the checkpoint's processor formats a text pair (engine/pair_format.h),
+ * or NULL when the tokenizer's pair encoding (or a chat template) applies. */
+struct iv_pair_format;
+const struct iv_pair_format *iv_engine_pair_format(const iv_engine *e);
 /* The checkpoint's chat template(s) (src/chat/chat_template.h), or NULL. */
 struct iv_chat_template;
 const struct iv_chat_template *iv_engine_chat_template(const iv_engine *e);

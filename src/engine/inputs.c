@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/conversation.h"
+#include "engine/pair_format.h"
 
 iv_input_opts iv_input_opts_default(void)
 {
@@ -97,15 +98,40 @@ static int prepare_text(const iv_engine *e, const iv_input *in, const iv_input_o
     return 0;
 }
 
+/* A text pair in the checkpoint processor's format: one text, the
+ * tokenizer's special tokens, cut to the processor's limit when it has one. */
+static int prepare_formatted_pair(const iv_engine *e, const iv_pair_format *pf, const iv_input *in,
+                                  const iv_input_opts *o, iv_prepared *out, iv_err *err)
+{
+    if (o->prompt && *o->prompt)
+        return iv_errf(err, IV_E_INVALID,
+                       "a prompt cannot be applied to a text pair: this model's processor formats pairs itself "
+                       "(processor_config.json)");
+    char *text = NULL;
+    size_t len = 0;
+    if (iv_pair_format_render(pf, in->text, in->text_len, in->pair, in->pair_len, &text, &len, err)) return -1;
+    const iv_input one = {.text = text, .text_len = len};
+    iv_input_opts oo = *o;
+    if (pf->max_length > 0 && (oo.max_length <= 0 || pf->max_length < oo.max_length)) oo.max_length = pf->max_length;
+    const int rc = prepare_text(e, &one, &oo, out, err);
+    free(text);
+    return rc;
+}
+
 int iv_prepare_input(const iv_engine *e, const iv_input *in, const iv_input_opts *opts, iv_prepared *out,
                      iv_err *err)
 {
     memset(out, 0, sizeof *out);
     iv_input_opts def = iv_input_opts_default();
     const iv_input_opts *o = opts ? opts : &def;
-    int rc = iv_conversation_wanted(e, in) && !in->ids ? iv_conversation_prepare(e, in, o, effective_max(e, o), out, err)
-             : in->ids                                ? prepare_ids(e, in, o, out, err)
-                                                      : prepare_text(e, in, o, out, err);
+    /* The processor's own pair format comes before the message path: for
+     * these checkpoints a pair is what the processor makes of it, not a
+     * query/document conversation. */
+    const iv_pair_format *pf = iv_engine_pair_format(e);
+    int rc = pf && in->pair && !in->ids && !in->messages ? prepare_formatted_pair(e, pf, in, o, out, err)
+             : iv_conversation_wanted(e, in) && !in->ids ? iv_conversation_prepare(e, in, o, effective_max(e, o), out, err)
+             : in->ids                                   ? prepare_ids(e, in, o, out, err)
+                                                         : prepare_text(e, in, o, out, err);
     if (rc) iv_prepared_free(out);
     return rc;
 }

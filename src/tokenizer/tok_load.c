@@ -128,6 +128,16 @@ static int apply_config(iv_tokenizer *tok, const cJSON *cfg, const char *path, i
         tok->model_max_length = (int)mml->valuedouble;
     const char *unk = config_token(cfg, "unk_token");
     if (unk) tok->config_unk_id = iv_tokenizer_token_to_id(tok, unk);
+    /* transformers' split_special_tokens: special tokens written in the text
+     * tokenized as plain text. Only the default (false) is what this
+     * tokenizer does. */
+    int split_special;
+    if (iv_json_bool_chk(cfg, "split_special_tokens", 0, &split_special, path, err)) return -1;
+    if (split_special)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "%s: split_special_tokens true (special tokens in the text read as plain text) is not "
+                       "supported",
+                       path);
 
     if (bert_normalizer_class(iv_json_str(cfg, "tokenizer_class", NULL)) && apply_bert_flags(tok, cfg, path, err))
         return -1;

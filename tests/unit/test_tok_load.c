@@ -276,3 +276,28 @@ TEST(tok_load_template_string_form)
     iv_encoding_free(&e);
     iv_tokenizer_free(tok);
 }
+
+/* tokenizer_config.json split_special_tokens: false (the default) is what
+ * the tokenizer does; true (special tokens in the text read as plain text)
+ * is refused, not ignored. */
+TEST(tok_load_split_special_tokens)
+{
+    const char *json = "{\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"vocab\":{\"[UNK]\":0,\"a\":1}}}";
+    static const char *const ok[] = {"{}", "{\"split_special_tokens\": false}", "{\"split_special_tokens\": null}"};
+    for (int i = 0; i < 3; i++) {
+        iv_tokenizer *tok = NULL;
+        iv_err err = {0};
+        CHECK_MSG(iv_tokenizer_load_json(&tok, json, strlen(json), ok[i], strlen(ok[i]), &err) == 0, "%s: %s", ok[i],
+                  err.msg);
+        iv_tokenizer_free(tok);
+    }
+    static const char *const bad[] = {"{\"split_special_tokens\": true}", "{\"split_special_tokens\": \"yes\"}"};
+    static const int codes[] = {IV_E_UNSUPPORTED, IV_E_FORMAT};
+    for (int i = 0; i < 2; i++) {
+        iv_tokenizer *tok = NULL;
+        iv_err err = {0};
+        CHECK(iv_tokenizer_load_json(&tok, json, strlen(json), bad[i], strlen(bad[i]), &err) == -1 && !tok);
+        CHECK_EQ_INT(err.code, codes[i]);
+        CHECK_CONTAINS(err.msg, "split_special_tokens");
+    }
+}
