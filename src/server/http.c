@@ -246,6 +246,21 @@ static int authorized(iv_req *r)
     return iv_auth_bearer_ok(key, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
 }
 
+/* A body is on its way: declared by Content-Length (up to DISCARD_CAP:
+ * more is not worth reading) or chunked, and not held back for a 100
+ * Continue. */
+static int body_follows(struct MHD_Connection *conn)
+{
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    if (expect && !strcasecmp(expect, "100-continue")) return 0;
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        const unsigned long long n = strtoull(cl, NULL, 10);
+        return n > 0 && n <= DISCARD_CAP;
+    }
+    return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+}
+
 static int early_checks(iv_req *r)
 {
     iv_api_error e;
@@ -392,12 +407,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return queue_reply_ex(r, 1);
         }
         r->route = find_route(srv, method, url, &r->path, &status);
-        if (!r->route) {
-            iv_req_reply(r, status, NULL, NULL);
-            return queue_reply(r);
+        if (!r->route) iv_req_reply(r, status, NULL, NULL);
+        else {
+            r->flavour = r->route->flavour;
+            early_checks(r);
         }
-        r->flavour = r->route->flavour;
-        if (early_checks(r)) return queue_reply(r);
+        /* 404, 405, 401, 415 and the asked-for 413 are known before the
+         * body: a client that waits (Expect: 100-continue) or sends none is
+         * answered now; one already sending reads its answer after its body
+         * (dropped as it comes), or it would see a reset instead. */
+        if (r->has_reply && !body_follows(conn)) return queue_reply(r);
         return MHD_YES;
     }
     if (r->state == IV_REQ_REPLIED) {
@@ -407,7 +426,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size) {
         const size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (r->discarded || r->body.len + n > srv->o.payload_limit) {
+        if (r->has_reply || r->discarded || r->body.len + n > srv->o.payload_limit) {
             r->discarded += n;
             return r->discarded > DISCARD_CAP ? MHD_NO : MHD_YES;
         }
@@ -419,6 +438,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     pthread_mutex_unlock(&r->lock);
     if (state == IV_REQ_RUNNING) return MHD_YES; /* spurious: still suspended */
     if (state == IV_REQ_NEW) iv_read_deadline_received(conn);
+    if (state == IV_REQ_NEW && r->has_reply) return queue_reply(r); /* an early error, its body now read */
     iv_http *h = srv->http;
     /* Counted before `closing` is read (both sequentially consistent): the
      * stopping thread either sees this dispatch or this dispatch sees it. */

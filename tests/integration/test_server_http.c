@@ -171,3 +171,53 @@ TEST(srv_http_framing_errors)
     }
     CHECK_EQ_INT(srv_stop(&s), 0);
 }
+
+/* Errors known from the headers alone (404 unknown route, 401 without the
+ * key, 415 without a JSON content type) on a request whose body is already
+ * on its way: the server reads the body (dropping it) and answers after it,
+ * so the client reads the error instead of a reset, and the connection
+ * stays usable. Before, the answer went out at once and the connection was
+ * closed under the sending client. */
+TEST(srv_http_early_errors_after_full_body)
+{
+    const char *dir = srv_fixture("bert");
+    if (!dir) return;
+    srv s;
+    const char *args[] = {"--model-id", dir, "--api-key", "k3y", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    const size_t len = 1900000; /* under --payload-limit, far over the socket buffers */
+    char *body = malloc(len);
+    REQUIRE(body);
+    memset(body, 'a', len);
+    memcpy(body, "{\"inputs\":\"", 11);
+    memcpy(body + len - 2, "\"}", 2);
+    static const struct {
+        const char *path, *headers, *status;
+    } cases[] = {
+        {"/nowhere", "Authorization: Bearer k3y\r\nContent-Type: application/json\r\n", "HTTP/1.1 404"},
+        {"/embed", "Content-Type: application/json\r\n", "HTTP/1.1 401"},
+        {"/embed", "Authorization: Bearer k3y\r\nContent-Type: text/plain\r\n", "HTTP/1.1 415"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int fd = raw_connect(&s);
+        REQUIRE(fd >= 0);
+        char head[512];
+        snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n", cases[c].path,
+                 cases[c].headers, len);
+        int err = send_all(fd, head, strlen(head));
+        if (!err) err = send_all(fd, body, len);
+        CHECK_MSG(err == 0, "%s %s: sending the body failed: %s", cases[c].path, cases[c].status, strerror(err));
+        char *reply = read_reply(fd, "\r\n\r\n", 30000);
+        CHECK_MSG(!strncmp(reply, cases[c].status, 12), "expected %s, got %.60s", cases[c].status, reply);
+        free(reply);
+        /* The same connection serves the next request. */
+        const char *next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+        CHECK_EQ_INT(send_all(fd, next, strlen(next)), 0);
+        reply = read_reply(fd, "\"unix\"", 30000);
+        CHECK_MSG(strstr(reply, "HTTP/1.1 200") != NULL, "after %s: %.80s", cases[c].status, reply);
+        free(reply);
+        close(fd);
+    }
+    free(body);
+    CHECK_EQ_INT(srv_stop(&s), 0);
+}
