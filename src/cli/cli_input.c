@@ -113,6 +113,7 @@ void iv_cli_parse_line(const char *line, size_t n, iv_cli_item *it)
     /* JSON when the line looks like it; anything else is the text itself. */
     if (n && (line[0] == '"' || line[0] == '[' || line[0] == '{')) {
         cJSON *j = cJSON_ParseWithLength(line, n);
+        iv_json_mark_floats(j, line, n);
         if (!j) {
             set_error(it, "malformed JSON input line");
             return;
