@@ -292,6 +292,97 @@ for t in [
 ]:
     add(t, RICH)
 
+# ---- Python string formatting: str % args, the format filter, str.format ----
+FMT = dict(CTX, pi=3.14159265, big_f=1e300, negz=-0.0, ch=65, one=1.0,
+           mixed=["a", 1, 2.5, None, True], kv={"name": "Ann", "age": 31, "score": 9.5}, uni="héllo 日本")
+for e in [
+    "'%s' % s", "'%s' % n", "'%s' % f", "'%s' % none", "'%s' % t", "'%s' % l", "'%s' % d", "'%s' % (l,)",
+    "'%s-%s' % (1, 2)", "'%s' % (1,)", "'%d' % n", "'%d' % f", "'%d' % t", "'%i' % neg", "'%u' % n",
+    "'%5d|' % n", "'%-5d|' % n", "'%05d' % neg", "'%+d %+d' % (n, neg)", "'% d' % n", "'%.3d' % n",
+    "'%x %X %o' % (255, 255, 8)", "'%#x %#X %#o' % (255, 255, 8)", "'%x' % neg", "'%08.3f' % f",
+    "'%f' % f", "'%.2f' % pi", "'%.0f' % 2.5", "'%.0f' % 3.5", "'%10.4f|' % pi", "'%-10.2f|' % pi",
+    "'%+.1f' % f", "'%e' % pi", "'%.3E' % big_f", "'%g' % pi", "'%g' % 1e-7", "'%G' % 1e20", "'%.3g' % 1234.5",
+    "'%#g' % 1.0", "'%f' % n", "'%f' % (big_f * 10)", "'%F' % (-big_f * 10)", "'%f' % (big_f * 10 - big_f * 10)", "'%5.1f' % negz", "'%.2f' % one",
+    "'%r' % s", "'%r' % uni", "'%a' % uni", "'%r' % l", "'%r' % 'it\\'s'", "'%.3s' % s", "'%10s|' % s",
+    "'%-10s|' % s", "'%5s|' % uni", "'%c' % ch", "'%c' % 'x'", "'%%'", "'100%% %s' % s", "'%s%%' % n",
+    "'%(name)s is %(age)d' % kv", "'%(score).1f' % kv", "'%(name)10s|' % kv", "'%s' % kv", "'%*d' % (5, n)",
+    "'%-*d|' % (5, n)", "'%.*f' % (2, pi)", "'%s %s' % ['a', 'b']", "'%ld' % n", "'%s' % mixed",
+    "'a' % ()", "'a' % {}", "'%s' % undefinedvar", "'%s and %r' % (none, none)", "'%s' % ((1, 2),)",
+    "'%d%%' % 50", "'%.1f%%' % 12.345", "'%3c|' % 'x'", "'%s' % uni[1]", "'%x' % t",
+    "'%s'|format(s)", "'%s-%d'|format(s, n)", "'%(a)s'|format(a='x')", "'%.2f'|format(pi)", "'plain'|format",
+    "'%s'|format(l)", "'%5.1f|%-4d|'|format(f, n)", "('%s' % n)|length",
+    "'{}'.format(s)", "'{} {}'.format(1, 2)", "'{0} {1} {0}'.format('a', 'b')", "'{name}'.format(name='x')",
+    "'{}|{:>10}|{:<10}|{:^10}|'.format(s, s, s, s)", "'{:*^11}'.format('mid')", "'{:.2f}'.format(pi)",
+    "'{:10.3f}|'.format(pi)", "'{:+d}'.format(n)", "'{: d}'.format(n)", "'{:05d}'.format(neg)", "'{:,}'.format(big)",
+    "'{:_}'.format(big)", "'{:,.2f}'.format(1234567.891)", "'{:x} {:X} {:o} {:b}'.format(255, 255, 8, 5)",
+    "'{:#x} {:#o} {:#b}'.format(255, 8, 5)", "'{:e}'.format(pi)", "'{:.3e}'.format(big_f)", "'{:g}'.format(1e-7)",
+    "'{:%}'.format(0.25)", "'{:.1%}'.format(0.12345)", "'{}'.format(f)", "'{}'.format(one)", "'{:}'.format(one)",
+    "'{:.3}'.format(pi)", "'{:.3}'.format(one)", "'{:.2}'.format(1234.5)", "'{:10}|'.format(one)",
+    "'{:10}|'.format(n)", "'{:10}|'.format(s)", "'{:.3}'.format(s)", "'{!r}'.format(s)", "'{!s:>6}'.format(n)",
+    "'{!a}'.format(uni)", "'{}'.format(none)", "'{}'.format(l)", "'{}'.format(d)", "'{}'.format(t)",
+    "'{:d}'.format(t)", "'{:>6}'.format(t)", "'{0[0]} {0[1]}'.format(l)", "'{0[name]}'.format(kv)",
+    "'{kv[age]}'.format(kv=kv)", "'{m.role}'.format(m=messages[0])", "'{{literal}} {}'.format(1)",
+    "'{:{w}}|'.format('x', w=5)", "'{:>{w}.{p}f}'.format(pi, w=8, p=3)", "'{:=+8d}'.format(n)",
+    "'{:0=8.2f}'.format(-f)", "'{:08.2f}'.format(-f)", "'{:c}'.format(ch)", "'{:n}'.format(n)",
+    "'{:z.1f}'.format(-0.04)", "'{:f}'.format(big_f * 10)", "'{:F}'.format(big_f * 10 - big_f * 10)", "'{:+}'.format(f)",
+    "'{:>5}'.format(uni)", "'{:中^9}'.format('x')", "'{name} is {age}'.format_map(kv)",
+"'{0:{1}}|'.format(s, 15)",
+]:
+    add("{{ " + e + " }}", FMT)
+for t in [
+    "{{ '%s' % 1 }}{{ '%s' % (1, 2) }}", "{{ '%s %s' % (1,) }}", "{{ '%d' % 'x' }}", "{{ '%x' % 1.5 }}",
+    "{{ '%(a)s' % (1,) }}", "{{ '%(a)s' % {'b': 1} }}", "{{ '%z' % 1 }}", "{{ '%' % 1 }}", "{{ '%c' % 'ab' }}",
+    "{{ '{}'.format() }}", "{{ '{0}{}'.format(1, 2) }}", "{{ '{x}'.format(y=1) }}", "{{ '{'.format(1) }}",
+    "{{ '}'.format(1) }}", "{{ '{:d}'.format('x') }}", "{{ '{:s}'.format(1) }}", "{{ '{:+}'.format('x') }}",
+    "{{ '{:.2d}'.format(1) }}", "{{ '{!x}'.format(1) }}", "{{ '{:>5}'.format(none) }}", "{{ '{:%s}'.format(1) }}",
+    "{{ '%s'|format(1, a=2) }}", "{{ '%d'|format('x') }}", "{{ '%s %s'|format(1) }}",
+    "{{ '{0.__class__}'.format(s) }}", "{{ '%f' % 'x' }}",
+]:
+    add(t, FMT)
+
+# ---- loop.changed, loop.cycle, previtem/nextitem ----
+for t in [
+    "{% for x in [1, 1, 2, 2, 1] %}{% if loop.changed(x) %}[{{ x }}]{% endif %}{% endfor %}",
+    "{% for m in items %}{{ loop.changed(m.ok) }},{% endfor %}",
+    "{% for x in l %}{{ loop.changed() }}{% endfor %}",
+    "{% for x in [1, 1, 2] %}{{ loop.changed(x, 'k') }}{{ loop.changed(x, 'k') }};{% endfor %}",
+    "{% for x in l %}{% for y in l %}{{ loop.changed(x) }}{% endfor %};{% endfor %}",
+    "{% for x in l %}{{ loop.cycle('odd', 'even') }}-{{ loop.cycle(1, 2, 3) }};{% endfor %}",
+    "{% for x in l %}{{ loop.previtem is defined }}{{ loop.nextitem is defined }}{{ loop.previtem|default('-') }};{% endfor %}",
+    "{% for m in messages %}{% if loop.previtem and loop.previtem.role == m.role %}dup{% endif %}{{ m.role[0] }}{% endfor %}",
+    "{% for x in l %}{{ loop.cycle() }}{% endfor %}",
+]:
+    add(t)
+
+# ---- Unicode case mapping (Python's full mappings, final sigma) and more str methods ----
+CASE = dict(CTX, de="straße Maße ß", lig="ﬁne ﬂow ﬀ", gr="ΟΔΟΣ ΣΟΦΟΣ Σ ΑΣ. ΑΣ'Σ", tr="İstanbul ǅemal ǈ ǋ",
+            arm="և ŉ ǰ ΐ", mix="hÉLLO wORLD 123 ǆ ß", cyr="Привет МИР", circ="Ⓐⓑ", ws2="  x  ")
+for e in [
+    "de.upper()", "de|upper", "de.title()", "de|title", "de.capitalize()", "de|capitalize", "de.swapcase()",
+    "de.casefold()", "lig.upper()", "lig.title()", "lig.capitalize()", "gr.lower()", "gr|lower", "gr.title()",
+    "gr.capitalize()", "gr.swapcase()", "tr.lower()", "tr.upper()", "tr.title()", "tr.swapcase()", "arm.upper()",
+    "arm.title()", "mix.swapcase()", "mix.title()", "mix.capitalize()", "mix.casefold()", "cyr.lower()",
+    "cyr.swapcase()", "circ.upper()", "circ.lower()", "circ.swapcase()", "'ǅ'.lower()", "'ǅ'.upper()",
+    "'ǆ'.title()", "\"they're bill's\".title()", "'a1b2 c_d'.title()", "'ßa'.capitalize()", "'ΣA'.lower()",
+    "'AΣ'.lower()", "'A Σ B'.lower()", "'AΣb'.lower()", "'AΣ1'.lower()", "'Σ'.lower()", "'ΑΣ\u0301'.lower()",
+    "s.center(21, '*')", "s.ljust(15, '.')", "s.rjust(15)", "'42'.zfill(5)", "'-42'.zfill(6)", "'+7'.zfill(4)",
+    "uni.center(20, '·')" if False else "u.center(20, '-')", "u.ljust(3)", "s.partition(' ')",
+    "s.partition('zz')", "s.rpartition('o')", "'a\\tbc\\td'.expandtabs()", "'a\\tb'.expandtabs(4)",
+    "'Hello World'.istitle()", "'hello'.istitle()", "'x_1'.isidentifier()", "'1x'.isidentifier()",
+    "'abc'.isascii()", "u.isascii()", "'a\\tb'.isprintable()", "'ab'.isprintable()", "s.index('o')",
+    "s.rindex('o')", "'ab'.endswith(('x', 'b'))", "s.startswith('l', 2)", "s.find('o', 5)", "s.count('o', 5)",
+    "'A-B_C'.lower().replace('-', '_')", "s.split('o', 1)", "'a  b'.split(' ')", "'abc'.upper().lower()",
+    "'x'.join([s, u])", "ws2.strip() ~ '|'",
+]:
+    add("{{ " + e + " }}", CASE)
+
+# ---- JSON numbers written as floats stay floats (1.0 prints as 1.0) ----
+NUMS = {"a": 1.0, "b": -2.0, "c": 100.0, "d": 3, "e": [1.0, 2, {"x": 0.0}], "args": {"temp": 1.0, "n": 2}}
+for e in ["a", "b", "c", "d", "e", "args", "args|tojson", "e|tojson", "a is float", "a is integer", "d is integer",
+          "a + d", "a * 2", "(a|int)", "a|string", "'%s %d %.1f' % (a, a, d)", "'{} {}'.format(a, d)", "a == d",
+          "a|round", "b|abs", "[a, b]|sum", "[a, d]|max"]:
+    add("{{ " + e + " }}", NUMS)
+
 # ---- errors (render) ----
 for t in [
     "{{ undefinedvar.attr }}", "{{ undefinedvar['k'] }}", "{{ undefinedvar + 1 }}", "{{ undefinedvar() }}",

@@ -633,10 +633,38 @@ static jv f_tojson(jrender *R, const jnode *at, jv v, jargs *a)
 
 /* ---- table ---- */
 
+/* jinja2's do_format: str(value) % (kwargs or args). */
+static jv f_format(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    if (a->npos && a->nkw) jr_fail(R, at, "%s", "can't handle positional and keyword arguments at the same time");
+    jv args;
+    if (a->nkw) {
+        args = jv_dict_new(R);
+        for (int i = 0; i < a->nkw; i++) jd_set(R, args.u.d, jv_cstr(a->kw[i]), a->kwv[i]);
+    } else {
+        args = jv_list_new(R, (size_t)a->npos);
+        args.u.l->flags = JL_TUPLE;
+        for (int i = 0; i < a->npos; i++) args.u.l->items[args.u.l->n++] = a->pos[i];
+    }
+    return jfmt_percent(R, at, jv_to_str(R, v), args);
+}
+
+/* jinja2's do_attr: the sandbox's getattr, never an item lookup. */
+static jv f_attr(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    jv *name = ARG(0, "name");
+    if (!name || name->kind != JV_STR) jr_fail(R, at, "%s", "attribute name must be a string");
+    if (v.kind == JV_DICT) {
+        jv m = jm_method(R, v, name->u.s, name->n);
+        return m;
+    }
+    return je_getattr(R, at, v, name->u.s, name->n);
+}
+
 static const jfilter_def FILTERS[] = {
-    {"abs", f_abs}, {"batch", f_batch}, {"capitalize", f_capitalize}, {"center", f_center},
+    {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize}, {"center", f_center},
     {"count", f_length}, {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort},
-    {"e", f_escape}, {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"indent", f_indent},
+    {"e", f_escape}, {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"format", f_format}, {"indent", f_indent},
     {"int", f_int}, {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length},
     {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max}, {"min", f_min},
     {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace}, {"reverse", f_reverse},
