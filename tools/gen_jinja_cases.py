@@ -153,6 +153,7 @@ for e in ["none", "t", "fl", "n", "neg", "f", "big", "l", "sl", "d", "nested", "
           "messages|map(attribute='content')|map('length')|list", "'%s'|length", "'a\\u2028b'|length",
           "'x'.join(['a', 'b'])", "'{{ x }}'", "ws.split(' ')", "'abc'.split('b')", "' a '.split(' ')",
           "items[0]['name'] ~ items[1].name", "nested.x['y'][1]['z']", "nested.x.y.1.z",
+          "u[::-1, 2]", "l[1:, 0]", "d[:, 1]", "(u[::-1, 2]) is defined", "l[0, 1]", "d['a', 'b']", "l[0,]", "l[1:,]",
          ]:
     add("{{ " + e + " }}")
 
