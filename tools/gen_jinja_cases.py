@@ -294,7 +294,10 @@ for t in [
     add(t, RICH)
 
 # ---- Python string formatting: str % args, the format filter, str.format ----
-FMT = dict(CTX, pi=3.14159265, big_f=1e300, negz=-0.0, ch=65, one=1.0,
+# (small contexts: every case carries its own copy in the fixture file)
+SMALL = {k: CTX[k] for k in ["n", "neg", "f", "big", "s", "u", "e", "none", "t", "fl", "l", "sl", "d"]}
+SMALL["messages"] = MSGS[:1]
+FMT = dict(SMALL, pi=3.14159265, big_f=1e300, negz=-0.0, ch=65, one=1.0,
            mixed=["a", 1, 2.5, None, True], kv={"name": "Ann", "age": 31, "score": 9.5}, uni="héllo 日本")
 for e in [
     "'%s' % s", "'%s' % n", "'%s' % f", "'%s' % none", "'%s' % t", "'%s' % l", "'%s' % d", "'%s' % (l,)",
@@ -341,6 +344,19 @@ for t in [
 ]:
     add(t, FMT)
 
+# a grid of conversions and specs over values of every kind (errors included)
+GRID_VALUES = ["0", "7", "-7", "255", "t", "fl", "2.5", "-0.5", "1e16", "1.5e-7", "123456.789", "-1e-300", "s", "''",
+               "uni", "none", "[1, 'a']", "1e300 * 10"]
+for spec in ["%s", "%r", "%d", "%5d", "%-6.2f", "%+.3e", "%g", "%#x", "%05.1f", "%.2s", "%c", "%%"]:
+    add("{{ ['" + spec + "' % v for v in []] if false else '' }}" if False else
+        "{% for v in [" + ", ".join(GRID_VALUES) + "] %}{% set r = namespace(x='') %}[{{ '" + spec + "' % v }}]{% endfor %}", FMT)
+    for v in GRID_VALUES:
+        add("{{ '" + spec + "' % (" + v + ",) }}", FMT)
+for spec in ["", "10", "<8", "^9", ">+8", "=+8", "08", ",", "_", ".3", ".0f", ".2e", "g", ".4g", "%", "x", "#b", "c",
+             "s", "*>12.3f", " ", "z.1f", ",.1f", "d", "n", ".1%"]:
+    for v in GRID_VALUES:
+        add("{{ '{:" + spec + "}'.format(" + v + ") }}", FMT)
+
 # ---- loop.changed, loop.cycle, previtem/nextitem ----
 for t in [
     "{% for x in [1, 1, 2, 2, 1] %}{% if loop.changed(x) %}[{{ x }}]{% endif %}{% endfor %}",
@@ -356,7 +372,7 @@ for t in [
     add(t)
 
 # ---- Unicode case mapping (Python's full mappings, final sigma) and more str methods ----
-CASE = dict(CTX, de="straße Maße ß", lig="ﬁne ﬂow ﬀ", gr="ΟΔΟΣ ΣΟΦΟΣ Σ ΑΣ. ΑΣ'Σ", tr="İstanbul ǅemal ǈ ǋ",
+CASE = dict(SMALL, de="straße Maße ß", lig="ﬁne ﬂow ﬀ", gr="ΟΔΟΣ ΣΟΦΟΣ Σ ΑΣ. ΑΣ'Σ", tr="İstanbul ǅemal ǈ ǋ",
             arm="և ŉ ǰ ΐ", mix="hÉLLO wORLD 123 ǆ ß", cyr="Привет МИР", circ="Ⓐⓑ", ws2="  x  ")
 for e in [
     "de.upper()", "de|upper", "de.title()", "de|title", "de.capitalize()", "de|capitalize", "de.swapcase()",
@@ -427,6 +443,8 @@ def main():
             case["out"] = tmpl.render(**ctx)
             if " at 0x" in case["out"]:
                 continue  # an object's address: no renderer can match it
+            if "\x00" in case["out"]:
+                continue  # the C test reads the file with cJSON, whose strings end at U+0000
         except Exception as e:  # noqa: BLE001
             case["err"] = "render"
             case["msg"] = f"{type(e).__name__}: {e}"

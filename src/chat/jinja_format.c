@@ -104,8 +104,7 @@ static int64_t int_of(pctx *c, jv v, char type, int any_real)
     if (v.kind == JV_FLOAT && any_real) {
         if (isinf(v.u.f)) jr_fail(c->R, c->at, "%s", "cannot convert float infinity to integer");
         if (isnan(v.u.f)) jr_fail(c->R, c->at, "%s", "cannot convert float NaN to integer");
-        if (fabs(v.u.f) >= 9.2e18) jr_fail(c->R, c->at, "%s", "integer too large to format");
-        return (int64_t)trunc(v.u.f);
+        return (int64_t)trunc(v.u.f); /* callers take |v| >= 2^63 as digits first */
     }
     if (any_real) jr_fail(c->R, c->at, "%%%c format: a real number is required, not %s", type, jv_type_name(v));
     jr_fail(c->R, c->at, "%%%c format: an integer is required, not %s", type, jv_type_name(v));
@@ -248,13 +247,21 @@ jv jfmt_percent(jrender *R, const jnode *at, jv fmt, jv args)
         case 'x':
         case 'X': {
             int real = type == 'd' || type == 'i' || type == 'u';
-            int64_t v = int_of(&c, arg, type, real);
-            uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-            char dig[80], body[200];
-            int_digits(dig, u, type == 'o' ? 8 : real ? 10 : 16, type == 'X');
+            char dig[400], body[520];
+            int64_t v;
+            if (real && arg.kind == JV_FLOAT && isfinite(arg.u.f) && fabs(arg.u.f) >= 9.2e18) {
+                /* int(f) of a big float: its exact decimal digits */
+                v = arg.u.f < 0 ? -1 : 1;
+                snprintf(dig, sizeof dig, "%.0f", fabs(arg.u.f));
+            } else {
+                v = int_of(&c, arg, type, real);
+                uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+                int_digits(dig, u, type == 'o' ? 8 : real ? 10 : 16, type == 'X');
+            }
             size_t dn = strlen(dig);
             int64_t zeros = prec > (int64_t)dn ? prec - (int64_t)dn : 0;
             if (zeros > 100) jr_fail(R, at, "%s", "precision too big");
+            if (dn > 400) jr_fail(R, at, "%s", "number too long");
             memset(body, '0', (size_t)zeros);
             memcpy(body + zeros, dig, dn + 1);
             size_t k = 0;
@@ -348,7 +355,9 @@ static void parse_spec(jrender *R, const jnode *at, const char *s, size_t n, fsp
     if (i < n) f->type = s[i++];
     if (i < n) jr_fail(R, at, "%s", "Invalid format specifier");
     if (f->width > 1000000 || f->prec > 1000000) jr_fail(R, at, "%s", "Too many decimal digits in format string");
-    if (f->zero && !f->align) f->fill = '0', f->align = '=';
+    /* '0' before the width: zeros as the fill, after the sign for numbers
+     * ('=' alignment), at the default left alignment for strings. */
+    if (f->zero && !f->align) f->fill = '0';
 }
 
 /* Groups the leading run of decimal (or every-4 hex/bin/oct) digits. */
@@ -367,7 +376,7 @@ static void put_spec_number(iv_strbuf *b, const fspec *f, const char *head, cons
 {
     size_t hn = strlen(head);
     int64_t len = (int64_t)(hn + ju_len(body, bn)), gap = f->width > len ? f->width - len : 0;
-    char align = f->align ? f->align : '>';
+    char align = f->align ? f->align : f->zero ? '=' : '>';
     if (align == '=') {
         iv_sb_puts(b, head);
         for (int64_t i = 0; i < gap; i++) ju_put(b, f->fill);
