@@ -460,8 +460,10 @@ static jv select_any(jrender *R, const jnode *at, jv v, jargs *a, int on_attr, i
         buf[t.n] = 0;
         test = buf;
     }
-    jargs targs = {.pos = a->pos + first_test + 1, .npos = a->npos > first_test + 1 ? a->npos - first_test - 1 : 0,
-                   .kw = a->kw, .kwv = a->kwv, .nkw = a->nkw};
+    /* (no pointer arithmetic on pos when there are no arguments: it is NULL) */
+    int ntest = a->npos > first_test + 1 ? a->npos - first_test - 1 : 0;
+    jargs targs = {.pos = ntest ? a->pos + first_test + 1 : NULL, .npos = ntest, .kw = a->kw, .kwv = a->kwv,
+                   .nkw = a->nkw};
     jlist *l = jv_iter(R, at, v);
     jv out = gen_list(R);
     for (size_t i = 0; i < l->n; i++) {
