@@ -393,6 +393,38 @@ for e in [
 ]:
     add("{{ " + e + " }}", CASE)
 
+# ---- more of jinja2's filters, tests and globals ----
+MORE = dict(SMALL, long="The quick brown fox jumps over the lazy dog " * 3, people=[
+    {"name": "Ann", "city": "Paris"}, {"name": "Bob", "city": "berlin"}, {"name": "Cid", "city": "paris"},
+    {"name": "Dee", "city": "Berlin"}, {"name": "Eve"}], sizes=[0, 1, 999, 1000, 1536, 10 ** 6, 123456789, 10 ** 30])
+for e in [
+    "long|truncate", "long|truncate(20)", "long|truncate(20, true)", "long|truncate(20, false, '…')",
+    "long|truncate(20, leeway=0)", "'foo bar baz qux'|truncate(9)", "'foo bar baz qux'|truncate(11)",
+    "'foo bar baz qux'|truncate(11, False, '...', 0)", "'foobarbazqux'|truncate(9)", "s|truncate(2)",
+    "l|slice(2)|list", "range(10)|slice(3)|list", "range(10)|slice(3, 'x')|list", "[]|slice(2)|list",
+    "range(3)|slice(5)|list", "range(7)|slice(1)|list", "l|slice(0)|list",
+    "sizes|map('filesizeformat')|list", "sizes|map('filesizeformat', true)|list", "'2048'|filesizeformat",
+    "2.5|filesizeformat", "-5|filesizeformat", "'x'|filesizeformat",
+    "people|groupby('city', default='?')", "people|groupby('city', default='?')|map(attribute='grouper')|list",
+    "people|groupby('city', default='?', case_sensitive=true)|map(attribute='grouper')|list",
+    "people|groupby('city', default='?')|map(attribute='list')|map('length')|list",
+    "people|groupby('name')|first", "(people|groupby('name')|first).list", "people|groupby('city')",
+    "[3, 1, 3, 2]|groupby(0) if false else [[1, 'a'], [0, 'b'], [1, 'c']]|groupby(0)",
+    "people|groupby('city', default='?')|tojson", "people|groupby('city', default='?')|length",
+    "'upper' is filter", "'truncate' is filter", "'nosuch' is filter", "1 is filter", "'odd' is test",
+    "'divisibleby' is test", "'nosuch' is test", "s|attr('upper') is callable", "d|attr('a')", "d|attr('items') is defined",
+]:
+    add("{{ " + e + " }}", MORE)
+for t in [
+    "{% for city, members in people|groupby('city', default='?') %}{{ city }}: {{ members|map(attribute='name')|join(', ') }}; {% endfor %}",
+    "{% for g in people|groupby('city', default='?') %}{{ g.grouper }}={{ g.list|length }} {{ g[0] }} {% endfor %}",
+    "{% set comma = joiner() %}{% for x in l %}{{ comma() }}{{ x }}{% endfor %}",
+    "{% set pipe = joiner(' | ') %}{% for x in sl %}{{ pipe() }}{{ x }}{% endfor %}",
+    "{% set j = joiner('-') %}[{{ j() }}][{{ j() }}][{{ j() }}]",
+    "{% for col in range(7)|slice(3) %}{{ col|join('') }}|{% endfor %}",
+]:
+    add(t, MORE)
+
 # ---- JSON numbers written as floats stay floats (1.0 prints as 1.0) ----
 NUMS = {"a": 1.0, "b": -2.0, "c": 100.0, "d": 3, "e": [1.0, 2, {"x": 0.0}], "args": {"temp": 1.0, "n": 2}}
 for e in ["a", "b", "c", "d", "e", "args", "args|tojson", "e|tojson", "a is float", "a is integer", "d is integer",

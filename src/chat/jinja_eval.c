@@ -171,7 +171,12 @@ jv je_getattr(jrender *R, const jnode *at, jv obj, const char *name, size_t n)
         return v ? *v : jv_undef(name, n);
     }
     case JV_STR:
-    case JV_LIST: return jm_method(R, obj, name, n);
+    case JV_LIST:
+        if ((obj.u.l->flags & JL_GROUP) && obj.u.l->n == 2) {
+            if (n == 7 && !memcmp(name, "grouper", 7)) return obj.u.l->items[0];
+            if (n == 4 && !memcmp(name, "list", 4)) return obj.u.l->items[1];
+        }
+        return jm_method(R, obj, name, n);
     case JV_LOOP:
         if ((n == 5 && !memcmp(name, "cycle", 5)) || (n == 7 && !memcmp(name, "changed", 7)))
             return jm_method(R, obj, name, n);

@@ -38,7 +38,7 @@ typedef enum {
 
 /* List flags: printed as a tuple, or an iterator jinja2 hands back from a
  * filter (map, select, ...) that Python cannot len() or index. */
-enum { JL_TUPLE = 1, JL_GEN = 2 };
+enum { JL_TUPLE = 1, JL_GEN = 2, JL_GROUP = 4 /* groupby's (grouper, list): a tuple with those attributes */ };
 
 typedef struct jlist jlist;
 typedef struct jdict jdict;

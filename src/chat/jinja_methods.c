@@ -926,8 +926,35 @@ static jv g_strftime_now(jrender *R, const jnode *at, jv self, jargs *a)
     return jv_str_copy(R, out, n);
 }
 
+/* joiner(sep=", "): a callable giving '' the first time, then sep. Its
+ * state lives in a two-item list the function holds as its receiver. */
+static jv joiner_call(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    no_args(R, at, a, 0, "joiner");
+    if (!self.u.l->items[1].u.i) {
+        self.u.l->items[1] = jv_bool(1);
+        return jv_str("", 0);
+    }
+    return self.u.l->items[0];
+}
+
+static jv g_joiner(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    jv *sep = ja_arg(a, 0, "sep");
+    jv st = jv_list_new(R, 2);
+    st.u.l->items[0] = sep ? *sep : jv_str(", ", 2);
+    st.u.l->items[1] = jv_bool(0);
+    st.u.l->n = 2;
+    jfunc *fn = jr_alloc(R, sizeof *fn);
+    fn->name = "joiner";
+    fn->self = st;
+    fn->call = joiner_call;
+    return (jv){.kind = JV_FUNC, .u.fn = fn};
+}
+
 static jfunc GLOBALS[] = {
     {"range", {0}, g_range},
+    {"joiner", {0}, g_joiner},
     {"namespace", {0}, g_namespace},
     {"dict", {0}, g_dict},
     {"raise_exception", {0}, g_raise_exception},
