@@ -280,7 +280,7 @@ jv jfmt_percent(jrender *R, const jnode *at, jv fmt, jv args)
         case 'G': {
             if (!jv_is_number(arg)) jr_fail(R, at, "must be real number, not %s", jv_type_name(arg));
             double f = jv_num(arg);
-            char body[1200];
+            char body[1400];
             float_body(body, sizeof body, f, type, prec < 0 ? 6 : (int)(prec > 1000 ? 1000 : prec), alt);
             size_t k = 0;
             if (signbit(f) && !isnan(f)) sp[k++] = '-';
@@ -491,6 +491,14 @@ typedef struct fctx {
     int manual;
 } fctx;
 
+/* (bounded: format strings are slices of other strings, not NUL-terminated) */
+static int all_digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return n > 0;
+}
+
 static jv field_value(fctx *c, const char *s, size_t n)
 {
     jrender *R = c->R;
@@ -503,7 +511,7 @@ static jv field_value(fctx *c, const char *s, size_t n)
         int k = c->auto_idx - 1;
         if (c->map || k >= c->a->npos) jr_fail(R, c->at, "Replacement index %d out of range for positional args tuple", k);
         v = c->a->pos[k];
-    } else if (strspn(s, "0123456789") >= i) {
+    } else if (all_digits(s, i)) {
         if (c->auto_idx) jr_fail(R, c->at, "%s", "cannot switch from automatic field numbering to manual field specification");
         c->manual = 1;
         size_t j = 0;
@@ -531,8 +539,7 @@ static jv field_value(fctx *c, const char *s, size_t n)
             if (i >= n) jr_fail(R, c->at, "%s", "Missing ']' in format string");
             if (i == k0) jr_fail(R, c->at, "%s", "Empty attribute in format string");
             size_t kn = i - k0;
-            jv key = strspn(s + k0, "0123456789") >= kn ? jv_int(read_num(s + k0, kn, &(size_t){0}))
-                                                          : jv_str_copy(R, s + k0, kn);
+            jv key = all_digits(s + k0, kn) ? jv_int(read_num(s + k0, kn, &(size_t){0})) : jv_str_copy(R, s + k0, kn);
             v = je_getitem(R, c->at, v, key);
             i++;
             if (i < n && s[i] != '.' && s[i] != '[')
