@@ -170,7 +170,7 @@ jv je_getattr(jrender *R, const jnode *at, jv obj, const char *name, size_t n)
         jv *v = jd_get_str(obj.u.d, name, n);
         return v ? *v : jv_undef(name, n);
     }
-    case JV_STR:
+    case JV_STR: return jm_method(R, obj, name, n);
     case JV_LIST:
         if ((obj.u.l->flags & JL_GROUP) && obj.u.l->n == 2) {
             if (n == 7 && !memcmp(name, "grouper", 7)) return obj.u.l->items[0];
