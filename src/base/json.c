@@ -27,6 +27,7 @@ int iv_json_parse(const char *buf, size_t len, const char *what, cJSON **out, iv
         size_t off = end ? (size_t)(end - buf) : 0;
         return iv_errf(err, IV_E_FORMAT, "%s: malformed JSON near byte %zu", what, off);
     }
+    iv_json_mark_floats(j, buf, len);
     if (g_recorder && g_recorder->on_parse) g_recorder->on_parse(g_recorder->ctx, j, what);
     *out = j;
     return 0;
@@ -232,3 +233,59 @@ int iv_json_decode_string(const char *p, size_t len, char **out, size_t *out_len
     if (consumed) *consumed = i;
     return 0;
 }
+
+/* The next number token of the JSON text at or after *pos (strings skipped);
+ * 1 when it was written with a fraction or an exponent, 0 when not, -1 when
+ * the text holds no further number. */
+static int next_number_is_float(const char *buf, size_t len, size_t *pos)
+{
+    size_t i = *pos;
+    while (i < len) {
+        char c = buf[i];
+        if (c == '"') {
+            for (i++; i < len && buf[i] != '"'; i++)
+                if (buf[i] == '\\') i++;
+            i++;
+            continue;
+        }
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            int fl = 0;
+            for (; i < len && strchr("0123456789+-eE.", buf[i]) && buf[i]; i++)
+                if (buf[i] == '.' || buf[i] == 'e' || buf[i] == 'E') fl = 1;
+            *pos = i;
+            return fl;
+        }
+        i++;
+    }
+    *pos = len;
+    return -1;
+}
+
+/* Depth first, children in order: the order cJSON met the numbers in. */
+static int mark_floats(cJSON *j, const char *buf, size_t len, size_t *pos)
+{
+    for (; j; j = j->next) {
+        if (cJSON_IsNumber(j)) {
+            int fl = next_number_is_float(buf, len, pos);
+            if (fl < 0) return -1;
+            if (fl) j->type |= IV_JSON_FLOAT;
+        } else if (j->child && mark_floats(j->child, buf, len, pos)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void iv_json_mark_floats(cJSON *root, const char *buf, size_t len)
+{
+    size_t pos = 0;
+    if (!root) return;
+    if (cJSON_IsNumber(root) || !root->child) {
+        /* a lone number (root->next is never set on a parsed root) */
+        if (cJSON_IsNumber(root) && next_number_is_float(buf, len, &pos) == 1) root->type |= IV_JSON_FLOAT;
+        return;
+    }
+    mark_floats(root->child, buf, len, &pos);
+}
+
+int iv_json_is_float(const cJSON *v) { return cJSON_IsNumber(v) && (v->type & IV_JSON_FLOAT); }

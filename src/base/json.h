@@ -49,6 +49,15 @@ int iv_json_bool_chk(const cJSON *obj, const char *key, int def, int *out, const
 int iv_json_decode_string(const char *p, size_t len, char **out, size_t *out_len, size_t *consumed,
                           iv_err *err);
 
+/* Python's json.loads tells 1.0 from 1; cJSON does not. iv_json_mark_floats
+ * walks the text a document was parsed from and sets IV_JSON_FLOAT (a type
+ * bit above cJSON's own, kept by cJSON_Duplicate) on every number written
+ * with a fraction or an exponent, so the chat-template renderer prints 1.0
+ * where Python would. iv_json_parse marks every document it returns. */
+#define IV_JSON_FLOAT (1 << 12)
+void iv_json_mark_floats(cJSON *root, const char *buf, size_t len);
+int iv_json_is_float(const cJSON *v);
+
 /* True when v is a JSON number holding an integer that fits int64. */
 int iv_json_is_integer(const cJSON *v);
 

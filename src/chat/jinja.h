@@ -8,7 +8,10 @@
  * supported subset fails there with the construct named, never at request
  * time. Rendering is pure: the context is a JSON object of the template's
  * variables (messages, add_generation_prompt, bos_token, tools, ...), read
- * and never modified, so one compiled template serves every thread. */
+ * and never modified, so one compiled template serves every thread. A JSON
+ * number is a Python float when written with a fraction or an exponent and
+ * ctx was parsed with iv_json_parse or marked with iv_json_mark_floats
+ * (base/json.h); otherwise an integral one is an int. */
 #ifndef IV_CHAT_JINJA_H
 #define IV_CHAT_JINJA_H
 

@@ -170,10 +170,16 @@ jv je_getattr(jrender *R, const jnode *at, jv obj, const char *name, size_t n)
         jv *v = jd_get_str(obj.u.d, name, n);
         return v ? *v : jv_undef(name, n);
     }
-    case JV_STR:
-    case JV_LIST: return jm_method(R, obj, name, n);
+    case JV_STR: return jm_method(R, obj, name, n);
+    case JV_LIST:
+        if ((obj.u.l->flags & JL_GROUP) && obj.u.l->n == 2) {
+            if (n == 7 && !memcmp(name, "grouper", 7)) return obj.u.l->items[0];
+            if (n == 4 && !memcmp(name, "list", 4)) return obj.u.l->items[1];
+        }
+        return jm_method(R, obj, name, n);
     case JV_LOOP:
-        if (n == 5 && !memcmp(name, "cycle", 5)) return jm_method(R, obj, name, n);
+        if ((n == 5 && !memcmp(name, "cycle", 5)) || (n == 7 && !memcmp(name, "changed", 7)))
+            return jm_method(R, obj, name, n);
         return loop_attr(R, obj.u.lp, name, n);
     default: return jv_undef(name, n);
     }
@@ -377,6 +383,9 @@ static const char *op_text(int op)
 static jv binop(jrender *R, const jnode *at, int op, jv a, jv b)
 {
     jv_check_defined(R, at, a);
+    /* str % Undefined: str.__mod__ formats it (as '') before Python would
+     * try Undefined.__rmod__, which raises. */
+    if (op == '%' && a.kind == JV_STR && b.kind == JV_UNDEF && !b.why) return jfmt_percent(R, at, a, b);
     jv_check_defined(R, at, b);
     int ints = (a.kind == JV_INT || a.kind == JV_BOOL) && (b.kind == JV_INT || b.kind == JV_BOOL);
     int nums = jv_is_number(a) && jv_is_number(b);
@@ -444,8 +453,7 @@ static jv binop(jrender *R, const jnode *at, int op, jv a, jv b)
             float_divmod(jv_num(a), jv_num(b), &q, &m);
             return jv_float(op == 'F' ? q : m);
         }
-        if (op == '%' && a.kind == JV_STR)
-            jr_fail(R, at, "%s", "printf-style string formatting (str % value) is not supported");
+        if (op == '%' && a.kind == JV_STR) return jfmt_percent(R, at, a, b);
         break;
     case 'P':
         if (ints && b.u.i >= 0) {
@@ -675,6 +683,7 @@ static int exec_for(jrender *R, jframe *f, const jnode *n)
     jloop *lp = jr_alloc(R, sizeof *lp);
     lp->items = items;
     lp->depth = 1; /* only recursive loops (unsupported) go deeper */
+    lp->last_changed = jv_undef(NULL, 0);
     jframe *lf = frame_new(R, f);
     for (size_t i = 0; i < items->n; i++) {
         je_step(R, n);

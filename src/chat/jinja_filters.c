@@ -460,8 +460,10 @@ static jv select_any(jrender *R, const jnode *at, jv v, jargs *a, int on_attr, i
         buf[t.n] = 0;
         test = buf;
     }
-    jargs targs = {.pos = a->pos + first_test + 1, .npos = a->npos > first_test + 1 ? a->npos - first_test - 1 : 0,
-                   .kw = a->kw, .kwv = a->kwv, .nkw = a->nkw};
+    /* (no pointer arithmetic on pos when there are no arguments: it is NULL) */
+    int ntest = a->npos > first_test + 1 ? a->npos - first_test - 1 : 0;
+    jargs targs = {.pos = ntest ? a->pos + first_test + 1 : NULL, .npos = ntest, .kw = a->kw, .kwv = a->kwv,
+                   .nkw = a->nkw};
     jlist *l = jv_iter(R, at, v);
     jv out = gen_list(R);
     for (size_t i = 0; i < l->n; i++) {
@@ -633,16 +635,191 @@ static jv f_tojson(jrender *R, const jnode *at, jv v, jargs *a)
 
 /* ---- table ---- */
 
+/* jinja2's do_truncate (leeway 5, its default policy). */
+static jv f_truncate(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    jv s = strv(R, v);
+    jv *lv = ARG(0, "length"), *endv = ARG(2, "end"), *lw = ARG(3, "leeway");
+    int64_t length = lv && lv->kind != JV_NONE ? (lv->kind == JV_INT || lv->kind == JV_BOOL ? lv->u.i : -1) : 255;
+    if (lv && lv->kind != JV_NONE && lv->kind != JV_INT && lv->kind != JV_BOOL)
+        jr_fail(R, at, "%s", "truncate length must be an integer");
+    int killwords = bool_arg(ARG(1, "killwords"), 0);
+    jv end = endv ? strv(R, *endv) : jv_str("...", 3);
+    int64_t leeway = 5;
+    if (lw && lw->kind != JV_NONE) {
+        if (lw->kind != JV_INT && lw->kind != JV_BOOL) jr_fail(R, at, "%s", "truncate leeway must be an integer");
+        leeway = lw->u.i;
+    }
+    int64_t end_len = (int64_t)ju_len(end.u.s, end.n), len = (int64_t)ju_len(s.u.s, s.n);
+    if (length < end_len) jr_fail(R, at, "expected length >= %lld, got %lld", (long long)end_len, (long long)length);
+    if (leeway < 0) jr_fail(R, at, "expected leeway >= 0, got %lld", (long long)leeway);
+    if (len <= length + leeway) return s;
+    size_t cut = 0;
+    for (int64_t k = 0; k < length - end_len; k++) ju_next(s.u.s, s.n, &cut);
+    if (!killwords) {
+        /* s[:length - len(end)].rsplit(" ", 1)[0] */
+        const char *sp = NULL;
+        for (size_t k = cut; k > 0; k--)
+            if (s.u.s[k - 1] == ' ') {
+                sp = s.u.s + k - 1;
+                break;
+            }
+        if (sp) cut = (size_t)(sp - s.u.s);
+    }
+    iv_strbuf *b = jr_sb(R);
+    iv_sb_append(b, s.u.s, cut);
+    iv_sb_append(b, end.u.s, end.n);
+    return jr_sb_value(R, b);
+}
+
+/* jinja2's sync_do_slice: n columns, the first len % n one item longer. */
+static jv f_slice(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    jv *nv = ARG(0, "slices"), *fill = ARG(1, "fill_with");
+    if (!nv || (nv->kind != JV_INT && nv->kind != JV_BOOL)) jr_fail(R, at, "%s", "slice needs an integer count");
+    int64_t slices = nv->u.i;
+    jlist *l = jv_iter(R, at, v);
+    int64_t len = (int64_t)l->n;
+    if (slices <= 0) {
+        if (slices == 0 && len) jr_fail(R, at, "%s", "integer division or modulo by zero");
+        if (slices == 0) jr_fail(R, at, "%s", "integer division or modulo by zero");
+        return gen_list(R);
+    }
+    if (slices > 100000) jr_fail(R, at, "%s", "too many slices");
+    int64_t per = len / slices, extra = len % slices, offset = 0;
+    jv out = gen_list(R);
+    for (int64_t k = 0; k < slices; k++) {
+        int64_t start = offset + k * per;
+        if (k < extra) offset++;
+        int64_t end = offset + (k + 1) * per;
+        jv col = jv_list_new(R, 0);
+        for (int64_t i = start; i < end && i < len; i++) jl_push(R, col.u.l, l->items[i]);
+        if (fill && fill->kind != JV_NONE && k >= extra) jl_push(R, col.u.l, *fill);
+        jl_push(R, out.u.l, col);
+        je_step(R, at);
+    }
+    return out;
+}
+
+/* jinja2's do_filesizeformat. */
+static jv f_filesizeformat(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    double bytes;
+    if (jv_is_number(v)) bytes = jv_num(v);
+    else {
+        jargs none = {0};
+        bytes = jv_num(jf_apply(R, at, "float", v, &none));
+        if (v.kind == JV_STR) {
+            char *end, buf[64];
+            snprintf(buf, sizeof buf, "%.*s", (int)(v.n < 63 ? v.n : 63), v.u.s);
+            strtod(buf, &end);
+            if (end == buf) jr_fail(R, at, "could not convert string to float: '%.*s'", (int)v.n, v.u.s);
+        }
+    }
+    int binary = bool_arg(ARG(0, "binary"), 0);
+    double base = binary ? 1024 : 1000;
+    static const char *const dec[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+    static const char *const bin[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+    iv_strbuf *b = jr_sb(R);
+    if (bytes == 1) iv_sb_puts(b, "1 Byte");
+    else if (bytes < base) {
+        if (!isfinite(bytes)) jr_fail(R, at, "%s", "cannot convert float to integer");
+        if (fabs(bytes) >= 9.2e18) iv_sb_printf(b, "%.0f Bytes", trunc(bytes));
+        else iv_sb_printf(b, "%lld Bytes", (long long)bytes);
+    } else {
+        double unit = base;
+        int i;
+        for (i = 0; i < 8; i++) {
+            unit *= base;
+            if (bytes < unit) break;
+        }
+        if (i == 8) i = 7;
+        iv_sb_printf(b, "%.1f %s", base * bytes / unit, binary ? bin[i] : dec[i]);
+    }
+    return jr_sb_value(R, b);
+}
+
+static int cmp_group(jrender *R, const jnode *at, const jv *a, const jv *b, void *ctx)
+{
+    (void)ctx;
+    return jv_compare(R, at, a->u.l->items[0], b->u.l->items[0]);
+}
+
+/* jinja2's sync_do_groupby: sorted by the attribute (lowercased strings
+ * unless case_sensitive), then runs of equal keys; each group's grouper
+ * is the first item's own value. */
+static jv f_groupby(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    jv *attr = ARG(0, "attribute"), *dflt = ARG(1, "default");
+    if (!attr) jr_fail(R, at, "%s", "groupby() missing required argument: 'attribute'");
+    int cs = bool_arg(ARG(2, "case_sensitive"), 0);
+    jlist *l = jv_iter(R, at, v);
+    jv pairs = jv_list_new(R, l->n);
+    for (size_t i = 0; i < l->n; i++) {
+        jv p = jv_list_new(R, 2);
+        p.u.l->items[0] = fold(R, attr_get(R, at, l->items[i], *attr, dflt), cs);
+        p.u.l->items[1] = l->items[i];
+        p.u.l->n = 2;
+        pairs.u.l->items[pairs.u.l->n++] = p;
+    }
+    jv_sort(R, at, pairs.u.l->items, pairs.u.l->n, cmp_group, NULL);
+    jv out = jv_list_new(R, 0);
+    for (size_t i = 0; i < pairs.u.l->n;) {
+        jv key = pairs.u.l->items[i].u.l->items[0];
+        jv members = jv_list_new(R, 0);
+        size_t j = i;
+        for (; j < pairs.u.l->n && jv_equal(pairs.u.l->items[j].u.l->items[0], key); j++)
+            jl_push(R, members.u.l, pairs.u.l->items[j].u.l->items[1]);
+        jv g = jv_list_new(R, 2);
+        g.u.l->flags = JL_TUPLE | JL_GROUP;
+        g.u.l->items[0] = cs ? key : attr_get(R, at, members.u.l->items[0], *attr, dflt);
+        g.u.l->items[1] = members;
+        g.u.l->n = 2;
+        jl_push(R, out.u.l, g);
+        i = j;
+    }
+    return out;
+}
+
+/* jinja2's do_format: str(value) % (kwargs or args). */
+static jv f_format(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    if (a->npos && a->nkw) jr_fail(R, at, "%s", "can't handle positional and keyword arguments at the same time");
+    jv args;
+    if (a->nkw) {
+        args = jv_dict_new(R);
+        for (int i = 0; i < a->nkw; i++) jd_set(R, args.u.d, jv_cstr(a->kw[i]), a->kwv[i]);
+    } else {
+        args = jv_list_new(R, (size_t)a->npos);
+        args.u.l->flags = JL_TUPLE;
+        for (int i = 0; i < a->npos; i++) args.u.l->items[args.u.l->n++] = a->pos[i];
+    }
+    return jfmt_percent(R, at, jv_to_str(R, v), args);
+}
+
+/* jinja2's do_attr: the sandbox's getattr, never an item lookup. */
+static jv f_attr(jrender *R, const jnode *at, jv v, jargs *a)
+{
+    jv *name = ARG(0, "name");
+    if (!name || name->kind != JV_STR) jr_fail(R, at, "%s", "attribute name must be a string");
+    if (v.kind == JV_DICT) {
+        jv m = jm_method(R, v, name->u.s, name->n);
+        return m;
+    }
+    return je_getattr(R, at, v, name->u.s, name->n);
+}
+
 static const jfilter_def FILTERS[] = {
-    {"abs", f_abs}, {"batch", f_batch}, {"capitalize", f_capitalize}, {"center", f_center},
+    {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize}, {"center", f_center},
     {"count", f_length}, {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort},
-    {"e", f_escape}, {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"indent", f_indent},
+    {"e", f_escape}, {"escape", f_escape}, {"filesizeformat", f_filesizeformat}, {"first", f_first}, {"float", f_float}, {"format", f_format},
+    {"groupby", f_groupby}, {"indent", f_indent},
     {"int", f_int}, {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length},
     {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max}, {"min", f_min},
     {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace}, {"reverse", f_reverse},
-    {"round", f_round}, {"safe", f_safe}, {"select", f_select}, {"selectattr", f_selectattr},
+    {"round", f_round}, {"safe", f_safe}, {"select", f_select}, {"selectattr", f_selectattr}, {"slice", f_slice},
     {"sort", f_sort}, {"string", f_string}, {"sum", f_sum}, {"title", f_title}, {"tojson", f_tojson},
-    {"trim", f_trim}, {"unique", f_unique}, {"upper", f_upper}, {"wordcount", f_wordcount},
+    {"trim", f_trim}, {"truncate", f_truncate}, {"unique", f_unique}, {"upper", f_upper}, {"wordcount", f_wordcount},
     {NULL, NULL}};
 
 const jfilter_def *jf_find(const char *name, size_t n)

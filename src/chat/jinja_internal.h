@@ -38,7 +38,7 @@ typedef enum {
 
 /* List flags: printed as a tuple, or an iterator jinja2 hands back from a
  * filter (map, select, ...) that Python cannot len() or index. */
-enum { JL_TUPLE = 1, JL_GEN = 2 };
+enum { JL_TUPLE = 1, JL_GEN = 2, JL_GROUP = 4 /* groupby's (grouper, list): a tuple with those attributes */ };
 
 typedef struct jlist jlist;
 typedef struct jdict jdict;
@@ -156,6 +156,7 @@ struct jloop {
     jlist *items;
     size_t index0;
     int64_t depth;
+    jv last_changed; /* loop.changed()'s last arguments (a tuple), JV_UNDEF before the first call */
 };
 
 typedef jv (*jfilter_fn)(jrender *R, const jnode *at, jv v, jargs *a);
@@ -248,10 +249,20 @@ size_t ju_len(const char *s, size_t n);
 void ju_put(iv_strbuf *b, uint32_t cp);
 int ju_isspace(uint32_t cp);
 
+/* Python's case data beyond utf8proc (jinja_unicase.c, generated): the
+ * full mapping of cp when it has several code points (kind 'U', 'L', 'T',
+ * or 'F' where casefold differs from lower), its count or 0; and the
+ * classes str methods test. */
+int ju_case_full(uint32_t cp, char kind, uint32_t out[3]);
+int ju_is_upper(uint32_t cp);
+int ju_is_lower(uint32_t cp);
+int ju_is_cased(uint32_t cp);
+int ju_is_case_ignorable(uint32_t cp);
 /* ---- Python printing (jinja_pyrepr.c) ----------------------------------- */
 void jp_str(jrender *R, iv_strbuf *b, jv v);  /* str(v) */
 void jp_repr(jrender *R, iv_strbuf *b, jv v); /* repr(v) */
 void jp_float(iv_strbuf *b, double f);        /* repr(float) */
+int jp_printable(uint32_t cp);                /* str.isprintable() of one code point */
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys): indent
  * NULL = none; item_sep/key_sep NULL = the default for indent; flags
  * JP_SORT_KEYS, JP_ASCII (ensure_ascii=True). */
@@ -280,6 +291,10 @@ jv jm_method(jrender *R, jv self, const char *name, size_t n);
  * and str.replace (count < 0: all), shared with the filters. */
 jv jm_strip(jrender *R, const jnode *at, jv s, jv chars, int which);
 jv jm_replace(jrender *R, const jnode *at, jv self, jv old, jv new_, int64_t count);
+/* Python's `fmt % args` and fmt.format(*a) / fmt.format_map(map)
+ * (jinja_format.c); map NULL for format. */
+jv jfmt_percent(jrender *R, const jnode *at, jv fmt, jv args);
+jv jfmt_format(jrender *R, const jnode *at, jv fmt, jargs *a, const jdict *map);
 /* A global function by name (range, namespace, dict, ...), or undefined. */
 jv jg_global(const char *name, size_t n);
 int jg_is_global(const char *name, size_t n);

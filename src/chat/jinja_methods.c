@@ -27,23 +27,84 @@ static jv str_arg(jrender *R, const jnode *at, jv *v, const char *what)
 
 /* ---- case mapping ---- */
 
-static void map_case(iv_strbuf *b, const char *s, size_t n, int mode /* 0 lower, 1 upper, 2 title, 3 capitalize */)
+/* One code point's full mapping (kind 'U' upper, 'L' lower, 'T' title,
+ * 'F' casefold): Python's several-code-point mappings from the generated
+ * table, the one-to-one rest from utf8proc. */
+static void put_mapped(iv_strbuf *b, uint32_t cp, char kind)
+{
+    uint32_t o[3];
+    int n = ju_case_full(cp, kind, o);
+    if (!n && kind == 'F') kind = 'L', n = ju_case_full(cp, kind, o);
+    for (int i = 0; i < n; i++) ju_put(b, o[i]);
+    if (n) return;
+    utf8proc_int32_t c = (utf8proc_int32_t)cp;
+    ju_put(b, (uint32_t)(kind == 'U' ? utf8proc_toupper(c) : kind == 'T' ? utf8proc_totitle(c) : utf8proc_tolower(c)));
+}
+
+/* The code point ending just before byte `end` (a bad byte as itself). */
+static uint32_t prev_cp(const char *s, size_t end, size_t *start)
+{
+    size_t i = end - 1;
+    while (i > 0 && end - i < 4 && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
+    size_t k = i;
+    uint32_t c = ju_next(s, end, &k);
+    if (k != end) i = end - 1, k = i, c = ju_next(s, end, &k);
+    *start = i;
+    return c;
+}
+
+/* Python's lower_ucs4: a capital sigma is final (ς) after a cased letter
+ * and not before one, case-ignorable code points skipped both ways. */
+static void put_lower(iv_strbuf *b, const char *s, size_t n, size_t at, size_t next, uint32_t cp)
+{
+    if (cp != 0x3A3) {
+        put_mapped(b, cp, 'L');
+        return;
+    }
+    int fin = 0;
+    for (size_t j = at; j > 0;) {
+        uint32_t c = prev_cp(s, j, &j);
+        if (ju_is_case_ignorable(c)) continue;
+        fin = ju_is_cased(c);
+        break;
+    }
+    for (size_t j = next; fin && j < n;) {
+        uint32_t c = ju_next(s, n, &j);
+        if (ju_is_case_ignorable(c)) continue;
+        fin = !ju_is_cased(c);
+        break;
+    }
+    ju_put(b, fin ? 0x3C2 : 0x3C3);
+}
+
+/* str.lower, upper, title, capitalize, swapcase and casefold as
+ * CPython's do_lower ... do_casefold write them. */
+static void map_case(iv_strbuf *b, const char *s, size_t n, int mode /* 0 lower, 1 upper, 2 title, 3 capitalize, 4 swapcase, 5 casefold */)
 {
     int prev_cased = 0;
-    size_t i = 0, k = 0;
+    size_t i = 0;
     while (i < n) {
+        size_t at = i;
         uint32_t c = ju_next(s, n, &i);
-        utf8proc_int32_t cp = (utf8proc_int32_t)c;
-        utf8proc_int32_t up = utf8proc_toupper(cp), lo = utf8proc_tolower(cp);
-        int cased = up != lo || utf8proc_category(cp) == UTF8PROC_CATEGORY_LT;
-        utf8proc_int32_t o = cp;
-        if (mode == 0) o = lo;
-        else if (mode == 1) o = up;
-        else if (mode == 2) o = cased ? (prev_cased ? lo : utf8proc_totitle(cp)) : cp;
-        else o = k == 0 ? utf8proc_totitle(cp) : lo;
-        prev_cased = cased;
-        ju_put(b, (uint32_t)o);
-        k++;
+        switch (mode) {
+        case 0: put_lower(b, s, n, at, i, c); break;
+        case 1: put_mapped(b, c, 'U'); break;
+        case 2:
+            if (prev_cased) put_lower(b, s, n, at, i, c);
+            else put_mapped(b, c, 'T');
+            prev_cased = ju_is_cased(c);
+            break;
+        case 3:
+            if (at == 0) put_mapped(b, c, 'T');
+            else put_lower(b, s, n, at, i, c);
+            break;
+        case 4:
+            if (ju_is_upper(c)) put_lower(b, s, n, at, i, c);
+            else if (ju_is_lower(c)) put_mapped(b, c, 'U');
+            else ju_put(b, c);
+            break;
+        default: put_mapped(b, c, 'F'); break;
+        }
     }
 }
 
@@ -73,6 +134,20 @@ static jv m_capitalize(jrender *R, const jnode *at, jv self, jargs *a)
     no_args(R, at, a, 0, "capitalize");
     iv_strbuf *b = jr_sb(R);
     map_case(b, self.u.s, self.n, 3);
+    return jr_sb_value(R, b);
+}
+static jv m_swapcase(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    no_args(R, at, a, 0, "swapcase");
+    iv_strbuf *b = jr_sb(R);
+    map_case(b, self.u.s, self.n, 4);
+    return jr_sb_value(R, b);
+}
+static jv m_casefold(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    no_args(R, at, a, 0, "casefold");
+    iv_strbuf *b = jr_sb(R);
+    map_case(b, self.u.s, self.n, 5);
     return jr_sb_value(R, b);
 }
 
@@ -431,23 +506,170 @@ static jv m_isalnum(jrender *R, const jnode *at, jv self, jargs *a) { return cha
 static jv m_isspace(jrender *R, const jnode *at, jv self, jargs *a) { return char_class(self, is_space_cp); }
 static jv m_isnumeric(jrender *R, const jnode *at, jv self, jargs *a) { return char_class(self, is_numeric_cp); }
 
-/* islower/isupper: at least one cased character, and none of the other case. */
+static int is_title_cp(uint32_t c) { return utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_LT; }
+
+/* islower/isupper: at least one cased character, and none of the other
+ * case or titlecase (CPython's unicode_islower / unicode_isupper). */
 static jv case_check(jv self, int want_upper)
 {
     int cased = 0;
     for (size_t i = 0; i < self.n;) {
-        utf8proc_int32_t c = (utf8proc_int32_t)ju_next(self.u.s, self.n, &i);
-        utf8proc_category_t k = utf8proc_category(c);
-        if (k == UTF8PROC_CATEGORY_LT) return jv_bool(0);
-        if (k == UTF8PROC_CATEGORY_LU) {
-            if (!want_upper) return jv_bool(0);
-            cased = 1;
-        } else if (k == UTF8PROC_CATEGORY_LL) {
-            if (want_upper) return jv_bool(0);
-            cased = 1;
+        uint32_t c = ju_next(self.u.s, self.n, &i);
+        int up = ju_is_upper(c), lo = ju_is_lower(c);
+        if (is_title_cp(c) || (want_upper ? lo : up)) return jv_bool(0);
+        if (want_upper ? up : lo) cased = 1;
+    }
+    return jv_bool(cased);
+}
+
+static jv m_istitle(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    int cased = 0, prev = 0;
+    for (size_t i = 0; i < self.n;) {
+        uint32_t c = ju_next(self.u.s, self.n, &i);
+        if (ju_is_upper(c) || is_title_cp(c)) {
+            if (prev) return jv_bool(0);
+            prev = cased = 1;
+        } else if (ju_is_lower(c)) {
+            if (!prev) return jv_bool(0);
+            prev = cased = 1;
+        } else {
+            prev = 0;
         }
     }
     return jv_bool(cased);
+}
+
+static jv m_isascii(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    for (size_t i = 0; i < self.n; i++)
+        if ((unsigned char)self.u.s[i] >= 0x80) return jv_bool(0);
+    return jv_bool(1);
+}
+
+static jv m_isprintable(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    for (size_t i = 0; i < self.n;)
+        if (!jp_printable(ju_next(self.u.s, self.n, &i))) return jv_bool(0);
+    return jv_bool(1);
+}
+
+/* Identifier characters approximated by category (XID_Start/XID_Continue). */
+static jv m_isidentifier(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    if (!self.n) return jv_bool(0);
+    for (size_t i = 0; i < self.n;) {
+        int first = i == 0;
+        uint32_t c = ju_next(self.u.s, self.n, &i);
+        utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+        int start = c == '_' || is_alpha_cp(c) || k == UTF8PROC_CATEGORY_NL;
+        int cont = start || k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC ||
+                   k == UTF8PROC_CATEGORY_PC;
+        if (!(first ? start : cont)) return jv_bool(0);
+    }
+    return jv_bool(1);
+}
+
+/* ---- padding and partitions ---- */
+
+static uint32_t fill_arg(jrender *R, const jnode *at, jargs *a)
+{
+    jv *f = ja_arg(a, 1, "fillchar");
+    if (!f) return ' ';
+    if (f->kind != JV_STR) jr_fail(R, at, "The fill character must be a unicode character, not %s", jv_type_name(*f));
+    if (ju_len(f->u.s, f->n) != 1) jr_fail(R, at, "%s", "The fill character must be exactly one character long");
+    size_t i = 0;
+    return ju_next(f->u.s, f->n, &i);
+}
+
+/* center (mode 0), ljust (1), rjust (2) */
+static jv justify(jrender *R, const jnode *at, jv self, jargs *a, int mode)
+{
+    jv *w = ja_arg(a, 0, "width");
+    if (!w) jr_fail(R, at, "%s", "expected at least 1 argument, got 0");
+    int64_t width = int_arg(R, at, w, 0);
+    uint32_t fill = fill_arg(R, at, a);
+    int64_t len = (int64_t)ju_len(self.u.s, self.n);
+    if (width <= len) return self;
+    if (width > IV_JINJA_MAX_OUTPUT) jr_fail(R, at, "a string longer than %u bytes", IV_JINJA_MAX_OUTPUT);
+    int64_t marg = width - len;
+    int64_t left = mode == 0 ? marg / 2 + (marg & width & 1) : mode == 1 ? 0 : marg;
+    iv_strbuf *b = jr_sb(R);
+    for (int64_t i = 0; i < left; i++) ju_put(b, fill);
+    iv_sb_append(b, self.u.s, self.n);
+    for (int64_t i = left; i < marg; i++) ju_put(b, fill);
+    return jr_sb_value(R, b);
+}
+static jv m_center(jrender *R, const jnode *at, jv self, jargs *a) { return justify(R, at, self, a, 0); }
+static jv m_ljust(jrender *R, const jnode *at, jv self, jargs *a) { return justify(R, at, self, a, 1); }
+static jv m_rjust(jrender *R, const jnode *at, jv self, jargs *a) { return justify(R, at, self, a, 2); }
+
+static jv m_zfill(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    jv *w = ja_arg(a, 0, "width");
+    if (!w) jr_fail(R, at, "%s", "zfill() takes exactly one argument (0 given)");
+    int64_t width = int_arg(R, at, w, 0), len = (int64_t)ju_len(self.u.s, self.n);
+    if (width <= len) return self;
+    if (width > IV_JINJA_MAX_OUTPUT) jr_fail(R, at, "a string longer than %u bytes", IV_JINJA_MAX_OUTPUT);
+    iv_strbuf *b = jr_sb(R);
+    size_t k = self.n && (self.u.s[0] == '+' || self.u.s[0] == '-');
+    iv_sb_append(b, self.u.s, k);
+    for (int64_t i = 0; i < width - len; i++) iv_sb_putc(b, '0');
+    iv_sb_append(b, self.u.s + k, self.n - k);
+    return jr_sb_value(R, b);
+}
+
+static jv partition(jrender *R, const jnode *at, jv self, jargs *a, int from_right)
+{
+    jv sep = str_arg(R, at, ja_arg(a, 0, NULL), "partition() argument");
+    if (!sep.n) jr_fail(R, at, "%s", "empty separator");
+    jv t = jv_list_new(R, 3);
+    t.u.l->flags = JL_TUPLE;
+    const char *hit = NULL;
+    if (sep.n <= self.n)
+        for (size_t i = 0; i + sep.n <= self.n; i++) {
+            size_t k = from_right ? self.n - sep.n - i : i;
+            if (!memcmp(self.u.s + k, sep.u.s, sep.n)) {
+                hit = self.u.s + k;
+                break;
+            }
+        }
+    jv e = jv_str("", 0);
+    if (!hit) {
+        jv parts[3] = {from_right ? e : self, e, from_right ? self : e};
+        for (int i = 0; i < 3; i++) t.u.l->items[t.u.l->n++] = parts[i];
+        return t;
+    }
+    size_t h = (size_t)(hit - self.u.s);
+    t.u.l->items[t.u.l->n++] = jv_str(self.u.s, h);
+    t.u.l->items[t.u.l->n++] = jv_str(hit, sep.n);
+    t.u.l->items[t.u.l->n++] = jv_str(hit + sep.n, self.n - h - sep.n);
+    return t;
+}
+static jv m_partition(jrender *R, const jnode *at, jv self, jargs *a) { return partition(R, at, self, a, 0); }
+static jv m_rpartition(jrender *R, const jnode *at, jv self, jargs *a) { return partition(R, at, self, a, 1); }
+
+static jv m_expandtabs(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    int64_t tab = int_arg(R, at, ja_arg(a, 0, "tabsize"), 8), col = 0;
+    iv_strbuf *b = jr_sb(R);
+    for (size_t i = 0; i < self.n;) {
+        size_t at0 = i;
+        uint32_t c = ju_next(self.u.s, self.n, &i);
+        if (c == '\t') {
+            if (tab > 0) {
+                int64_t k = tab - col % tab;
+                if (k > IV_JINJA_MAX_OUTPUT || b->len > IV_JINJA_MAX_OUTPUT)
+                    jr_fail(R, at, "a string longer than %u bytes", IV_JINJA_MAX_OUTPUT);
+                for (int64_t j = 0; j < k; j++) iv_sb_putc(b, ' ');
+                col += k;
+            }
+            continue;
+        }
+        iv_sb_append(b, self.u.s + at0, i - at0);
+        col = c == '\n' || c == '\r' ? 0 : col + 1;
+    }
+    return jr_sb_value(R, b);
 }
 static jv m_islower(jrender *R, const jnode *at, jv self, jargs *a) { return case_check(self, 0); }
 static jv m_isupper(jrender *R, const jnode *at, jv self, jargs *a) { return case_check(self, 1); }
@@ -535,6 +757,30 @@ static jv m_cycle(jrender *R, const jnode *at, jv self, jargs *a)
     return a->pos[self.u.lp->index0 % (size_t)a->npos];
 }
 
+/* loop.changed(*args): true on the first call and whenever the arguments
+ * differ from the last call's. */
+static jv m_changed(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    (void)at;
+    jv now = jv_list_new(R, (size_t)a->npos);
+    now.u.l->flags = JL_TUPLE;
+    for (int i = 0; i < a->npos; i++) now.u.l->items[now.u.l->n++] = a->pos[i];
+    jloop *lp = self.u.lp;
+    if (lp->last_changed.kind != JV_UNDEF && jv_equal(lp->last_changed, now)) return jv_bool(0);
+    lp->last_changed = now;
+    return jv_bool(1);
+}
+
+static jv m_format(jrender *R, const jnode *at, jv self, jargs *a) { return jfmt_format(R, at, self, a, NULL); }
+
+static jv m_format_map(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    if (a->npos != 1 || a->nkw) jr_fail(R, at, "format_map() takes exactly one argument (%d given)", a->npos + a->nkw);
+    jv m = a->pos[0];
+    if (m.kind != JV_DICT && m.kind != JV_NS) jr_fail(R, at, "'%s' object is not subscriptable", jv_type_name(m));
+    return jfmt_format(R, at, self, a, m.u.d);
+}
+
 /* ---- lookup ---- */
 
 typedef struct method {
@@ -551,12 +797,12 @@ static const method STR_METHODS[] = {
     {"isdigit", m_isdigit}, {"isdecimal", m_isdigit}, {"isalpha", m_isalpha}, {"isalnum", m_isalnum},
     {"isspace", m_isspace}, {"isnumeric", m_isnumeric}, {"islower", m_islower}, {"isupper", m_isupper},
     /* Python has these too: found, but refused when called. */
-    {"format", m_str_unsupported}, {"format_map", m_str_unsupported}, {"center", m_str_unsupported},
-    {"ljust", m_str_unsupported}, {"rjust", m_str_unsupported}, {"zfill", m_str_unsupported},
-    {"swapcase", m_str_unsupported}, {"casefold", m_str_unsupported}, {"partition", m_str_unsupported},
-    {"rpartition", m_str_unsupported}, {"expandtabs", m_str_unsupported}, {"encode", m_str_unsupported},
-    {"istitle", m_str_unsupported}, {"isidentifier", m_str_unsupported}, {"isprintable", m_str_unsupported},
-    {"isascii", m_str_unsupported}, {"translate", m_str_unsupported}, {"maketrans", m_str_unsupported},
+    {"format", m_format}, {"format_map", m_format_map}, {"center", m_center},
+    {"ljust", m_ljust}, {"rjust", m_rjust}, {"zfill", m_zfill},
+    {"swapcase", m_swapcase}, {"casefold", m_casefold}, {"partition", m_partition},
+    {"rpartition", m_rpartition}, {"expandtabs", m_expandtabs}, {"encode", m_str_unsupported},
+    {"istitle", m_istitle}, {"isidentifier", m_isidentifier}, {"isprintable", m_isprintable},
+    {"isascii", m_isascii}, {"translate", m_str_unsupported}, {"maketrans", m_str_unsupported},
     {NULL, NULL}};
 static const method LIST_METHODS[] = {{"index", m_list_index}, {"count", m_list_count}, {"copy", m_copy}, {NULL, NULL}};
 static const method DICT_METHODS[] = {{"items", m_items}, {"keys", m_keys}, {"values", m_values}, {"get", m_get},
@@ -571,7 +817,7 @@ jv jm_method(jrender *R, jv self, const char *name, size_t n)
     const method *table = self.kind == JV_STR ? STR_METHODS : self.kind == JV_DICT ? DICT_METHODS : LIST_METHODS;
     const char *const *mutators = self.kind == JV_DICT ? DICT_MUTATORS : self.kind == JV_LIST ? LIST_MUTATORS : NULL;
     if (self.kind == JV_LOOP) {
-        static const method LOOP_METHODS[] = {{"cycle", m_cycle}, {NULL, NULL}};
+        static const method LOOP_METHODS[] = {{"cycle", m_cycle}, {"changed", m_changed}, {NULL, NULL}};
         table = LOOP_METHODS;
     }
     if (self.kind == JV_LIST && (self.u.l->flags & JL_GEN)) return jv_undef(name, n);
@@ -680,8 +926,35 @@ static jv g_strftime_now(jrender *R, const jnode *at, jv self, jargs *a)
     return jv_str_copy(R, out, n);
 }
 
+/* joiner(sep=", "): a callable giving '' the first time, then sep. Its
+ * state lives in a two-item list the function holds as its receiver. */
+static jv joiner_call(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    no_args(R, at, a, 0, "joiner");
+    if (!self.u.l->items[1].u.i) {
+        self.u.l->items[1] = jv_bool(1);
+        return jv_str("", 0);
+    }
+    return self.u.l->items[0];
+}
+
+static jv g_joiner(jrender *R, const jnode *at, jv self, jargs *a)
+{
+    jv *sep = ja_arg(a, 0, "sep");
+    jv st = jv_list_new(R, 2);
+    st.u.l->items[0] = sep ? *sep : jv_str(", ", 2);
+    st.u.l->items[1] = jv_bool(0);
+    st.u.l->n = 2;
+    jfunc *fn = jr_alloc(R, sizeof *fn);
+    fn->name = "joiner";
+    fn->self = st;
+    fn->call = joiner_call;
+    return (jv){.kind = JV_FUNC, .u.fn = fn};
+}
+
 static jfunc GLOBALS[] = {
     {"range", {0}, g_range},
+    {"joiner", {0}, g_joiner},
     {"namespace", {0}, g_namespace},
     {"dict", {0}, g_dict},
     {"raise_exception", {0}, g_raise_exception},

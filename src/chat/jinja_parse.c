@@ -331,15 +331,15 @@ static jnode *parse_postfix(parser *P, jnode *node)
             advance(P);
             nvec items = {0};
             while (!is_op(P, "]")) {
-                if (items.n) {
-                    expect_op(P, ",");
-                    if (is_op(P, "]")) break;
-                }
+                if (items.n) expect_op(P, ","); /* jinja2 takes no trailing comma here */
                 nvec_push(P, &items, parse_subscript_item(P), NULL);
             }
             expect_op(P, "]");
             if (!items.n) fail(P, IV_E_FORMAT, line, "expected subscript expression");
             jnode *key = items.v[0];
+            /* x[1:, 0]: jinja2 writes Python that does not compile. */
+            for (int k = 0; items.n > 1 && k < items.n; k++)
+                if (items.v[k]->kind == N_SLICE) fail(P, IV_E_FORMAT, line, "a slice among several subscripts");
             if (items.n > 1) {
                 key = nnew(P, N_TUPLE, line);
                 key->kids = items.v, key->nkids = items.n;

@@ -58,7 +58,7 @@ void jp_float(iv_strbuf *b, double f)
 }
 
 /* str.isprintable() by Unicode category (as utf8proc knows them). */
-static int py_printable(uint32_t cp)
+int jp_printable(uint32_t cp)
 {
     if (cp == ' ') return 1;
     switch (utf8proc_category((utf8proc_int32_t)cp)) {
@@ -88,7 +88,7 @@ static void repr_str(iv_strbuf *b, const char *s, size_t n)
         else if (c == '\r') iv_sb_puts(b, "\\r");
         else if (c < 0x20 || c == 0x7F) iv_sb_printf(b, "\\x%02x", c);
         else if (c < 0x7F) iv_sb_putc(b, (char)c);
-        else if (py_printable(c)) iv_sb_append(b, s + start, i - start);
+        else if (jp_printable(c)) iv_sb_append(b, s + start, i - start);
         else if (c <= 0xFF) iv_sb_printf(b, "\\x%02x", c);
         else if (c <= 0xFFFF) iv_sb_printf(b, "\\u%04x", c);
         else iv_sb_printf(b, "\\U%08x", c);

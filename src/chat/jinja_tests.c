@@ -109,6 +109,31 @@ static int t_sameas(jrender *R, const jnode *at, jv v, jargs *a)
     }
 }
 
+/* `x is filter` / `x is test`: the names jinja2 3.1.6 registers (the
+ * environment transformers builds), whether or not this renderer has them. */
+static const char *const JINJA2_FILTERS[] = {
+    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
+    "filesizeformat", "first", "float", "forceescape", "format", "groupby", "indent", "int", "items",
+    "join", "last", "length", "list", "lower", "map", "max", "min", "pprint", "random", "reject",
+    "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort",
+    "string", "striptags", "sum", "title", "tojson", "trim", "truncate", "unique", "upper",
+    "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr", NULL};
+static const char *const JINJA2_TESTS[] = {
+    "!=", "<", "<=", "==", ">", ">=", "boolean", "callable", "defined", "divisibleby", "eq", "equalto",
+    "escaped", "even", "false", "filter", "float", "ge", "greaterthan", "gt", "in", "integer",
+    "iterable", "le", "lessthan", "lower", "lt", "mapping", "ne", "none", "number", "odd", "sameas",
+    "sequence", "string", "test", "true", "undefined", "upper", NULL};
+
+static int name_in(const char *const *names, jv v)
+{
+    if (v.kind != JV_STR) return 0;
+    for (int i = 0; names[i]; i++)
+        if (strlen(names[i]) == v.n && !memcmp(names[i], v.u.s, v.n)) return 1;
+    return 0;
+}
+static int t_filter(jrender *R, const jnode *at, jv v, jargs *a) { return name_in(JINJA2_FILTERS, v); }
+static int t_test(jrender *R, const jnode *at, jv v, jargs *a) { return name_in(JINJA2_TESTS, v); }
+
 static const jtest_def TESTS[] = {
     {"defined", t_defined}, {"undefined", t_undefined}, {"none", t_none}, {"string", t_string},
     {"mapping", t_mapping}, {"iterable", t_iterable}, {"sequence", t_sequence}, {"number", t_number},
@@ -117,7 +142,7 @@ static const jtest_def TESTS[] = {
     {"lt", t_lt}, {"lessthan", t_lt}, {"<", t_lt}, {"le", t_le}, {"<=", t_le}, {"gt", t_gt},
     {"greaterthan", t_gt}, {">", t_gt}, {"ge", t_ge}, {">=", t_ge}, {"in", t_in}, {"odd", t_odd},
     {"even", t_even}, {"divisibleby", t_divisibleby}, {"lower", t_lower}, {"upper", t_upper},
-    {"sameas", t_sameas}, {NULL, NULL}};
+    {"sameas", t_sameas}, {"filter", t_filter}, {"test", t_test}, {NULL, NULL}};
 
 const jtest_def *jt_find(const char *name, size_t n)
 {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "chat/jinja_internal.h"
 
 /* ---- arena ---- */
@@ -196,8 +197,9 @@ void jd_set(jrender *R, jdict *d, jv k, jv v)
     d->vals[d->n++] = v;
 }
 
-/* JSON numbers that are integral and within 2^53 become Python ints (a
- * client's 1.0 too: cJSON keeps no trace of how the number was written). */
+/* JSON numbers become Python floats when written with a fraction or an
+ * exponent (IV_JSON_FLOAT, set by iv_json_mark_floats where the document was
+ * parsed), as json.loads makes them; other integral ones within 2^53 ints. */
 jv jv_from_json(jrender *R, const void *cjson)
 {
     const cJSON *j = cjson;
@@ -205,6 +207,7 @@ jv jv_from_json(jrender *R, const void *cjson)
     if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
+        if (iv_json_is_float(j)) return jv_float(d);
         if (d == floor(d) && fabs(d) <= 9007199254740992.0) return jv_int((int64_t)d);
         return jv_float(d);
     }

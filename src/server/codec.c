@@ -236,6 +236,7 @@ int iv_codec_parse_json(const char *body, size_t len, cJSON **out, iv_api_error 
     }
     const char *end = NULL;
     cJSON *root = len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
+    iv_json_mark_floats(root, body, len); /* chat messages print 1.0 as Python does */
     if (!root) {
         free(ns.ordinal);
         free(ns.len);

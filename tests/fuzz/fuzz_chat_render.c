@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/json.h"
 #include "chat/chat_template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -45,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     load_once();
     cJSON *line = cJSON_ParseWithLength((const char *)data, size);
     if (!line) return 0;
+    iv_json_mark_floats(line, (const char *)data, size);
     const cJSON *messages = line, *tools = NULL, *kwargs = NULL;
     if (cJSON_IsObject(line)) {
         messages = cJSON_GetObjectItemCaseSensitive(line, "messages");

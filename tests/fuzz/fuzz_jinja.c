@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "chat/jinja.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -22,6 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     iv_err err;
     if (iv_jinja_compile(&t, text, tlen, &err)) return 0;
     cJSON *ctx = nul ? cJSON_ParseWithLength(nul + 1, size - tlen - 1) : NULL;
+    if (ctx) iv_json_mark_floats(ctx, nul + 1, size - tlen - 1);
     iv_strbuf out;
     iv_sb_init(&out);
     iv_jinja_render(t, ctx, &out, &err);

@@ -14,21 +14,6 @@
 #include "chat/chat_template.h"
 #include "test.h"
 
-/* Cases that may differ for a known reason outside the renderer: counted and
- * named in the summary, not failed. A case listed here that matches is fine.
- *   integral_float_args: the tool arguments hold 1.0 and -2.0, which Python
- *   prints as floats; cJSON keeps no int/float distinction, so the renderer
- *   sees 1 and prints "1". Fixing it needs a JSON reader that remembers how a
- *   number was written. */
-static const char *const KNOWN_DIFFS[] = {"integral_float_args"};
-
-static int is_known_diff(const char *id)
-{
-    for (size_t i = 0; i < sizeof KNOWN_DIFFS / sizeof *KNOWN_DIFFS; i++)
-        if (!strncmp(id, KNOWN_DIFFS[i], strlen(KNOWN_DIFFS[i]))) return 1;
-    return 0;
-}
-
 /* The instant gen_chat_fixtures.py fixes the clock at (NOW there). */
 static struct tm fixture_now(void)
 {
@@ -100,8 +85,8 @@ static void show_diff(const char *folder, const char *id, const char *want, cons
                  folder, id, i, wl, got_len, wn, want + from, gn, got + from);
 }
 
-/* Runs one template folder's cases; counts into *n_cases, *n_match, *n_fail and *n_known. */
-static void check_folder(const char *folder, int *n_cases, int *n_match, int *n_fail, int *n_known)
+/* Runs one template folder's cases; counts into *n_cases, *n_match and *n_fail. */
+static void check_folder(const char *folder, int *n_cases, int *n_match, int *n_fail)
 {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/chat_templates/%s", iv_test_fixtures_dir(), folder);
@@ -124,6 +109,7 @@ static void check_folder(const char *folder, int *n_cases, int *n_match, int *n_
         if (nl) *nl = 0;
         cJSON *c = cJSON_Parse(line);
         if (!c) continue;
+        iv_json_mark_floats(c, line, strlen(line));
         const char *id = iv_json_str(c, "id", "?");
         const cJSON *exp = cJSON_GetObjectItemCaseSensitive(c, "expected");
         const cJSON *tname = cJSON_GetObjectItemCaseSensitive(c, "template_name");
@@ -142,12 +128,8 @@ static void check_folder(const char *folder, int *n_cases, int *n_match, int *n_
                 iv_test_fail(__FILE__, __LINE__, "%s/%s: render failed: %s", folder, id, err.msg);
                 (*n_fail)++;
             } else if (out.len != strlen(want) || memcmp(out.data ? out.data : "", want, out.len)) {
-                if (is_known_diff(id)) {
-                    (*n_known)++;
-                } else {
-                    show_diff(folder, id, want, out.data ? out.data : "", out.len);
-                    (*n_fail)++;
-                }
+                show_diff(folder, id, want, out.data ? out.data : "", out.len);
+                (*n_fail)++;
             } else {
                 (*n_match)++;
             }
@@ -184,21 +166,19 @@ TEST(chat_templates_match_transformers)
         if (e->d_name[0] != '.' && strcmp(e->d_name, "PROVENANCE.md")) names[n++] = strdup(e->d_name);
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_str);
-    int total = 0, match = 0, templates = 0, known_total = 0;
+    int total = 0, match = 0, templates = 0;
     for (int i = 0; i < n; i++) {
-        int cases = 0, ok = 0, fail = 0, known = 0;
-        check_folder(names[i], &cases, &ok, &fail, &known);
+        int cases = 0, ok = 0, fail = 0;
+        check_folder(names[i], &cases, &ok, &fail);
         if (cases) {
             templates++;
-            printf("    %-40s %4d/%4d%s\n", names[i], ok, cases, known ? " (+ known differences)" : "");
+            printf("    %-40s %4d/%4d\n", names[i], ok, cases);
         }
         total += cases;
         match += ok;
-        known_total += known;
         free(names[i]);
     }
-    printf("    %d templates, %d/%d cases as transformers renders them, %d known differences (KNOWN_DIFFS)\n",
-           templates, match, total, known_total);
+    printf("    %d templates, %d/%d cases as transformers renders them\n", templates, match, total);
     CHECK(templates >= 12);
     CHECK(total >= 300);
 }

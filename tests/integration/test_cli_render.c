@@ -72,6 +72,17 @@ TEST(cli_render_lines)
     CHECK_STR(out, "\"<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\n\"\n");
     free(out);
 
+    /* 1.0 in the line stays a float, as json.loads makes it (transformers'
+     * rendering of this line, tool call arguments through tojson) */
+    CHECK_EQ_INT(run(args,
+                     "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"\","
+                     "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+                     "{\"x\":1.0,\"y\":2}}}]}]\n",
+                     tmp, &out),
+                 0);
+    CHECK(out && strstr(out, "{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": {\\\"x\\\": 1.0, \\\"y\\\": 2}}"));
+    free(out);
+
     /* a line that is not UTF-8 cannot be echoed as a JSON string: an error line */
     CHECK_EQ_INT(run(args, "[{\"role\":\"user\",\"content\":\"\xff\"}]\n", tmp, &out), 1);
     CHECK(out && !strncmp(out, "{\"error\":\"the line is not valid UTF-8", 37));
