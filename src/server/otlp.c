@@ -192,6 +192,14 @@ static void *exporter(void *arg)
     return NULL;
 }
 
+static void free_exporter(iv_otlp *o)
+{
+    free(o->queue);
+    free(o->url);
+    free(o->service);
+    free(o);
+}
+
 int iv_otlp_start(iv_otlp **out, const char *endpoint, const char *service_name, iv_err *err)
 {
     *out = NULL;
@@ -209,10 +217,7 @@ int iv_otlp_start(iv_otlp **out, const char *endpoint, const char *service_name,
     o->service = strdup(service_name && *service_name ? service_name : "infinity_v3");
     o->queue = malloc(QUEUE_MAX * sizeof *o->queue);
     if (!o->url || !o->service || !o->queue) {
-        free(o->url);
-        free(o->service);
-        free(o->queue);
-        free(o);
+        free_exporter(o);
         return iv_errf(err, IV_E_NOMEM, "out of memory");
     }
     memcpy(o->url, endpoint, n + 1);
@@ -220,10 +225,9 @@ int iv_otlp_start(iv_otlp **out, const char *endpoint, const char *service_name,
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->wake, NULL);
     if (pthread_create(&o->thread, NULL, exporter, o)) {
-        free(o->url);
-        free(o->service);
-        free(o->queue);
-        free(o);
+        pthread_mutex_destroy(&o->mu);
+        pthread_cond_destroy(&o->wake);
+        free_exporter(o);
         return iv_errf(err, IV_E_IO, "cannot start the OTLP exporter thread");
     }
     IV_INFO("OpenTelemetry: spans to %s (OTLP/HTTP JSON), service.name %s", o->url, o->service);
@@ -244,8 +248,5 @@ void iv_otlp_stop(iv_otlp *o)
                 (unsigned long long)atomic_load(&o->dropped), (unsigned long long)atomic_load(&o->failed));
     pthread_mutex_destroy(&o->mu);
     pthread_cond_destroy(&o->wake);
-    free(o->queue);
-    free(o->url);
-    free(o->service);
-    free(o);
+    free_exporter(o);
 }
