@@ -63,7 +63,9 @@ static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer 
                       const int32_t *pos, int64_t pos_axis_stride, const float *inv_freq)
 {
     iv_rope_args r = {q, s->n_heads, s->head_dim, s->rot_dim, pos, inv_freq, s->rope_interleaved,
-                      L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f, s->rope_freq_section, pos_axis_stride};
+                      L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f,
+                      /* one position per token (stride 0): every axis is the same, plain RoPE */
+                      pos_axis_stride ? s->rope_freq_section : NULL, pos_axis_stride};
     ops->rope(ops, &r);
     r.x = k;
     r.n_heads = s->n_kv_heads;

@@ -47,12 +47,17 @@ static const iv_tensor *expected(vfix *f, const char *fmt, int a, int b)
     return t;
 }
 
-static int vfix_load(vfix *f, int packed)
+static const char *const k_fixtures[] = {"qwen3_vl_vision", "qwen3_vl_vision_cg"};
+#define N_FIXTURES 2
+
+static int vfix_load(vfix *f, const char *name, int packed)
 {
     memset(f, 0, sizeof *f);
     f->worst_cos = 1.0;
     char dir[4096], path[4400];
-    iv_path_join(dir, sizeof dir, iv_test_fixtures_dir(), "models/qwen3_vl_vision");
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    iv_path_join(dir, sizeof dir, iv_test_fixtures_dir(), rel);
     iv_err err = {0};
     if (iv_model_load(&f->m, dir, iv_cpu_ops(), &err)) return iv_test_fail(__FILE__, __LINE__, "load: %s", err.msg);
     size_t bytes;
@@ -159,35 +164,41 @@ static void check_tower(vfix *f, int first, int n)
 
 TEST(qwen3vl_vision_tower)
 {
-    for (int packed = 0; packed < 2; packed++) {
-        vfix f;
-        if (vfix_load(&f, packed) == 0) {
-            check_tower(&f, 0, f.n_images);
-            for (int i = 0; i < f.n_images; i++) check_tower(&f, i, 1);
-            printf("    tower (%s weights): %d images, worst max abs %.2e, min cosine %.8f\n",
-                   packed ? "packed" : "row-major", f.n_images, f.worst_abs, f.worst_cos);
+    for (int fx = 0; fx < N_FIXTURES; fx++)
+        for (int packed = 0; packed < 2; packed++) {
+            vfix f;
+            if (vfix_load(&f, k_fixtures[fx], packed) == 0) {
+                check_tower(&f, 0, f.n_images);
+                for (int i = 0; i < f.n_images; i++) check_tower(&f, i, 1);
+                printf("    %s tower (%s weights): %d images, worst max abs %.2e, min cosine %.8f\n", k_fixtures[fx],
+                       packed ? "packed" : "row-major", f.n_images, f.worst_abs, f.worst_cos);
+            }
+            vfix_free(&f);
         }
-        vfix_free(&f);
-    }
 }
 
-TEST(qwen3vl_rope_index)
+static void check_rope_index(const char *name)
 {
     vfix f;
-    if (vfix_load(&f, 0) == 0)
+    if (vfix_load(&f, name, 0) == 0)
         for (int s = 0; s < f.n_seqs; s++) {
             const iv_tensor *want = expected(&f, "positions.%d", s, 0);
             int32_t *pos = malloc((size_t)(3 * f.lens[s]) * sizeof(int32_t));
             iv_qwen3vl_rope_index(f.m->vision, f.lens[s], &f.seqs[s], pos, f.lens[s]);
             for (int i = 0; want && i < 3 * f.lens[s]; i++)
                 if (pos[i] != (int32_t)iv_f32(want)[i]) {
-                    iv_test_fail(__FILE__, __LINE__, "sequence %d axis %d token %d: position %d, want %g", s,
+                    iv_test_fail(__FILE__, __LINE__, "%s sequence %d axis %d token %d: position %d, want %g", name, s,
                                  i / f.lens[s], i % f.lens[s], pos[i], iv_f32(want)[i]);
                     break;
                 }
             free(pos);
         }
     vfix_free(&f);
+}
+
+TEST(qwen3vl_rope_index)
+{
+    for (int fx = 0; fx < N_FIXTURES; fx++) check_rope_index(k_fixtures[fx]);
 }
 
 /* Sequences `which` (indexes) packed into one batch through iv_qwen3vl_forward. */
@@ -221,24 +232,28 @@ static void check_model(vfix *f, const int *which, int n, const char *label)
     iv_arena_free(&a);
 }
 
+static void check_mixed(const char *name, int packed)
+{
+    vfix f;
+    if (vfix_load(&f, name, packed) == 0) {
+        for (int s = 0; s < f.n_seqs; s++) {
+            const int one[1] = {s};
+            check_model(&f, one, 1, "alone");
+        }
+        const int all[3] = {0, 1, 2}, mixed[2] = {2, 0}, text_first[2] = {1, 2};
+        check_model(&f, all, 3, "three packed");
+        check_model(&f, mixed, 2, "two mixed packed");
+        check_model(&f, text_first, 2, "text then mixed packed");
+        printf("    %s model (%s weights): %d sequences, worst max abs %.2e, min cosine %.8f\n", name,
+               packed ? "packed" : "row-major", f.n_seqs, f.worst_abs, f.worst_cos);
+    }
+    vfix_free(&f);
+}
+
 TEST(qwen3vl_mixed_forward)
 {
-    for (int packed = 0; packed < 2; packed++) {
-        vfix f;
-        if (vfix_load(&f, packed) == 0) {
-            for (int s = 0; s < f.n_seqs; s++) {
-                const int one[1] = {s};
-                check_model(&f, one, 1, "alone");
-            }
-            const int all[3] = {0, 1, 2}, mixed[2] = {2, 0}, text_first[2] = {1, 2};
-            check_model(&f, all, 3, "three packed");
-            check_model(&f, mixed, 2, "two mixed packed");
-            check_model(&f, text_first, 2, "text then mixed packed");
-            printf("    model (%s weights): %d sequences, worst max abs %.2e, min cosine %.8f\n",
-                   packed ? "packed" : "row-major", f.n_seqs, f.worst_abs, f.worst_cos);
-        }
-        vfix_free(&f);
-    }
+    for (int fx = 0; fx < N_FIXTURES; fx++)
+        for (int packed = 0; packed < 2; packed++) check_mixed(k_fixtures[fx], packed);
 }
 
 /* Text-only sequences through the plain forward (the engine's path) give the
@@ -246,7 +261,7 @@ TEST(qwen3vl_mixed_forward)
 TEST(qwen3vl_text_only_plain_forward)
 {
     vfix f;
-    if (vfix_load(&f, 1) == 0) {
+    if (vfix_load(&f, k_fixtures[0], 1) == 0) {
         const int s = 1;
         REQUIRE(f.seqs[s].n == 0);
         iv_arena a;
@@ -269,7 +284,7 @@ TEST(qwen3vl_text_only_plain_forward)
 TEST(qwen3vl_mixed_forward_rejects_bad_spans)
 {
     vfix f;
-    if (vfix_load(&f, 0) == 0) {
+    if (vfix_load(&f, k_fixtures[0], 0) == 0) {
         iv_arena a;
         iv_arena_init(&a);
         const iv_fwd_mem mem = {&a, &a};
