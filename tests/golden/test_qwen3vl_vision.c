@@ -307,3 +307,77 @@ TEST(qwen3vl_mixed_forward_rejects_bad_spans)
     }
     vfix_free(&f);
 }
+
+/* The same tower and mixed forward on the emulated device (BF16 storage,
+ * buffers the host cannot touch): every step runs through the op table, so
+ * the model moves to another device unchanged. BF16 rounding bounds the
+ * agreement (cosine >= 0.999 per row). */
+static double emu_worst_cos(const iv_ops *ops, iv_view got, int64_t r0, const iv_tensor *want)
+{
+    const int64_t rows = want->shape[0], cols = want->shape[1];
+    float *all = calloc((size_t)(got.rows * got.cols) + 1, sizeof(float));
+    iv_ops_download_f32(ops, got, all);
+    double worst = 1.0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double c = iv_test_cosine(all + (r0 + r) * cols, iv_f32(want) + r * cols, cols);
+        if (c < worst) worst = c;
+    }
+    free(all);
+    return worst;
+}
+
+TEST(qwen3vl_vision_emulated_bf16)
+{
+    iv_err err = {0};
+    const iv_ops *ops = iv_ops_open("emulated", "bfloat16", &err);
+    REQUIRE(ops);
+    vfix f;
+    if (vfix_load(&f, k_fixtures[0], 0) == 0 && iv_model_to_device(f.m, ops, &err) == 0) {
+        iv_arena host, dev;
+        iv_arena_init(&host);
+        iv_ops_arena_init(&dev, ops);
+        const iv_fwd_mem mem = {&host, &dev};
+        iv_view merged, ds[IV_QWEN3VL_MAX_DEEPSTACK];
+        double worst = 1.0;
+        if (iv_qwen3vl_vision_forward(f.m, f.images, f.n_images, &mem, &merged, ds, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "vision forward: %s", err.msg);
+        } else {
+            int64_t r0 = 0;
+            for (int i = 0; i < f.n_images; i++) {
+                double c = emu_worst_cos(ops, merged, r0, expected(&f, "merged.%d", i, 0));
+                for (int k = 0; k < f.n_deepstack; k++) {
+                    const double d = emu_worst_cos(ops, ds[k], r0, expected(&f, "deepstack%d.%d", k, i));
+                    c = d < c ? d : c;
+                }
+                worst = c < worst ? c : worst;
+                r0 += iv_qwen3vl_image_tokens(f.m->vision, &f.images[i]);
+            }
+        }
+        int32_t cu[4] = {0};
+        for (int s = 0; s < 3; s++) cu[s + 1] = cu[s] + f.lens[s];
+        int32_t *ids = malloc((size_t)cu[3] * sizeof(int32_t));
+        for (int s = 0; s < 3; s++) memcpy(ids + cu[s], f.ids[s], (size_t)f.lens[s] * sizeof(int32_t));
+        iv_batch b = {.n_seqs = 3, .n_tokens = cu[3], .ids = ids, .cu_seqlens = cu};
+        iv_view hidden;
+        double worst_h = 1.0;
+        if (iv_model_upload_batch(f.m, &b, &dev, &err) || iv_qwen3vl_forward(f.m, &b, f.seqs, &mem, &hidden, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "mixed forward: %s", err.msg);
+        } else {
+            for (int s = 0; s < 3; s++) {
+                const double c = emu_worst_cos(ops, hidden, cu[s], expected(&f, "hidden.%d", s, 0));
+                worst_h = c < worst_h ? c : worst_h;
+            }
+        }
+        CHECK_MSG(ops->sync(ops, &err) == 0, "%s", err.msg);
+        CHECK_MSG(worst >= 0.999, "tower min cosine %.6f on emulated bf16", worst);
+        CHECK_MSG(worst_h >= 0.999, "hidden min cosine %.6f on emulated bf16", worst_h);
+        printf("    emulated bf16: tower min cosine %.6f, hidden min cosine %.6f\n", worst, worst_h);
+        free(ids);
+        iv_arena_free(&dev);
+        iv_arena_free(&host);
+    } else if (err.msg[0]) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    }
+    vfix_free(&f);
+    iv_ops_close(ops);
+}
