@@ -82,14 +82,15 @@ static int load_block(iv_model *m, const char *pre, int l, const iv_qwen3vl_visi
 
 /* A positive integer config key (patch_size and temporal_patch_size may be
  * lists in the config class's typing; real checkpoints write integers). */
-static int vcfg_int(const cJSON *vc, const char *key, int64_t def, int *out, iv_err *err)
+static int vcfg_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err)
 {
     const cJSON *it = iv_json_get(vc, key);
     if (it && !iv_json_is_integer(it))
         return iv_errf(err, IV_E_UNSUPPORTED, "config.json: vision_config.%s must be a positive integer", key);
     const int64_t x = iv_json_int(vc, key, def);
-    if (x <= 0 || x > (1 << 20))
-        return iv_errf(err, IV_E_FORMAT, "config.json: vision_config.%s must be a positive integer", key);
+    if (x <= 0 || x > max)
+        return iv_errf(err, IV_E_FORMAT, "config.json: vision_config.%s must be an integer in [1, %lld]", key,
+                       (long long)max);
     *out = (int)x;
     return 0;
 }
@@ -100,7 +101,9 @@ static int vcfg_int(const cJSON *vc, const char *key, int64_t def, int *out, iv_
 static int vision_rope(iv_model *m, const cJSON *vc, iv_qwen3vl_vision *v, iv_err *err)
 {
     const int hd = v->head_dim, quarter = hd / 4;
-    if (hd % 4) return iv_errf(err, IV_E_UNSUPPORTED, "vision head_dim %d is not a multiple of 4", hd);
+    if (hd % 4 || hd / 2 > IV_ROPE_MAX_HALF)
+        return iv_errf(err, IV_E_UNSUPPORTED, "vision head_dim %d (a multiple of 4 up to %d is supported)", hd,
+                       2 * IV_ROPE_MAX_HALF);
     const cJSON *rp = iv_json_get(vc, "rope_parameters");
     const char *type = iv_json_str(rp, "rope_type", "axial");
     if (strcmp(type, "axial"))
@@ -128,13 +131,17 @@ static int vision_rope(iv_model *m, const cJSON *vc, iv_qwen3vl_vision *v, iv_er
 static int vision_geometry(const iv_model *m, const cJSON *vc, iv_qwen3vl_vision *v, int *inter, iv_err *err)
 {
     int n_pos = 0;
-    if (vcfg_int(vc, "depth", 27, &v->depth, err) || vcfg_int(vc, "hidden_size", 1152, &v->hidden, err) ||
-        vcfg_int(vc, "num_heads", 16, &v->n_heads, err) || vcfg_int(vc, "intermediate_size", 4304, inter, err) ||
-        vcfg_int(vc, "in_channels", 3, &v->in_channels, err) || vcfg_int(vc, "patch_size", 16, &v->patch, err) ||
-        vcfg_int(vc, "temporal_patch_size", 2, &v->temporal_patch, err) ||
-        vcfg_int(vc, "spatial_merge_size", 2, &v->merge, err) ||
-        vcfg_int(vc, "out_hidden_size", 3584, &v->out_hidden, err) ||
-        vcfg_int(vc, "num_position_embeddings", 2304, &n_pos, err))
+    /* Bounds keep every product of these (patch_dim, 4 * hidden, ...) far from overflow. */
+    const int64_t big = 1 << 20, small = 1 << 10;
+    if (vcfg_int(vc, "depth", 27, small, &v->depth, err) || vcfg_int(vc, "hidden_size", 1152, big, &v->hidden, err) ||
+        vcfg_int(vc, "num_heads", 16, small, &v->n_heads, err) ||
+        vcfg_int(vc, "intermediate_size", 4304, big, inter, err) ||
+        vcfg_int(vc, "in_channels", 3, small, &v->in_channels, err) ||
+        vcfg_int(vc, "patch_size", 16, small, &v->patch, err) ||
+        vcfg_int(vc, "temporal_patch_size", 2, small, &v->temporal_patch, err) ||
+        vcfg_int(vc, "spatial_merge_size", 2, small, &v->merge, err) ||
+        vcfg_int(vc, "out_hidden_size", 3584, big, &v->out_hidden, err) ||
+        vcfg_int(vc, "num_position_embeddings", 2304, big, &n_pos, err))
         return -1;
     if (v->hidden % v->n_heads)
         return iv_errf(err, IV_E_FORMAT, "vision hidden_size %d is not a multiple of num_heads %d", v->hidden,
