@@ -381,3 +381,60 @@ TEST(qwen3vl_vision_emulated_bf16)
     vfix_free(&f);
     iv_ops_close(ops);
 }
+
+/* Through the engine: sequences carrying images (iv_seq_input.images) run
+ * the multimodal forward, packed with text-only ones, and the per-token
+ * outputs are transformers' last hidden states. */
+TEST(qwen3vl_engine_images)
+{
+    vfix f;
+    if (vfix_load(&f, k_fixtures[0], 0) == 0) {
+        char dir[4096];
+        iv_path_join(dir, sizeof dir, iv_test_fixtures_dir(), "models/qwen3_vl_vision");
+        iv_engine *e = NULL;
+        iv_err err = {0};
+        if (iv_engine_load(&e, dir, NULL, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "engine load: %s", err.msg);
+        } else {
+            iv_seq_input in[MAX_SEQS];
+            memset(in, 0, sizeof in);
+            for (int s = 0; s < f.n_seqs; s++) {
+                in[s].ids = f.ids[s];
+                in[s].len = f.lens[s];
+                in[s].images = f.seqs[s].images;
+                in[s].n_images = f.seqs[s].n;
+            }
+            iv_outputs out;
+            if (iv_engine_run(e, IV_TASK_EMBED_ALL, in, f.n_seqs, &out, &err)) {
+                iv_test_fail(__FILE__, __LINE__, "engine run: %s", err.msg);
+            } else {
+                for (int s = 0; s < f.n_seqs; s++) {
+                    const iv_tensor *want = expected(&f, "hidden.%d", s, 0);
+                    CHECK_EQ_INT(out.rows[s], f.lens[s]);
+                    char what[64];
+                    snprintf(what, sizeof what, "engine: sequence %d hidden", s);
+                    if (want && out.rows[s] == f.lens[s])
+                        golden_compare(what, out.data + out.offsets[s], want->data, want->shape[0], want->shape[1],
+                                       MIN_COS, MAX_ABS);
+                }
+                iv_outputs_free(&out);
+            }
+            iv_engine_free(e);
+        }
+        /* A checkpoint without a vision tower refuses images. */
+        iv_path_join(dir, sizeof dir, iv_test_fixtures_dir(), "models/qwen3");
+        if (iv_engine_load(&e, dir, NULL, &err) == 0) {
+            const int32_t ids[4] = {5, 6, 7, 8};
+            iv_image_input img = f.images[0];
+            iv_seq_input in = {.ids = ids, .len = 4, .images = &img, .n_images = 1};
+            iv_outputs out;
+            CHECK(iv_engine_run(e, IV_TASK_EMBED_ALL, &in, 1, &out, &err) != 0);
+            CHECK_EQ_INT(err.code, IV_E_UNSUPPORTED);
+            CHECK_CONTAINS(err.msg, "no vision tower");
+            iv_engine_free(e);
+        } else {
+            iv_test_fail(__FILE__, __LINE__, "qwen3 load: %s", err.msg);
+        }
+    }
+    vfix_free(&f);
+}
