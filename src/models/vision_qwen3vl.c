@@ -161,6 +161,10 @@ static int vision_geometry(const iv_model *m, const cJSON *vc, iv_qwen3vl_vision
         if (!iv_json_is_integer(it) || it->valuedouble < 0 || it->valuedouble >= v->depth)
             return iv_errf(err, IV_E_FORMAT, "config.json: deepstack_visual_indexes must list vision blocks < %d",
                            v->depth);
+        for (int k = 0; k < v->n_deepstack; k++)
+            if (v->deepstack_layers[k] == (int)it->valuedouble)
+                return iv_errf(err, IV_E_UNSUPPORTED, "config.json: deepstack_visual_indexes lists block %d twice",
+                               v->deepstack_layers[k]);
         if (v->n_deepstack == IV_QWEN3VL_MAX_DEEPSTACK)
             return iv_errf(err, IV_E_UNSUPPORTED, "more than %d deepstack_visual_indexes", IV_QWEN3VL_MAX_DEEPSTACK);
         v->deepstack_layers[v->n_deepstack++] = (int)it->valuedouble;

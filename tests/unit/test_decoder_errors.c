@@ -190,6 +190,7 @@ static void vl_shallower(cJSON *c)
     ckpt_set(vision_cfg(c), "deepstack_visual_indexes", cJSON_Parse("[0, 1]"));
 }
 static void vl_deepstack_past_depth(cJSON *c) { ckpt_set(vision_cfg(c), "deepstack_visual_indexes", cJSON_Parse("[0, 3]")); }
+static void vl_deepstack_twice(cJSON *c) { ckpt_set(vision_cfg(c), "deepstack_visual_indexes", cJSON_Parse("[0, 0]")); }
 static void vl_patch_list(cJSON *c) { ckpt_set(vision_cfg(c), "patch_size", cJSON_Parse("[4, 4]")); }
 static void vl_out_width(cJSON *c) { ckpt_set(vision_cfg(c), "out_hidden_size", cJSON_CreateNumber(40)); }
 static void vl_rope_type(cJSON *c)
@@ -210,6 +211,8 @@ TEST(qwen3_vl_rejects_bad_vision_towers)
     CKPT_REJECT("qwen3_vl_vision", vl_shallower, "more vision blocks than vision_config.depth", IV_E_FORMAT);
     CKPT_REJECT("qwen3_vl_vision", vl_deepstack_past_depth, "deepstack_visual_indexes must list vision blocks < 3",
                 IV_E_FORMAT);
+    CKPT_REJECT("qwen3_vl_vision", vl_deepstack_twice, "deepstack_visual_indexes lists block 0 twice",
+                IV_E_UNSUPPORTED);
     CKPT_REJECT("qwen3_vl_vision", vl_patch_list, "vision_config.patch_size must be a positive integer",
                 IV_E_UNSUPPORTED);
     CKPT_REJECT("qwen3_vl_vision", vl_out_width, "out_hidden_size 40 differs from the text hidden size 48",
