@@ -22,6 +22,7 @@
 #include "models/lm_score_head.h"
 #include "models/model.h"
 #include "models/pack_weights.h"
+#include "models/vision_qwen3vl.h"
 #include "models/quantize.h"
 #include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/gemm_panel.h"
@@ -390,6 +391,19 @@ static int run_multivector(iv_engine *e, const iv_batch *b, iv_view hidden, iv_o
     return 0;
 }
 
+/* The backbone over the packed batch: the multimodal forward when some
+ * sequence brings images, else the text one. */
+static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch *b, iv_view *hidden, iv_err *err)
+{
+    int any = 0;
+    for (int i = 0; i < n; i++) any |= seqs[i].n_images > 0;
+    if (!any) return iv_model_forward(e->model, b, &e->mem, hidden, err);
+    iv_seq_images *si = iv_arena_alloc(&e->arena, (size_t)n * sizeof *si);
+    if (!si) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) si[i] = (iv_seq_images){seqs[i].n_images > 0 ? seqs[i].n_images : 0, seqs[i].images};
+    return iv_qwen3vl_forward(e->model, b, si, &e->mem, hidden, err);
+}
+
 static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out, iv_err *err)
 {
     const iv_model *m = e->model;
@@ -400,7 +414,7 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
     if (pack(e, seqs, n, &b, &skip, err)) return -1;
     if (iv_model_upload_batch(m, &b, e->mem.dev, err)) return -1;
     iv_view hidden;
-    if (iv_model_forward(m, &b, &e->mem, &hidden, err)) return -1;
+    if (forward(e, seqs, n, &b, &hidden, err)) return -1;
     int rc = 0;
     switch (task) {
     case IV_TASK_EMBED: {

@@ -58,6 +58,12 @@ typedef struct iv_seq_input {
     const uint8_t *key_mask; /* NULL: every token is a key */
     int prompt_len;          /* leading prompt tokens, left out of pooling when the
                                 Pooling module has include_prompt=false */
+    /* Images of this sequence, for checkpoints with a vision tower (Qwen3-VL,
+     * models/vision_qwen3vl.h): each one's processed pixel values, grid and
+     * where its run of image pad tokens starts in ids (the run must hold
+     * exactly its tokens). NULL / 0: text only. docs/vision.md. */
+    const struct iv_image_input *images;
+    int n_images;
 } iv_seq_input;
 
 /* Results of one forward: for sequence s, rows[s] rows of `cols` floats at

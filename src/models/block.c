@@ -60,10 +60,12 @@ typedef struct dyn_group {
 #define IV_DYN_BIAS_GROUP_FLOATS ((int64_t)16 << 20)
 
 static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view q, iv_view k,
-                      const int32_t *pos, const float *inv_freq)
+                      const int32_t *pos, int64_t pos_axis_stride, const float *inv_freq)
 {
     iv_rope_args r = {q, s->n_heads, s->head_dim, s->rot_dim, pos, inv_freq, s->rope_interleaved,
-                      L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f};
+                      L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f,
+                      /* one position per token (stride 0): every axis is the same, plain RoPE */
+                      pos_axis_stride ? s->rope_freq_section : NULL, pos_axis_stride};
     ops->rope(ops, &r);
     r.x = k;
     r.n_heads = s->n_kv_heads;
@@ -75,13 +77,13 @@ static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer
                        const iv_attn_extras *ex, iv_view q, iv_view k)
 {
     if (!ex->seq_inv_freq) {
-        rope_rows(ops, s, L, q, k, ex->positions_dev, L->inv_freq);
+        rope_rows(ops, s, L, q, k, ex->positions_dev, ex->pos_axis_stride, L->inv_freq);
         return;
     }
     for (int i = 0; i < b->n_seqs; i++) {
         const int64_t r0 = b->cu_seqlens[i], r1 = b->cu_seqlens[i + 1];
         rope_rows(ops, s, L, iv_view_rows(q, r0, r1), iv_view_rows(k, r0, r1), ex->positions_dev + r0,
-                  ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
+                  ex->pos_axis_stride, ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
     }
 }
 

@@ -55,6 +55,11 @@ typedef struct iv_block_spec {
     int act_on_first;   /* GLU: act(first half) * second (1) or first * act(second) (0) */
     int rope_interleaved;
     int rot_dim;        /* rotary dims per head; 0 = no rotary */
+    /* Multi-axis rotary (iv_rope_args.freq_section): the axis of each of the
+     * rot_dim / 2 frequencies (Qwen3-VL's interleaved mRoPE: time, height,
+     * width; its vision tower: height, width), reading positions laid out
+     * as iv_attn_extras.pos_axis_stride says; NULL: one axis. */
+    const uint8_t *rope_freq_section;
     float qk_norm_eps;  /* per-head q/k RMSNorm eps (when q_norm/k_norm weights exist); the
                            norm follows norm_kind (Gemma: 1 + w) */
     /* Llama-4 / Ministral3 query scaling after RoPE: q *= 1 + beta * ln(1 + floor(pos / period)).
@@ -165,6 +170,9 @@ typedef struct iv_attn_extras {
     const int64_t *bias_offsets_dev;
     const int32_t *positions;     /* host: rotary positions per token */
     const int32_t *positions_dev; /* the same on the device */
+    /* With spec.rope_freq_section: axis a of token t is at positions[a *
+     * pos_axis_stride + t] (0: every axis reads the token's one position). */
+    int64_t pos_axis_stride;
     /* [n_seqs][rot_dim / 2] rotary frequencies chosen per sequence from its
      * length (dynamic NTK, LongRoPE), used instead of the layers' inv_freq;
      * NULL for most models. */

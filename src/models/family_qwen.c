@@ -4,12 +4,13 @@
  * pplx-embed (model_type bidirectional_pplx_qwen3, remote code: Qwen3Model
  * with every layer non-causal and only full-attention layers).
  *
- * Qwen3-VL (qwen3_vl, and its text model qwen3_vl_text): the text backbone
- * only, a Qwen3 decoder read from text_config with tensors under
- * language_model.; its interleaved multimodal RoPE gives every token the
- * same time, height and width position when the input is text, which makes
- * it the plain rotary table. The vision tower and DeepStack injection are
- * not run, so image and video inputs are not accepted.
+ * Qwen3-VL (qwen3_vl, and its text model qwen3_vl_text): a Qwen3 decoder
+ * read from text_config with tensors under language_model., its interleaved
+ * multimodal RoPE as per-frequency axes (time, height, width; text gives
+ * every axis the token's position, the plain rotary table), and the vision
+ * tower when the checkpoint has one (models/vision_qwen3vl.c). Images run
+ * through the model-level iv_qwen3vl_forward only: the engine's inputs are
+ * text.
  *
  * Sliding windows: layer_types when config.json has it, else transformers'
  * rule (use_sliding_window and layer >= max_window_layers). gte-Qwen2 style
@@ -21,6 +22,8 @@
 #include "base/json.h"
 #include "models/decoder_common.h"
 #include "models/family.h"
+#include "models/loader.h"
+#include "models/vision_qwen3vl.h"
 
 static const char *const k_qwen2_archs[] = {
     "Qwen2Model", "Qwen2ForCausalLM", "Qwen2ForSequenceClassification", "Qwen2ForTokenClassification", NULL,
@@ -89,6 +92,37 @@ static int qwen_windows(iv_model *m, int pplx, iv_err *err)
     return rc;
 }
 
+/* Qwen3-VL's interleaved mRoPE (Qwen3VLTextRotaryEmbedding.recomposition_frequencies):
+ * frequency i turns with the height position when i % 3 == 1 and i < 3 * s_h,
+ * with the width position when i % 3 == 2 and i < 3 * s_w, else with time;
+ * mrope_section [s_t, s_h, s_w] defaults to [24, 20, 20] as there. Then the
+ * vision tower, when the checkpoint has one. */
+static int qwen3_vl_extras(iv_model *m, iv_err *err)
+{
+    const cJSON *j = m->cfg.json;
+    const cJSON *rp = iv_json_get(j, "rope_parameters");
+    if (!cJSON_IsObject(rp)) rp = iv_json_get(j, "rope_scaling");
+    const cJSON *sec = cJSON_IsObject(rp) ? iv_json_get(rp, "mrope_section") : NULL;
+    int s[3] = {24, 20, 20};
+    if (sec) {
+        if (!cJSON_IsArray(sec) || cJSON_GetArraySize(sec) != 3)
+            return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
+        for (int i = 0; i < 3; i++) {
+            const cJSON *v = cJSON_GetArrayItem(sec, i);
+            if (!iv_json_is_integer(v) || v->valuedouble < 0)
+                return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
+            s[i] = (int)v->valuedouble;
+        }
+    }
+    const int half = m->block.rot_dim / 2;
+    uint8_t *axis = iv_model_alloc(m, (size_t)(half > 0 ? half : 1));
+    if (!axis) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int i = 0; i < half; i++) axis[i] = i % 3 == 1 && i < 3 * s[1] ? 1 : i % 3 == 2 && i < 3 * s[2] ? 2 : 0;
+    m->block.rope_freq_section = axis;
+    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", 151655);
+    return iv_qwen3vl_vision_load(m, &m->vision, err);
+}
+
 static int qwen_load(iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
@@ -126,7 +160,8 @@ static int qwen_load(iv_model *m, iv_err *err)
     iv_rope_params rope;
     if (iv_rope_params_from_config(c->json, NULL, c->head_dim, 10000.0, c->max_position_embeddings, &rope, err))
         return -1;
-    return iv_decoder_rope(m, &rope, NULL, err);
+    if (iv_decoder_rope(m, &rope, NULL, err)) return -1;
+    return vl ? qwen3_vl_extras(m, err) : 0;
 }
 
 static const char *const k_types[] = {"qwen2", "qwen3", "qwen3_moe", "bidirectional_pplx_qwen3", "qwen3_vl",

@@ -59,6 +59,26 @@ static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos
     return 0;
 }
 
+/* Layers one at a time while DeepStack features remain: feature k is added
+ * to the visual rows after layer k (Qwen3VLTextModel._deepstack_process). */
+static int run_layers_deepstack(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex,
+                                const iv_visual_inject *vi, iv_view x, const iv_fwd_mem *mem)
+{
+    const int n = vi->n_deepstack < m->n_layers ? vi->n_deepstack : m->n_layers;
+    for (int l = 0; l < n; l++) {
+        iv_attn_extras one = *ex;
+        one.first_layer = l;
+        if (iv_block_stack_forward(m->ops, &m->block, m->layers + l, 1, b, &one, x, mem)) return -1;
+        for (int i = 0; i < vi->n_spans; i++) {
+            const iv_view dst = iv_view_rows(x, vi->token_row[i], vi->token_row[i] + vi->len[i]);
+            m->ops->add(m->ops, dst, dst, iv_view_rows(vi->deepstack[l], vi->feat_row[i], vi->feat_row[i] + vi->len[i]));
+        }
+    }
+    iv_attn_extras rest = *ex;
+    rest.first_layer = n;
+    return iv_block_stack_forward(m->ops, &m->block, m->layers + n, m->n_layers - n, b, &rest, x, mem);
+}
+
 /* The block stack, with the token convolution after layer 0 when the model
  * has one. */
 static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, iv_view x,
@@ -181,6 +201,12 @@ int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err 
 
 int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
 {
+    return iv_model_forward_visual(m, b, NULL, mem, hidden, err);
+}
+
+int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const iv_fwd_mem *mem,
+                            iv_view *hidden, iv_err *err)
+{
     const iv_ops *ops = m->ops;
     const int64_t T = b->n_tokens, H = m->block.hidden;
     iv_view x = iv_act_alloc(ops, mem->dev, T, H, H);
@@ -191,14 +217,27 @@ int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem
     if (!pos_dev || embed_tokens(m, b, pos_dev, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for embeddings of %lld tokens", (long long)T);
 
+    if (vi) {
+        if (m->conv.w || m->ple_w || m->seq_rope || m->rel_bias.table)
+            return iv_errf(err, IV_E_INTERNAL, "visual rows with a token convolution, per-layer inputs, "
+                                               "length-dependent rotary or a relative bias");
+        for (int i = 0; i < vi->n_spans; i++)
+            ops->scale(ops, iv_view_rows(x, vi->token_row[i], vi->token_row[i] + vi->len[i]),
+                       iv_view_rows(vi->embeds, vi->feat_row[i], vi->feat_row[i] + vi->len[i]), 1.0f);
+    }
     iv_tap(ops, "embeddings", -1, x);
     iv_attn_extras ex = {.positions = pos, .positions_dev = pos_dev, .alibi_slopes = m->alibi_slopes};
+    if (vi && vi->positions) {
+        ex.positions = vi->positions;
+        ex.positions_dev = vi->positions_dev;
+        ex.pos_axis_stride = vi->pos_axis_stride;
+    }
     if (m->rel_bias.table && build_rel_bias(m, b, mem, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, mem->host, &ex, err)) return -1;
     if (m->ple_w && build_ple(m, x, mem->dev, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
-    if (run_layers(m, b, &ex, x, mem))
+    if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     if (m->final_norm.present) iv_block_norm(ops, &m->block, &m->final_norm, x, x, NULL);
     if (m->out_proj) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "models/loader.h"
+#include "models/vision_qwen3vl.h"
 #include "tensor/safetensors.h"
 
 /* Original -> replacement, so weights shared between layers stay shared. */
@@ -84,6 +85,25 @@ static int swap_norm(walk *wk, iv_norm *n, int layer, const char *what, iv_err *
     return swap(wk, &n->w, layer, what, err) || swap(wk, &n->b, layer, what, err);
 }
 
+/* A layer's norms, biases and per-head norm weights. */
+static int swap_layer_vectors(walk *wk, iv_layer *L, int l, iv_err *err)
+{
+    iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
+    return swap(wk, &L->qkv_b, l, "attention QKV bias", err) || swap(wk, &L->o_b, l, "attention output bias", err) ||
+             swap(wk, &L->up_b, l, "MLP up bias", err) || swap(wk, &L->down_b, l, "MLP down bias", err) ||
+             swap(wk, &L->q_norm_w, l, "q norm", err) || swap(wk, &L->k_norm_w, l, "k norm", err) ||
+             swap_norm(wk, &L->q_full_norm, l, "q norm", err) || swap_norm(wk, &L->k_full_norm, l, "k norm", err) ||
+             swap_norm(wk, &L->attn_norm, l, "attention norm", err) || swap_norm(wk, &L->mlp_norm, l, "MLP norm", err) ||
+             swap_norm(wk, &L->post_attn_norm, l, "post-attention norm", err) ||
+             swap_norm(wk, &L->post_mlp_norm, l, "post-MLP norm", err) ||
+             swap_norm(wk, &L->attn_outer_norm, l, "outer attention norm", err) ||
+             swap_norm(wk, &L->ple_norm, l, "per-layer input norm", err) ||
+             (moe && swap(wk, &moe->out_bias, l, "expert output bias", err)) ||
+             /* Row-major on purpose: the hooks slice rows out of them. */
+             swap(wk, &L->dyn_bias_w[0], l, "dynamic attention bias weight", err) ||
+             swap(wk, &L->dyn_bias_w[1], l, "dynamic attention bias weight", err);
+}
+
 /* Embedding tables, norms, biases and per-head norm weights: everything an
  * op reads that is not a linear weight. */
 static int swap_vectors(walk *wk, iv_err *err)
@@ -97,23 +117,7 @@ static int swap_vectors(walk *wk, iv_err *err)
              swap(wk, &m->ple_norm_w, -1, "per-layer input norm", err) ||
              swap(wk, &m->conv.b, -1, "token convolution bias", err) ||
              swap_norm(wk, &m->conv.norm, -1, "token convolution norm", err);
-    for (int l = 0; l < m->n_layers && !rc; l++) {
-        iv_layer *L = &m->layers[l];
-        iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
-        rc = swap(wk, &L->qkv_b, l, "attention QKV bias", err) || swap(wk, &L->o_b, l, "attention output bias", err) ||
-             swap(wk, &L->up_b, l, "MLP up bias", err) || swap(wk, &L->down_b, l, "MLP down bias", err) ||
-             swap(wk, &L->q_norm_w, l, "q norm", err) || swap(wk, &L->k_norm_w, l, "k norm", err) ||
-             swap_norm(wk, &L->q_full_norm, l, "q norm", err) || swap_norm(wk, &L->k_full_norm, l, "k norm", err) ||
-             swap_norm(wk, &L->attn_norm, l, "attention norm", err) || swap_norm(wk, &L->mlp_norm, l, "MLP norm", err) ||
-             swap_norm(wk, &L->post_attn_norm, l, "post-attention norm", err) ||
-             swap_norm(wk, &L->post_mlp_norm, l, "post-MLP norm", err) ||
-             swap_norm(wk, &L->attn_outer_norm, l, "outer attention norm", err) ||
-             swap_norm(wk, &L->ple_norm, l, "per-layer input norm", err) ||
-             (moe && swap(wk, &moe->out_bias, l, "expert output bias", err)) ||
-             /* Row-major on purpose: the hooks slice rows out of them. */
-             swap(wk, &L->dyn_bias_w[0], l, "dynamic attention bias weight", err) ||
-             swap(wk, &L->dyn_bias_w[1], l, "dynamic attention bias weight", err);
-    }
+    for (int l = 0; l < m->n_layers && !rc; l++) rc = swap_layer_vectors(wk, &m->layers[l], l, err);
     iv_head *heads[] = {&m->seq_head, &m->token_head, &m->mlm_head, &m->token_proj};
     for (int h = 0; h < 4 && !rc; h++)
         for (int i = 0; i < heads[h]->n_steps && !rc; i++) {
@@ -121,6 +125,50 @@ static int swap_vectors(walk *wk, iv_err *err)
             rc = swap(wk, &st->b, -1, "head bias", err) || swap(wk, &st->ln_w, -1, "head norm", err) ||
                  swap(wk, &st->ln_b, -1, "head norm", err);
         }
+    return rc;
+}
+
+static int swap_merger(walk *wk, iv_vision_merger *mg, int matmuls, const char *what, iv_err *err)
+{
+    if (matmuls) return swap(wk, &mg->fc1_w, -1, what, err) || swap(wk, &mg->fc2_w, -1, what, err);
+    return swap_norm(wk, &mg->norm, -1, what, err) || swap(wk, &mg->fc1_b, -1, what, err) ||
+           swap(wk, &mg->fc2_b, -1, what, err);
+}
+
+/* Qwen3-VL's vision tower: its blocks' matmuls, the patch embedding and the
+ * mergers' linears as layer matmuls; the rest with the vectors. */
+static int swap_vision(walk *wk, iv_qwen3vl_vision *v, unsigned kinds, iv_err *err)
+{
+    int rc = 0;
+    for (int l = 0; l < v->depth && !rc; l++) {
+        iv_layer *L = &v->layers[l];
+        if (kinds & IV_LW_LAYER_MATMULS)
+            rc = swap(wk, &L->qkv_w, l, "vision attention QKV", err) ||
+                 swap(wk, &L->o_w, l, "vision attention output", err) || swap(wk, &L->up_w, l, "vision MLP up", err) ||
+                 swap(wk, &L->down_w, l, "vision MLP down", err);
+        if ((kinds & IV_LW_VECTORS) && !rc) {
+            wk->vectors = 1;
+            rc = swap_layer_vectors(wk, L, l, err);
+            wk->vectors = 0;
+        }
+    }
+    for (int k = -1; k < v->n_deepstack && !rc; k++) {
+        iv_vision_merger *mg = k < 0 ? &v->merger : &v->deepstack[k];
+        const char *what = k < 0 ? "vision merger" : "vision DeepStack merger";
+        if (kinds & IV_LW_LAYER_MATMULS) rc = swap_merger(wk, mg, 1, what, err);
+        if ((kinds & IV_LW_VECTORS) && !rc) {
+            wk->vectors = 1;
+            rc = swap_merger(wk, mg, 0, what, err);
+            wk->vectors = 0;
+        }
+    }
+    if ((kinds & IV_LW_LAYER_MATMULS) && !rc) rc = swap(wk, &v->patch_w, -1, "vision patch embedding", err);
+    if ((kinds & IV_LW_VECTORS) && !rc) {
+        wk->vectors = 1;
+        rc = swap(wk, &v->patch_b, -1, "vision patch embedding bias", err) ||
+             swap(wk, &v->pos_embed, -1, "vision position embeddings", err);
+        wk->vectors = 0;
+    }
     return rc;
 }
 
@@ -155,6 +203,7 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
         const iv_tensor *tied = map_find(&wk.map, m->embed.word);
         if (tied) m->embed.word = tied;
     }
+    if (m->vision && !rc) rc = swap_vision(&wk, m->vision, kinds, err);
     if ((kinds & IV_LW_VECTORS) && !rc) {
         wk.vectors = 1;
         rc = swap_vectors(&wk, err);

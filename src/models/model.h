@@ -124,6 +124,11 @@ typedef struct iv_model {
      * longrope), shared by every rotary layer; NULL otherwise. */
     const struct iv_rope_params *seq_rope;
 
+    /* Qwen3-VL's vision tower (models/vision_qwen3vl.h), or NULL; its
+     * memory is the model's. image_token_id: config.json's image pad token. */
+    struct iv_qwen3vl_vision *vision;
+    int image_token_id;
+
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;
     int n_owned, cap_owned;
@@ -144,6 +149,24 @@ int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err 
  * iv_model_out_width. Token ids and lengths must already be validated
  * (iv_model_check_batch). */
 int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
+/* What a multimodal forward changes in the text model's pass (built by
+ * models/vision_qwen3vl.c): the embeddings of some token rows are replaced
+ * by feature rows, positions come on several axes, and DeepStack features
+ * are added to those rows after the first layers. */
+typedef struct iv_visual_inject {
+    int n_spans;
+    /* host: span i puts feature rows [feat_row[i], + len[i]) at token rows [token_row[i], + len[i]) */
+    const int64_t *token_row, *feat_row, *len;
+    iv_view embeds;             /* [F, hidden] replacing the token embeddings */
+    int n_deepstack;
+    const iv_view *deepstack;   /* [n_deepstack] of [F, hidden]: k added after layer k */
+    /* Rotary positions, axis a of token t at [a * pos_axis_stride + t] (host, dev). */
+    const int32_t *positions, *positions_dev;
+    int64_t pos_axis_stride;
+} iv_visual_inject;
+/* iv_model_forward with visual rows (vi NULL: iv_model_forward). */
+int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const iv_fwd_mem *mem,
+                            iv_view *hidden, iv_err *err);
 /* Validates ids against the vocabulary and lengths against positions. */
 int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err);
 /* Width of the hidden states iv_model_forward returns: the block's hidden

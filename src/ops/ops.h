@@ -121,8 +121,16 @@ typedef struct iv_attn_args {
  * position; inv_freq (host) [rot_dim/2] the frequencies (scaling variants
  * are computed by the caller, models/rope.c). interleaved=0: NeoX
  * rotate_half pairs (i, i+rot/2); interleaved=1: GPT-J pairs (2i, 2i+1).
- * attn_factor scales cos and sin (YaRN). */
+ * attn_factor scales cos and sin (YaRN).
+ *
+ * Positions on several axes (Qwen3-VL's interleaved mRoPE over time, height
+ * and width; its vision tower's 2-D rotary over height and width): with
+ * freq_section set, frequency i turns by the position on axis
+ * freq_section[i] (host [rot_dim/2], each < IV_ROPE_MAX_AXES), and row t's
+ * position on axis a is pos[a * pos_axis_stride + t] (a stride of 0 gives
+ * every axis the same position: plain RoPE). NULL: one axis, pos[t]. */
 #define IV_ROPE_MAX_HALF 256
+#define IV_ROPE_MAX_AXES 3
 typedef struct iv_rope_args {
     iv_view x;
     int n_heads, head_dim, rot_dim;
@@ -130,6 +138,8 @@ typedef struct iv_rope_args {
     const float *inv_freq;
     int interleaved;
     float attn_factor;
+    const uint8_t *freq_section;
+    int64_t pos_axis_stride;
 } iv_rope_args;
 
 /* Pooling of each sequence's rows into one row (sentence-transformers'
@@ -263,6 +273,12 @@ struct iv_ops {
      * in range (checked by the caller against the vocabulary). */
     void (*embed)(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids,
                   int accumulate);
+    /* Weighted gather (an embedding bag): y[t] = sum over j < taps of
+     * weights[t * taps + j] * table[ids[t * taps + j]], products summed in j
+     * order (ids, weights dev [y.rows * taps]; ids in range). Bilinear
+     * resampling of a learned position grid (Qwen3-VL's vision tower). */
+    void (*embed_bag)(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids,
+                      const float *weights, int taps);
 
     void (*rope)(const iv_ops *ops, const iv_rope_args *a);
     void (*attention)(const iv_ops *ops, const iv_attn_args *a);

@@ -716,6 +716,8 @@ const char *iv_weights_metadata(const iv_weights *w, const char *key)
     return NULL;
 }
 
+static int entry_f32(iv_weights *w, st_entry *e, const char *name, const iv_tensor **out, iv_err *err);
+
 int iv_weights_f32(iv_weights *w, const char *name, int ndim, const int64_t *shape, const iv_tensor **out,
                    iv_err *err)
 {
@@ -731,6 +733,33 @@ int iv_weights_f32(iv_weights *w, const char *name, int ndim, const int64_t *sha
     if (ndim > 0 && (ndim != e->ndim || memcmp(shape, e->dims, (size_t)ndim * sizeof shape[0]) != 0))
         return iv_errf(err, IV_E_FORMAT, "tensor %s has shape %s, expected %s", name,
                        dims_str(e->dims, e->ndim, have, sizeof have), dims_str(shape, ndim, want, sizeof want));
+    return entry_f32(w, e, name, out, err);
+}
+
+int iv_weights_f32_matrix(iv_weights *w, const char *name, int64_t rows, int64_t cols, const iv_tensor **out,
+                          iv_err *err)
+{
+    *out = NULL;
+    st_entry *e = find_entry(w, name);
+    if (!e) return iv_errf(err, IV_E_NOTFOUND, "tensor \"%s\" not found in %s", name, w->origin);
+    int64_t rest = 1;
+    for (int i = 1; i < e->ndim; i++) rest *= e->dims[i];
+    char have[256];
+    if (e->ndim < 2 || e->dims[0] != rows || rest != cols)
+        return iv_errf(err, IV_E_FORMAT, "tensor %s has shape %s, expected [%lld, ...] with %lld values per row", name,
+                       dims_str(e->dims, e->ndim, have, sizeof have), (long long)rows, (long long)cols);
+    if (e->has_f32 && (e->f32.ndim != 2 || e->f32.shape[1] != cols))
+        return iv_errf(err, IV_E_INTERNAL, "tensor \"%s\" was already read with another shape", name);
+    /* Row-major data is the same bytes whatever the rank: only the header
+     * (the raw view of a tensor no other reader can load) becomes 2-D. */
+    e->raw.ndim = 2;
+    e->raw.shape[0] = rows;
+    e->raw.shape[1] = cols;
+    return entry_f32(w, e, name, out, err);
+}
+
+static int entry_f32(iv_weights *w, st_entry *e, const char *name, const iv_tensor **out, iv_err *err)
+{
     if (e->has_f32) {
         *out = &e->f32;
         return 0;

@@ -61,6 +61,13 @@ int iv_weights_has_prefix(const iv_weights *w, const char *prefix);
  * to skip the shape check. */
 int iv_weights_f32(iv_weights *w, const char *name, int ndim, const int64_t *shape,
                    const iv_tensor **out, iv_err *err);
+/* The tensor, of any stored rank from 2 (Conv3d kernels [out, in, t, h, w]
+ * included), as an F32 matrix [rows, cols]: dims[0] must be rows and the
+ * other dims must multiply to cols. The weight of a convolution whose kernel
+ * equals its stride is then a linear's (patch embeddings). Cached like
+ * iv_weights_f32; read a tensor one way only. */
+int iv_weights_f32_matrix(iv_weights *w, const char *name, int64_t rows, int64_t cols, const iv_tensor **out,
+                          iv_err *err);
 
 /* Says nothing will read t (a tensor iv_weights_f32 returned) again, after
  * the model replaced it by a copy in another layout: the memory behind t

@@ -179,3 +179,53 @@ TEST(decoder_max_input_length)
     CHECK_CONTAINS(err.msg, "maximum of 64");
     iv_engine_free(e);
 }
+
+/* Qwen3-VL's vision tower: an incomplete or inconsistent tower, or a switch
+ * not implemented, is refused at load naming it. */
+static cJSON *vision_cfg(cJSON *c) { return cJSON_GetObjectItemCaseSensitive(c, "vision_config"); }
+static void vl_fewer_deepstack(cJSON *c) { ckpt_set(vision_cfg(c), "deepstack_visual_indexes", cJSON_Parse("[0]")); }
+static void vl_shallower(cJSON *c)
+{
+    ckpt_set(vision_cfg(c), "depth", cJSON_CreateNumber(2));
+    ckpt_set(vision_cfg(c), "deepstack_visual_indexes", cJSON_Parse("[0, 1]"));
+}
+static void vl_deepstack_past_depth(cJSON *c) { ckpt_set(vision_cfg(c), "deepstack_visual_indexes", cJSON_Parse("[0, 3]")); }
+static void vl_deepstack_twice(cJSON *c) { ckpt_set(vision_cfg(c), "deepstack_visual_indexes", cJSON_Parse("[0, 0]")); }
+static void vl_patch_list(cJSON *c) { ckpt_set(vision_cfg(c), "patch_size", cJSON_Parse("[4, 4]")); }
+static void vl_out_width(cJSON *c) { ckpt_set(vision_cfg(c), "out_hidden_size", cJSON_CreateNumber(40)); }
+static void vl_rope_type(cJSON *c)
+{
+    ckpt_set(vision_cfg(c), "rope_parameters", cJSON_Parse("{\"rope_type\": \"default\", \"rope_theta\": 10000.0}"));
+}
+static void vl_no_vision_config(cJSON *c) { cJSON_DeleteItemFromObjectCaseSensitive(c, "vision_config"); }
+static void vl_bad_mrope(cJSON *c)
+{
+    ckpt_set(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "text_config"), "rope_parameters"),
+             "mrope_section", cJSON_Parse("[3, 2]"));
+}
+
+TEST(qwen3_vl_rejects_bad_vision_towers)
+{
+    CKPT_REJECT("qwen3_vl_vision", vl_fewer_deepstack, "more DeepStack mergers than deepstack_visual_indexes",
+                IV_E_FORMAT);
+    CKPT_REJECT("qwen3_vl_vision", vl_shallower, "more vision blocks than vision_config.depth", IV_E_FORMAT);
+    CKPT_REJECT("qwen3_vl_vision", vl_deepstack_past_depth, "deepstack_visual_indexes must list vision blocks < 3",
+                IV_E_FORMAT);
+    CKPT_REJECT("qwen3_vl_vision", vl_deepstack_twice, "deepstack_visual_indexes lists block 0 twice",
+                IV_E_UNSUPPORTED);
+    CKPT_REJECT("qwen3_vl_vision", vl_patch_list, "vision_config.patch_size must be a positive integer",
+                IV_E_UNSUPPORTED);
+    CKPT_REJECT("qwen3_vl_vision", vl_out_width, "out_hidden_size 40 differs from the text hidden size 48",
+                IV_E_FORMAT);
+    CKPT_REJECT("qwen3_vl_vision", vl_rope_type, "rope_type \"default\" (only \"axial\"", IV_E_UNSUPPORTED);
+    CKPT_REJECT("qwen3_vl_vision", vl_no_vision_config, "no vision_config", IV_E_FORMAT);
+    CKPT_REJECT("qwen3_vl_vision", vl_bad_mrope, "mrope_section must list 3 integers", IV_E_FORMAT);
+    /* A tower missing one tensor. */
+    char dir[4096];
+    static const char *const drop[] = {"visual.blocks.1.mlp.linear_fc1.bias", NULL};
+    if (ckpt_make(dir, sizeof dir, "qwen3_vl_vision", NULL, 0) == 0) {
+        if (ckpt_write_weights(dir, "qwen3_vl_vision", drop, NULL, NULL, 0) == 0)
+            CKPT_LOAD_ERROR(dir, "vision tensor dropped", "visual.blocks.1.mlp.linear_fc1.bias", IV_E_NOTFOUND);
+        tmp_rmtree(dir);
+    }
+}

@@ -614,12 +614,47 @@ TEST(devices_embed)
     FOR_EACH_TABLE("embed", run_embed, cases);
 }
 
+/* ---- embed_bag ---- */
+
+/* Four weighted taps per row (bilinear resampling of a position grid). */
+static void run_embed_bag(dctx *d, const void *cv)
+{
+    const embed_case *c = cv;
+    ops_rng r = {6500 + (uint64_t)c->vocab};
+    case_begin(d, "embed_bag table %lld hidden %lld rows %lld", (long long)c->vocab, (long long)c->hidden,
+               (long long)c->rows);
+    abuf *y = abuf_new(d, &r, "y", c->rows, c->hidden, 1, c->hidden + 3, -1.0f, 1.0f);
+    wbuf *grid = wbuf_new(d, &r, c->vocab, c->hidden, -1.0f, 1.0f, 0);
+    int32_t *ids = xmalloc((size_t)c->rows * 4 * sizeof(int32_t));
+    float *w = xmalloc((size_t)c->rows * 4 * sizeof(float));
+    for (int64_t t = 0; t < c->rows * 4; t++) {
+        ids[t] = (int32_t)(ops_rng_next(&r) % (uint64_t)c->vocab);
+        w[t] = (float)(ops_rng_next(&r) % 1000) / 1000.0f;
+    }
+    const int32_t *ids_dev = dev_put(d, ids, (size_t)c->rows * 4 * sizeof(int32_t));
+    const float *w_dev = dev_put(d, w, (size_t)c->rows * 4 * sizeof(float));
+    if (!d->broken) {
+        d->cpu->embed_bag(d->cpu, hview(y), &grid->ht, ids, w, 4);
+        d->ops->embed_bag(d->ops, dview(d, y), grid->dev, ids_dev, w_dev, 4);
+    }
+    case_end(d);
+    free(ids);
+    free(w);
+}
+
+TEST(devices_embed_bag)
+{
+    static const embed_case cases[] = {{16, 40, 9}, {64, 64, 33}, {4, 16, 1}};
+    FOR_EACH_TABLE("embed_bag", run_embed_bag, cases);
+}
+
 /* ---- rope ---- */
 
 typedef struct rope_case {
     int n_heads, head_dim, rot_dim, interleaved;
     float attn_factor;
     int64_t extra;
+    int axes; /* 0: one position per row; 2 or 3: per-frequency axes (vision rotary, mRoPE) */
 } rope_case;
 
 static void run_rope(dctx *d, const void *cv)
@@ -630,13 +665,16 @@ static void run_rope(dctx *d, const void *cv)
                c->interleaved, c->attn_factor);
     const int64_t rows = 11, cols = (int64_t)c->n_heads * c->head_dim + c->extra;
     abuf *x = abuf_new(d, &r, "x", rows, cols, 3, cols + 5, -2.0f, 2.0f);
-    int32_t pos[11];
-    for (int t = 0; t < 11; t++) pos[t] = (int32_t)(ops_rng_next(&r) % 4096);
+    int32_t pos[3 * 11];
+    for (int t = 0; t < 3 * 11; t++) pos[t] = (int32_t)(ops_rng_next(&r) % 4096);
     float inv_freq[IV_ROPE_MAX_HALF];
     for (int i = 0; i < c->rot_dim / 2; i++) inv_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)c->rot_dim);
+    uint8_t section[IV_ROPE_MAX_HALF];
+    for (int i = 0; i < c->rot_dim / 2; i++) section[i] = c->axes ? (uint8_t)(i % c->axes) : 0;
     const int32_t *pos_dev = dev_put(d, pos, sizeof pos);
     if (!d->broken) {
-        iv_rope_args a = {hview(x), c->n_heads, c->head_dim, c->rot_dim, pos, inv_freq, c->interleaved, c->attn_factor};
+        iv_rope_args a = {hview(x), c->n_heads, c->head_dim, c->rot_dim, pos, inv_freq, c->interleaved, c->attn_factor,
+                          c->axes ? section : NULL, c->axes ? 11 : 0};
         d->cpu->rope(d->cpu, &a);
         a.x = dview(d, x);
         a.pos = pos_dev;
@@ -648,8 +686,9 @@ static void run_rope(dctx *d, const void *cv)
 TEST(devices_rope)
 {
     static const rope_case cases[] = {
-        {4, 32, 32, 0, 1.0f, 0}, {4, 32, 32, 1, 1.0f, 16}, {3, 64, 32, 0, 0.0f, 8},
-        {2, 64, 16, 1, 0.8f, 0}, {8, 16, 8, 0, 1.2f, 32},
+        {4, 32, 32, 0, 1.0f, 0, 0}, {4, 32, 32, 1, 1.0f, 16, 0}, {3, 64, 32, 0, 0.0f, 8, 0},
+        {2, 64, 16, 1, 0.8f, 0, 0}, {8, 16, 8, 0, 1.2f, 32, 0},
+        {4, 32, 32, 0, 1.0f, 0, 3}, {2, 16, 16, 0, 1.0f, 4, 2},
     };
     FOR_EACH_TABLE("rope", run_rope, cases);
 }

@@ -41,7 +41,7 @@ static void check_rope(ops_rng *r, rope_case c)
                 v[b] = x2 * cs + x1 * sn;
             }
         }
-    iv_rope_args args = {x, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq, c.interleaved, c.attn_factor};
+    iv_rope_args args = {x, c.n_heads, c.head_dim, c.rot_dim, pos, inv_freq, c.interleaved, c.attn_factor, NULL, 0};
     ops->rope(ops, &args);
     /* cos/sin rounded to float and two float products: ~4 ulps of |x| <= 2.
      * An angle formed in double instead would be off by up to 5e-4 rad at

@@ -275,6 +275,32 @@ TEST(safetensors_five_dims_indexed_not_loadable)
     free(img);
 }
 
+TEST(safetensors_five_dims_as_matrix)
+{
+    /* A Conv3d kernel [out 2, in 1, t 1, h 1, w 3] read as the [2, 3] weight
+     * of the linear it equals when kernel = stride (patch embeddings). */
+    float v[6] = {1, 2, 3, 4, 5, 6};
+    const char *h = "{\"visual.patch\":{\"dtype\":\"F32\",\"shape\":[2,1,1,1,3],\"data_offsets\":[0,24]}}";
+    size_t size;
+    unsigned char *img = build_image(h, v, sizeof v, 1, &size);
+    iv_weights *w;
+    iv_err err;
+    REQUIRE(iv_weights_open_memory(&w, img, size, "mem", &err) == 0);
+    const iv_tensor *t;
+    CHECK(iv_weights_f32_matrix(w, "visual.patch", 3, 2, &t, &err) == -1);
+    CHECK_CONTAINS(err.msg, "expected [3, ...] with 2 values per row");
+    REQUIRE(iv_weights_f32_matrix(w, "visual.patch", 2, 3, &t, &err) == 0);
+    CHECK_EQ_INT(t->ndim, 2);
+    CHECK_EQ_INT(t->shape[0], 2);
+    CHECK_EQ_INT(t->shape[1], 3);
+    CHECK(iv_f32(t)[5] == 6.0f);
+    const iv_tensor *again;
+    REQUIRE(iv_weights_f32_matrix(w, "visual.patch", 2, 3, &again, &err) == 0);
+    CHECK(again == t);
+    iv_weights_close(w);
+    free(img);
+}
+
 /* ---------- hostile files ---------- */
 
 TEST(safetensors_truncated_files)

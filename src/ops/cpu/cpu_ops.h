@@ -50,6 +50,8 @@ void iv_cpu_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_
 void iv_cpu_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b);
 void iv_cpu_scale(const iv_ops *ops, iv_view y, iv_view x, float s);
 void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate);
+void iv_cpu_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, const float *weights,
+                      int taps);
 void iv_cpu_rope(const iv_ops *ops, const iv_rope_args *a);
 void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a);
 void iv_cpu_softmax(const iv_ops *ops, iv_view x);

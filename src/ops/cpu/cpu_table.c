@@ -53,6 +53,7 @@ static const iv_ops cpu_ops = {
     .add = iv_cpu_add,
     .scale = iv_cpu_scale,
     .embed = iv_cpu_embed,
+    .embed_bag = iv_cpu_embed_bag,
     .rope = iv_cpu_rope,
     .attention = iv_cpu_attention,
     .softmax = iv_cpu_softmax,

@@ -62,6 +62,31 @@ void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const in
     }
 }
 
+/* Products in float32 summed in tap order, as torch's (table[ids] *
+ * weights[..., None]).sum(1) over a handful of taps. Row-major tables only. */
+void iv_cpu_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, const float *weights,
+                      int taps)
+{
+    (void)ops;
+    assert(table->dtype == IV_F32 && table->layout == IV_LAYOUT_ROWS && iv_tensor_cols(table) == y.cols);
+    const int64_t h = y.cols;
+#pragma omp parallel for schedule(static) if (y.rows * y.cols * taps >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < y.rows; t++) {
+        float *dst = ((float *)y.data) + t * y.ld;
+        for (int j = 0; j < taps; j++) {
+            const float *src = iv_f32(table) + (int64_t)ids[t * taps + j] * h;
+            const float w = weights[t * taps + j];
+            if (j == 0) {
+#pragma omp simd
+                for (int64_t c = 0; c < h; c++) dst[c] = src[c] * w;
+            } else {
+#pragma omp simd
+                for (int64_t c = 0; c < h; c++) dst[c] += src[c] * w;
+            }
+        }
+    }
+}
+
 /* exp(x - max) over a row, returning the sum. Lanes past n stay untouched. */
 static float exp_shifted_row(float *x, int64_t n, float max)
 {

@@ -4,7 +4,9 @@
  * float32, then cos/sin of that float angle (also float32), multiplied by
  * attn_factor. Computing the angle in double instead would differ by up to
  * half an ulp of pos * inv_freq, i.e. ~5e-4 rad at position 8192. cos and
- * sin are computed once per token and shared by all heads. */
+ * sin are computed once per token and shared by all heads. With
+ * freq_section (mRoPE, 2-D vision rotary) each frequency reads its own
+ * axis's position; the angle is still float(pos) * inv_freq in float32. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -25,8 +27,9 @@ void iv_cpu_rope(const iv_ops *ops, const iv_rope_args *a)
         float *sn = cs + half;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < x.rows; t++) {
-            float p = (float)a->pos[t];
             for (int i = 0; i < half; i++) {
+                const int64_t ax = a->freq_section ? a->freq_section[i] : 0;
+                float p = (float)a->pos[ax * a->pos_axis_stride + t];
                 float angle = p * a->inv_freq[i];
                 cs[i] = cosf(angle) * factor;
                 sn[i] = sinf(angle) * factor;

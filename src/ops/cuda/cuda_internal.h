@@ -186,6 +186,8 @@ void iv_cuda_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on
 void iv_cuda_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b);
 void iv_cuda_scale(const iv_ops *ops, iv_view y, iv_view x, float s);
 void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate);
+void iv_cuda_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, const float *weights,
+                       int taps);
 void iv_cuda_rope(const iv_ops *ops, const iv_rope_args *a);
 void iv_cuda_attention(const iv_ops *ops, const iv_attn_args *a);
 void iv_cuda_softmax(const iv_ops *ops, iv_view x);

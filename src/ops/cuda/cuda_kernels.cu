@@ -748,6 +748,14 @@ static __global__ void embed_kernel(void *y, int64_t ldy, const void *table, con
     }
 }
 
+/* The weighted gather of Qwen3-VL's position-grid resampling has no kernel yet. */
+void iv_cuda_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, const float *weights,
+                       int taps)
+{
+    (void)y, (void)table, (void)ids, (void)weights, (void)taps;
+    iv_cuda_note_invalid(ops, "embed_bag (vision position-grid resampling) is not implemented on CUDA yet");
+}
+
 void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
@@ -886,6 +894,12 @@ void iv_cuda_rope(const iv_ops *ops, const iv_rope_args *a)
         iv_cuda_note_invalid(ops, "rope: rot_dim %d of head_dim %d (at most %d pairs), %d heads, x [%lld, %lld]",
                              a->rot_dim, a->head_dim, IV_ROPE_MAX_HALF, a->n_heads, (long long)x.rows,
                              (long long)x.cols);
+        return;
+    }
+    if (a->freq_section) {
+        /* Multi-axis positions (Qwen3-VL mRoPE and vision rotary) have no kernel yet. */
+        iv_cuda_note_invalid(ops, "rope: positions on several axes (Qwen3-VL mRoPE, vision 2-D rotary) are not "
+                                  "implemented on CUDA yet");
         return;
     }
     if (npairs == 0 || x.rows == 0 || a->n_heads == 0) return;

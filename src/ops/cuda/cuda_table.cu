@@ -345,6 +345,7 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     o->add = iv_cuda_add;
     o->scale = iv_cuda_scale;
     o->embed = iv_cuda_embed;
+    o->embed_bag = iv_cuda_embed_bag;
     o->rope = iv_cuda_rope;
     o->attention = iv_cuda_attention;
     o->softmax = iv_cuda_softmax;

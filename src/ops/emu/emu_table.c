@@ -577,6 +577,32 @@ static void emu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, cons
     free(id);
 }
 
+static void emu_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids,
+                          const float *weights, int taps)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "embed_bag", "y");
+    const int64_t vocab = iv_tensor_rows(table), h = y.cols, n = y.rows * taps;
+    if (iv_tensor_cols(table) != h || table->layout != IV_LAYOUT_ROWS || taps <= 0)
+        emu_die("embed_bag", "table shape does not match y");
+    if (y.rows == 0 || h == 0) return;
+    int32_t *id = read_array(c, ids, (size_t)n * sizeof(int32_t), "embed_bag", "ids");
+    float *wt = read_array(c, weights, (size_t)n * sizeof(float), "embed_bag", "weights");
+    for (int64_t i = 0; i < n; i++)
+        if (id[i] < 0 || id[i] >= vocab)
+            emu_die("embed_bag", "id %d of tap %lld outside the table's %lld rows", id[i], (long long)i, (long long)vocab);
+    float *tf = read_weight(c, table, "embed_bag", "table"); /* position grids are small */
+    float *yf = iv_cpu_scratch((size_t)(y.rows * h) * sizeof(float));
+    iv_tensor tt = iv_tensor_2d(tf, vocab, h);
+    cpu->embed_bag(cpu, dense(yf, y.rows, h), &tt, id, wt, taps);
+    write_view(c, y, yf, "embed_bag", "y");
+    free(yf);
+    free(tf);
+    free(wt);
+    free(id);
+}
+
 static void emu_rope(const iv_ops *ops, const iv_rope_args *a)
 {
     emu_ctx *c = ctx_of(ops);
@@ -587,10 +613,24 @@ static void emu_rope(const iv_ops *ops, const iv_rope_args *a)
     if (a->x.rows == 0 || a->rot_dim == 0) return;
     const iv_view xs = iv_view_cols(a->x, 0, cols);
     float *xf = read_view(c, xs, "rope", "x");
-    int32_t *pos = read_array(c, a->pos, (size_t)a->x.rows * sizeof(int32_t), "rope", "pos");
+    /* Every axis the frequencies read, each copied as rows [0, x.rows). */
+    int axes = 1;
+    for (int i = 0; a->freq_section && i < a->rot_dim / 2; i++) {
+        if (a->freq_section[i] >= IV_ROPE_MAX_AXES) emu_die("rope", "frequency %d reads axis %d", i, a->freq_section[i]);
+        if (a->freq_section[i] + 1 > axes) axes = a->freq_section[i] + 1;
+    }
+    if (axes > 1 && a->pos_axis_stride < a->x.rows && a->pos_axis_stride != 0)
+        emu_die("rope", "position axes %lld apart overlap %lld rows", (long long)a->pos_axis_stride, (long long)a->x.rows);
+    int32_t *pos = iv_cpu_scratch((size_t)(axes * a->x.rows) * sizeof(int32_t));
+    for (int ax = 0; ax < axes; ax++) {
+        int32_t *p = read_array(c, a->pos + ax * a->pos_axis_stride, (size_t)a->x.rows * sizeof(int32_t), "rope", "pos");
+        memcpy(pos + ax * a->x.rows, p, (size_t)a->x.rows * sizeof(int32_t));
+        free(p);
+    }
     iv_rope_args h = *a;
     h.x = dense(xf, xs.rows, cols);
     h.pos = pos;
+    h.pos_axis_stride = a->x.rows;
     cpu->rope(cpu, &h);
     write_view(c, xs, xf, "rope", "x");
     free(xf);
@@ -982,6 +1022,7 @@ const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
         .add = emu_add,
         .scale = emu_scale,
         .embed = emu_embed,
+        .embed_bag = emu_embed_bag,
         .rope = emu_rope,
         .attention = emu_attention,
         .softmax = emu_softmax,
