@@ -113,6 +113,12 @@ static int swap_vectors(walk *wk, iv_err *err)
              /* Row-major on purpose: the hooks slice rows out of them. */
              swap(wk, &L->dyn_bias_w[0], l, "dynamic attention bias weight", err) ||
              swap(wk, &L->dyn_bias_w[1], l, "dynamic attention bias weight", err);
+        iv_deltanet *dn = (iv_deltanet *)L->deltanet; /* the model's own, allocated at load */
+        if (dn && !rc)
+            rc = swap(wk, &dn->conv_w, l, "DeltaNet convolution", err) ||
+                 swap(wk, &dn->conv_b, l, "DeltaNet convolution bias", err) ||
+                 swap(wk, &dn->a_log, l, "DeltaNet A_log", err) || swap(wk, &dn->dt_bias, l, "DeltaNet dt_bias", err) ||
+                 swap(wk, &dn->norm_w, l, "DeltaNet norm", err);
     }
     iv_head *heads[] = {&m->seq_head, &m->token_head, &m->mlm_head, &m->token_proj};
     for (int h = 0; h < 4 && !rc; h++)
@@ -135,7 +141,8 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
             rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
                  swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err) ||
                  swap(&wk, &L->ple_gate_w, l, "per-layer input gate", err) ||
-                 swap(&wk, &L->ple_proj_w, l, "per-layer input projection", err);
+                 swap(&wk, &L->ple_proj_w, l, "per-layer input projection", err) ||
+                 (L->deltanet && swap(&wk, &((iv_deltanet *)L->deltanet)->in_w, l, "DeltaNet input projection", err));
             for (int e = 0; moe && e < moe->n_experts && !rc; e++)
                 rc = swap(&wk, &moe->up_w[e], l, "expert up", err) || swap(&wk, &moe->down_w[e], l, "expert down", err);
         }

@@ -124,3 +124,12 @@ void iv_cpu_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_
             glu_row(((float *)y.data) + t * y.ld, second, first, inter, act);
     }
 }
+
+void iv_cpu_gate_mul(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act act)
+{
+    assert(y.rows == x.rows && y.cols == x.cols && g.rows == x.rows && g.cols == x.cols);
+#pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < x.rows; t++)
+        glu_row(((float *)y.data) + t * y.ld, ((const float *)g.data) + t * g.ld, ((const float *)x.data) + t * x.ld,
+                x.cols, act);
+}
