@@ -89,6 +89,13 @@ typedef struct iv_moe {
                                     (plain_experts: [I, H]) */
     const iv_tensor **down_w;    /* [E] of [H, I] */
     const iv_tensor *out_bias;   /* [H] or NULL */
+    /* A shared expert beside the routed ones (Qwen3.5-MoE): every token adds
+     * sigmoid(x g^T) * down(act(gate(x)) * up(x)), g [1, H], after the routed
+     * sum and before the residual; shared_intermediate 0: none. */
+    int shared_intermediate;
+    const iv_tensor *shared_up_w;   /* [2 Is, H], gate rows first */
+    const iv_tensor *shared_down_w; /* [H, Is] */
+    const iv_tensor *shared_gate_w; /* [1, H] */
 } iv_moe;
 
 /* A per-layer attention bias computed from the layer's own queries and keys

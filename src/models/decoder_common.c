@@ -68,6 +68,15 @@ static int ld_moe(iv_model *m, int l, const iv_moe *tmpl, iv_moe **out, iv_err *
         snprintf(name, sizeof name, "layers.%d.mlp.experts.%d.", l, e);
         if (ld_gated_mlp(m, name, H, I, 0, &up[e], &up_b, &down[e], &down_b, err)) return -1;
     }
+    if (tmpl->shared_intermediate > 0) {
+        const iv_tensor *up_b, *down_b;
+        snprintf(name, sizeof name, "layers.%d.mlp.shared_expert.", l);
+        if (ld_gated_mlp(m, name, H, tmpl->shared_intermediate, 0, &moe->shared_up_w, &up_b, &moe->shared_down_w,
+                         &down_b, err))
+            return -1;
+        snprintf(name, sizeof name, "layers.%d.mlp.shared_expert_gate.weight", l);
+        if (iv_ld(m, name, 1, H, &moe->shared_gate_w, err)) return -1;
+    }
     *out = moe;
     return 0;
 }

@@ -16,6 +16,11 @@
  * - every other RMSNorm is zero-centred, x * (1 + w) (IV_NORM_RMS_PLUS1),
  *   q_norm and k_norm included.
  *
+ * Qwen3.5-MoE (qwen3_5_moe, qwen3_5_moe_text) routes every layer's MLP:
+ * softmax router, top num_experts_per_tok renormalised, per-expert SwiGLU
+ * (mlp.experts.N.{gate,up,down}_proj, as save_pretrained writes them), plus
+ * the shared expert scaled by sigmoid(shared_expert_gate(x)).
+ *
  * Qwen3_5ForConditionalGeneration checkpoints (config nesting text_config,
  * tensors under model.language_model.) load their text model only: the
  * vision tower is not run, so inputs are text. Heads are the decoders'
@@ -33,6 +38,9 @@ static const char *const k_archs[] = {
     "Qwen3_5TextModel", "Qwen3_5Model", "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration",
     "Qwen3_5ForSequenceClassification", "Qwen3_5TextForSequenceClassification", "Qwen3_5ForTokenClassification",
     NULL,
+};
+static const char *const k_moe_archs[] = {
+    "Qwen3_5MoeTextModel", "Qwen3_5MoeModel", "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", NULL,
 };
 static const char *const k_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
 
@@ -126,11 +134,34 @@ static int qwen35_load(iv_model *m, iv_err *err)
                        "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
                        "checkpoints are supported",
                        c->model_type);
-    unsigned char *linear = calloc((size_t)c->num_layers, 1);
-    if (!linear) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    const int moe = !strncmp(c->model_type, "qwen3_5_moe", 11);
+    unsigned char *linear = calloc((size_t)c->num_layers, 1), *moe_layers = calloc((size_t)c->num_layers, 1);
+    if (!linear || !moe_layers) {
+        free(linear);
+        free(moe_layers);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
     int rc = layer_kinds(m, linear, err);
+    iv_moe tmpl = {0};
+    if (moe && !rc) {
+        /* Every layer routed; Qwen3_5MoeTopKRouter always renormalises its top k. */
+        const cJSON *j = c->json;
+        tmpl = (iv_moe){
+            .n_experts = (int)iv_json_int(j, "num_experts", 0), .top_k = (int)iv_json_int(j, "num_experts_per_tok", 0),
+            .intermediate = (int)iv_json_int(j, "moe_intermediate_size", 0), .norm_topk_prob = 1,
+            .shared_intermediate = (int)iv_json_int(j, "shared_expert_intermediate_size", 0),
+        };
+        if (tmpl.n_experts <= 0 || tmpl.top_k <= 0 || tmpl.top_k > tmpl.n_experts || tmpl.intermediate <= 0 ||
+            tmpl.shared_intermediate < 0)
+            rc = iv_errf(err, IV_E_FORMAT,
+                         "config.json: qwen3_5_moe needs 0 < num_experts_per_tok <= num_experts and "
+                         "moe_intermediate_size");
+        memset(moe_layers, 1, (size_t)c->num_layers);
+    }
     const iv_decoder_desc d = {
-        .archs = k_archs,
+        .archs = moe ? k_moe_archs : k_archs,
+        .moe_layers = moe ? moe_layers : NULL,
+        .moe = tmpl,
         .prefixes = k_prefixes,
         .norm_kind = IV_NORM_RMS_PLUS1,
         .qk_norm = 1,
@@ -156,8 +187,9 @@ static int qwen35_load(iv_model *m, iv_err *err)
         if (!rc) rc = iv_decoder_rope(m, &rope, full, err);
     }
     free(linear);
+    free(moe_layers);
     return rc ? -1 : 0;
 }
 
-static const char *const k_types[] = {"qwen3_5", "qwen3_5_text", NULL};
+static const char *const k_types[] = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", NULL};
 const iv_family iv_family_qwen35 = {"qwen3_5", k_types, qwen35_load};

@@ -145,8 +145,13 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
                  (L->deltanet && swap(&wk, &((iv_deltanet *)L->deltanet)->in_w, l, "DeltaNet input projection", err));
             for (int e = 0; moe && e < moe->n_experts && !rc; e++)
                 rc = swap(&wk, &moe->up_w[e], l, "expert up", err) || swap(&wk, &moe->down_w[e], l, "expert down", err);
+            if (moe && !rc)
+                rc = swap(&wk, &moe->shared_up_w, l, "shared expert up", err) ||
+                     swap(&wk, &moe->shared_down_w, l, "shared expert down", err);
         }
-        if ((kinds & IV_LW_AUX) && moe && !rc) rc = swap(&wk, &moe->router_w, l, "MoE router", err);
+        if ((kinds & IV_LW_AUX) && moe && !rc)
+            rc = swap(&wk, &moe->router_w, l, "MoE router", err) ||
+                 swap(&wk, &moe->shared_gate_w, l, "shared expert gate", err);
     }
     if ((kinds & IV_LW_AUX) && !rc)
         rc = swap(&wk, &m->embed.proj, -1, "embedding projection", err) ||

@@ -322,8 +322,10 @@ struct iv_ops {
     void (*im2col)(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
                    const int32_t *cu_seqlens_dev, int n_seqs);
 
-    /* y = x * act(g) elementwise (gated attention outputs, gated norms);
-     * y may alias x. NULL on tables without it. */
+    /* y = x * act(g) elementwise (gated attention outputs, gated norms),
+     * or with g one column wide, each row of x times act of its row's g
+     * (Qwen3.5-MoE's shared-expert gate); y may alias x. NULL on tables
+     * without it. */
     void (*gate_mul)(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act act);
     /* Gated DeltaNet: the causal short convolution and the gated delta rule
      * (iv_causal_conv_args, iv_delta_rule_args); NULL on tables without them,

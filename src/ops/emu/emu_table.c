@@ -953,7 +953,7 @@ static void emu_gate_mul(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_
     check_act_view(c, y, "gate_mul", "y");
     check_act_view(c, x, "gate_mul", "x");
     check_act_view(c, g, "gate_mul", "g");
-    if (x.rows != y.rows || x.cols != y.cols || g.rows != x.rows || g.cols != x.cols)
+    if (x.rows != y.rows || x.cols != y.cols || g.rows != x.rows || (g.cols != x.cols && g.cols != 1))
         emu_die("gate_mul", "shapes do not match");
     if (x.rows == 0 || x.cols == 0) return;
     float *xf = read_view(c, x, "gate_mul", "x");
