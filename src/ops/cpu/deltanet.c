@@ -74,24 +74,27 @@ void iv_cpu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a)
                 const float decay = expf(g);
                 const float beta = 1.0f / (1.0f + expf(-((const float *)a->b.data)[t * a->b.ld + h]));
                 /* S *= exp(g); delta = beta (v - S^T k) */
-                for (int j = 0; j < Dv; j++) delta[j] = 0;
+                float *restrict dl = delta;
+                for (int j = 0; j < Dv; j++) dl[j] = 0;
                 for (int i = 0; i < Dk; i++) {
-                    float *Si = S + (int64_t)i * Dv;
+                    float *restrict Si = S + (int64_t)i * Dv;
                     const float ki = kn[i];
+#pragma omp simd
                     for (int j = 0; j < Dv; j++) {
                         Si[j] *= decay;
-                        delta[j] += Si[j] * ki;
+                        dl[j] += Si[j] * ki;
                     }
                 }
-                for (int j = 0; j < Dv; j++) delta[j] = (v[j] - delta[j]) * beta;
+                for (int j = 0; j < Dv; j++) dl[j] = (v[j] - dl[j]) * beta;
                 /* S += k delta^T; out = S^T q */
-                float *o = (float *)a->out.data + t * a->out.ld + (int64_t)h * Dv;
+                float *restrict o = (float *)a->out.data + t * a->out.ld + (int64_t)h * Dv;
                 for (int j = 0; j < Dv; j++) o[j] = 0;
                 for (int i = 0; i < Dk; i++) {
-                    float *Si = S + (int64_t)i * Dv;
+                    float *restrict Si = S + (int64_t)i * Dv;
                     const float ki = kn[i], qi = qn[i];
+#pragma omp simd
                     for (int j = 0; j < Dv; j++) {
-                        Si[j] += ki * delta[j];
+                        Si[j] += ki * dl[j];
                         o[j] += Si[j] * qi;
                     }
                 }
