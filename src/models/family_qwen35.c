@@ -21,6 +21,11 @@
  * (mlp.experts.N.{gate,up,down}_proj, as save_pretrained writes them), plus
  * the shared expert scaled by sigmoid(shared_expert_gate(x)).
  *
+ * Qwen3-Next (qwen3_next), the architecture Qwen3.5 grew from, is the same
+ * stack with the fused in_proj_qkvz / in_proj_ba DeltaNet layout (reordered
+ * at load) and Qwen3-MoE's layer rule for routed MLPs (decoder_sparse_step,
+ * mlp_only_layers, norm_topk_prob), each routed MLP with the shared expert.
+ *
  * Qwen3_5ForConditionalGeneration checkpoints (config nesting text_config,
  * tensors under model.language_model.) load their text model only: the
  * vision tower is not run, so inputs are text. Heads are the decoders'
@@ -41,6 +46,10 @@ static const char *const k_archs[] = {
 };
 static const char *const k_moe_archs[] = {
     "Qwen3_5MoeTextModel", "Qwen3_5MoeModel", "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", NULL,
+};
+static const char *const k_next_archs[] = {
+    "Qwen3NextModel", "Qwen3NextForCausalLM", "Qwen3NextForSequenceClassification", "Qwen3NextForTokenClassification",
+    NULL,
 };
 static const char *const k_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
 
@@ -77,6 +86,40 @@ static int positive(const cJSON *j, const char *key, int64_t dflt, int *out, iv_
     return 0;
 }
 
+/* Qwen3-Next's fused layout: in_proj_qkvz rows grouped by key head g, each
+ * [q_g (Dk) | k_g (Dk) | v of its r = Hv / Hk value heads (r Dv) | z of
+ * them (r Dv)], and in_proj_ba grouped the same way, [b (r) | a (r)]
+ * (transformers' fix_query_key_value_ordering). Reordered at load into the
+ * split layout's [q | k | v | z | b | a]. */
+static int load_fused_in_proj(iv_model *m, iv_deltanet *d, const char *pre, iv_err *err)
+{
+    const int64_t H = m->cfg.hidden_size, Hk = d->n_k_heads, Dk = d->k_head_dim, Dv = d->v_head_dim;
+    const int64_t r = d->n_v_heads / Hk, group = 2 * Dk + 2 * r * Dv, Hv = d->n_v_heads;
+    char name[320];
+    const iv_tensor *qkvz, *ba;
+    snprintf(name, sizeof name, "%sin_proj_qkvz.weight", pre);
+    if (iv_ld(m, name, Hk * group, H, &qkvz, err)) return -1;
+    snprintf(name, sizeof name, "%sin_proj_ba.weight", pre);
+    if (iv_ld(m, name, Hk * 2 * r, H, &ba, err)) return -1;
+    iv_tensor *w = iv_model_new_tensor(m, 2 * Hk * Dk + 2 * Hv * Dv + 2 * Hv, H);
+    if (!w) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    const float *src = qkvz->data, *bsrc = ba->data;
+    float *dst = w->data;
+    const size_t row = (size_t)H * sizeof(float);
+    const int64_t q0 = 0, k0 = Hk * Dk, v0 = 2 * Hk * Dk, z0 = v0 + Hv * Dv, b0 = z0 + Hv * Dv, a0 = b0 + Hv;
+    for (int64_t g = 0; g < Hk; g++) {
+        const float *grp = src + g * group * H;
+        memcpy(dst + (q0 + g * Dk) * H, grp, (size_t)Dk * row);
+        memcpy(dst + (k0 + g * Dk) * H, grp + Dk * H, (size_t)Dk * row);
+        memcpy(dst + (v0 + g * r * Dv) * H, grp + 2 * Dk * H, (size_t)(r * Dv) * row);
+        memcpy(dst + (z0 + g * r * Dv) * H, grp + (2 * Dk + r * Dv) * H, (size_t)(r * Dv) * row);
+        memcpy(dst + (b0 + g * r) * H, bsrc + g * 2 * r * H, (size_t)r * row);
+        memcpy(dst + (a0 + g * r) * H, bsrc + (g * 2 * r + r) * H, (size_t)r * row);
+    }
+    d->in_w = w;
+    return 0;
+}
+
 static int load_deltanet(iv_model *m, int l, iv_err *err)
 {
     const cJSON *j = m->cfg.json;
@@ -100,12 +143,18 @@ static int load_deltanet(iv_model *m, int l, iv_err *err)
     char pre[64], name[320];
     snprintf(pre, sizeof pre, "layers.%d.linear_attn.", l);
 #define NAME(fmt) (snprintf(name, sizeof name, "%s" fmt, pre), name)
-    const iv_tensor *parts[4];
-    if (iv_ld(m, NAME("in_proj_qkv.weight"), conv, H, &parts[0], err) ||
-        iv_ld(m, NAME("in_proj_z.weight"), value, H, &parts[1], err) ||
-        iv_ld(m, NAME("in_proj_b.weight"), Hv, H, &parts[2], err) ||
-        iv_ld(m, NAME("in_proj_a.weight"), Hv, H, &parts[3], err) || iv_concat_rows(m, parts, 4, &d->in_w, err))
-        return -1;
+    char probe[512];
+    snprintf(probe, sizeof probe, "%s%sin_proj_qkvz.weight", m->prefix, pre);
+    if (iv_weights_find(m->weights, probe)) {
+        if (load_fused_in_proj(m, d, pre, err)) return -1;
+    } else {
+        const iv_tensor *parts[4];
+        if (iv_ld(m, NAME("in_proj_qkv.weight"), conv, H, &parts[0], err) ||
+            iv_ld(m, NAME("in_proj_z.weight"), value, H, &parts[1], err) ||
+            iv_ld(m, NAME("in_proj_b.weight"), Hv, H, &parts[2], err) ||
+            iv_ld(m, NAME("in_proj_a.weight"), Hv, H, &parts[3], err) || iv_concat_rows(m, parts, 4, &d->in_w, err))
+            return -1;
+    }
     if (iv_ld(m, NAME("A_log"), Hv, -1, &d->a_log, err) || iv_ld(m, NAME("dt_bias"), Hv, -1, &d->dt_bias, err) ||
         iv_ld(m, NAME("norm.weight"), d->v_head_dim, -1, &d->norm_w, err) ||
         iv_ld(m, NAME("out_proj.weight"), H, value, &m->layers[l].o_w, err) ||
@@ -134,7 +183,8 @@ static int qwen35_load(iv_model *m, iv_err *err)
                        "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
                        "checkpoints are supported",
                        c->model_type);
-    const int moe = !strncmp(c->model_type, "qwen3_5_moe", 11);
+    const int next = !strcmp(c->model_type, "qwen3_next");
+    const int moe = next || !strncmp(c->model_type, "qwen3_5_moe", 11);
     unsigned char *linear = calloc((size_t)c->num_layers, 1), *moe_layers = calloc((size_t)c->num_layers, 1);
     if (!linear || !moe_layers) {
         free(linear);
@@ -144,11 +194,15 @@ static int qwen35_load(iv_model *m, iv_err *err)
     int rc = layer_kinds(m, linear, err);
     iv_moe tmpl = {0};
     if (moe && !rc) {
-        /* Every layer routed; Qwen3_5MoeTopKRouter always renormalises its top k. */
+        /* Qwen3.5-MoE: every layer routed, Qwen3_5MoeTopKRouter always
+         * renormalises its top k. Qwen3-Next: layers (l + 1) %
+         * decoder_sparse_step == 0 outside mlp_only_layers, norm_topk_prob
+         * as configured. */
         const cJSON *j = c->json;
         tmpl = (iv_moe){
             .n_experts = (int)iv_json_int(j, "num_experts", 0), .top_k = (int)iv_json_int(j, "num_experts_per_tok", 0),
-            .intermediate = (int)iv_json_int(j, "moe_intermediate_size", 0), .norm_topk_prob = 1,
+            .intermediate = (int)iv_json_int(j, "moe_intermediate_size", 0),
+            .norm_topk_prob = next ? iv_json_bool(j, "norm_topk_prob", 1) : 1,
             .shared_intermediate = (int)iv_json_int(j, "shared_expert_intermediate_size", 0),
         };
         if (tmpl.n_experts <= 0 || tmpl.top_k <= 0 || tmpl.top_k > tmpl.n_experts || tmpl.intermediate <= 0 ||
@@ -157,9 +211,23 @@ static int qwen35_load(iv_model *m, iv_err *err)
                          "config.json: qwen3_5_moe needs 0 < num_experts_per_tok <= num_experts and "
                          "moe_intermediate_size");
         memset(moe_layers, 1, (size_t)c->num_layers);
+        if (next && !rc) {
+            const int step = (int)iv_json_int(j, "decoder_sparse_step", 1);
+            if (step <= 0) rc = iv_errf(err, IV_E_FORMAT, "config.json: decoder_sparse_step must be positive");
+            for (int l = 0; !rc && l < c->num_layers; l++) moe_layers[l] = (l + 1) % step == 0;
+            const cJSON *only = iv_json_get(j, "mlp_only_layers"), *it;
+            cJSON_ArrayForEach(it, only) {
+                if (!iv_json_is_integer(it)) {
+                    rc = iv_errf(err, IV_E_FORMAT, "config.json: mlp_only_layers must list layers");
+                    break;
+                }
+                const int l = (int)it->valuedouble;
+                if (l >= 0 && l < c->num_layers) moe_layers[l] = 0;
+            }
+        }
     }
     const iv_decoder_desc d = {
-        .archs = moe ? k_moe_archs : k_archs,
+        .archs = next ? k_next_archs : moe ? k_moe_archs : k_archs,
         .moe_layers = moe ? moe_layers : NULL,
         .moe = tmpl,
         .prefixes = k_prefixes,
@@ -191,5 +259,6 @@ static int qwen35_load(iv_model *m, iv_err *err)
     return rc ? -1 : 0;
 }
 
-static const char *const k_types[] = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", NULL};
+static const char *const k_types[] = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next",
+                                      NULL};
 const iv_family iv_family_qwen35 = {"qwen3_5", k_types, qwen35_load};

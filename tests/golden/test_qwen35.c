@@ -66,8 +66,8 @@ static void run_hidden(iv_engine *e, golden_case *g, const int *order, int n, fi
 
 TEST(golden_qwen35_packed_batches)
 {
-    static const char *const names[] = {"qwen35", "qwen35_seqcls", "qwen35_cond", "qwen35_moe"};
-    for (int k = 0; k < 4; k++) {
+    static const char *const names[] = {"qwen35", "qwen35_seqcls", "qwen35_cond", "qwen35_moe", "qwen3_next"};
+    for (int k = 0; k < 5; k++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/models/%s", iv_test_fixtures_dir(), names[k]);
         golden_case g;
