@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "models/block_deltanet.h"
 #include "models/block_mlp.h"
 #include "models/taps.h"
 
@@ -33,6 +34,7 @@ typedef struct block_scratch {
     iv_view h;      /* [T, H] */
     iv_view ple_pair; /* [T, 2P] per-layer input gate | the layer's input (layers with one) */
     iv_view ple_prod; /* [T, P] their product */
+    iv_view conv;     /* [T, conv channels] DeltaNet layers' convolved q | k | v (those layers only) */
     iv_mlp_scratch mlp;
     /* Per-layer dynamic attention bias (layers with a dyn_bias hook only). */
     float *dyn_bias;      /* dev [dyn_cap] FP32 bias blocks of one group of sequences */
@@ -53,6 +55,13 @@ typedef struct dyn_group {
     int32_t *cu;                /* [s1 - s0 + 1] the group's cu_seqlens, rebased to its first token */
     const int32_t *cu_dev;
 } dyn_group;
+
+/* Width of the token mixer's output, o_w's input: attention heads, or a
+ * DeltaNet's value heads. */
+static int64_t mixer_cols(const iv_block_spec *s, const iv_layer *L)
+{
+    return L->deltanet ? (int64_t)L->deltanet->n_v_heads * L->deltanet->v_head_dim : (int64_t)s->n_heads * s->head_dim;
+}
 
 /* Default bias floats one group of sequences may use at once (64 MiB),
  * unless a single sequence needs more; the groups bound the memory of
@@ -167,9 +176,14 @@ static int attention_dynamic_bias(const iv_ops *ops, const iv_block_spec *s, con
 static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
                               const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
 {
+    if (L->deltanet) {
+        iv_block_deltanet(ops, L->deltanet, b, in, sc->qkv, sc->conv, sc->attn);
+        iv_tap(ops, "attention", sc->layer, iv_view_cols(sc->attn, 0, mixer_cols(s, L)));
+        return 0;
+    }
     const int64_t T = b->n_tokens;
     const int q_cols = s->n_heads * s->head_dim, kv_cols = s->n_kv_heads * s->head_dim;
-    const int64_t qkv_cols = q_cols + 2 * (int64_t)kv_cols;
+    const int64_t qkv_cols = q_cols + 2 * (int64_t)kv_cols + (L->attn_out_gate ? q_cols : 0);
     const iv_view qkv = iv_view_make(sc->qkv.data, sc->qkv.dtype, T, qkv_cols, qkv_cols);
     ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
 
@@ -200,6 +214,8 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     };
     if (!L->dyn_bias) ops->attention(ops, &a);
     else if (attention_dynamic_bias(ops, s, L, b, ex, &a, sc)) return -1;
+    if (L->attn_out_gate) ops->gate_mul(ops, a.out, a.out, iv_view_cols(qkv, q_cols + 2 * (int64_t)kv_cols, q_cols),
+                                        IV_ACT_SIGMOID);
     iv_tap(ops, "attention", sc->layer, a.out);
     return 0;
 }
@@ -228,7 +244,7 @@ static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_l
     const iv_view hv = sc->h;
     if (attention_sublayer(ops, s, L, b, ex, xv, sc)) return -1;
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
-    const iv_view attn = iv_view_cols(sc->attn, 0, (int64_t)s->n_heads * s->head_dim);
+    const iv_view attn = iv_view_cols(sc->attn, 0, mixer_cols(s, L));
     ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, xv.data);
     iv_block_norm(ops, s, &L->attn_norm, hv, hv, NULL);
     if (L->attn_outer_norm.present) iv_block_norm(ops, s, &L->attn_outer_norm, hv, hv, xv.data);
@@ -249,7 +265,7 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
         in = nv;
     }
     if (attention_sublayer(ops, s, L, b, ex, in, sc)) return -1;
-    const iv_view attn = iv_view_cols(sc->attn, 0, (int64_t)s->n_heads * s->head_dim);
+    const iv_view attn = iv_view_cols(sc->attn, 0, mixer_cols(s, L));
     if (sandwich) {
         ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, NULL);
         iv_block_norm(ops, s, &L->post_attn_norm, hv, hv, NULL);
@@ -350,11 +366,20 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
     int64_t qkv_cols = (int64_t)(spec->n_heads + 2 * spec->n_kv_heads) * spec->head_dim;
     int64_t attn_cols = (int64_t)spec->n_heads * spec->head_dim;
     int any_ple = 0;
+    int64_t conv_cols = 0;
     for (int l = 0; l < n_layers; l++) {
         const iv_block_spec ls = layer_spec(spec, &layers[l]);
         const int64_t q = (int64_t)ls.n_heads * ls.head_dim, kv = (int64_t)ls.n_kv_heads * ls.head_dim;
-        if (q + 2 * kv > qkv_cols) qkv_cols = q + 2 * kv;
+        const int64_t gate = layers[l].attn_out_gate ? q : 0;
+        if (q + 2 * kv + gate > qkv_cols) qkv_cols = q + 2 * kv + gate;
         if (q > attn_cols) attn_cols = q;
+        if (layers[l].deltanet) {
+            const iv_deltanet *d = layers[l].deltanet;
+            const int64_t cc = iv_deltanet_conv_cols(d), w = iv_deltanet_proj_cols(d), vcols = (int64_t)d->n_v_heads * d->v_head_dim;
+            if (w > qkv_cols) qkv_cols = w;
+            if (vcols > attn_cols) attn_cols = vcols;
+            if (cc > conv_cols) conv_cols = cc;
+        }
         any_ple |= layers[l].ple_gate_w != NULL;
     }
     const int64_t H = spec->hidden;
@@ -369,6 +394,10 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
         sc.ple_pair = iv_act_alloc(ops, arena, T, 2 * (int64_t)spec->ple_dim, 2 * (int64_t)spec->ple_dim);
         sc.ple_prod = iv_act_alloc(ops, arena, T, spec->ple_dim, spec->ple_dim);
         if (!sc.ple_pair.data || !sc.ple_prod.data) return -1;
+    }
+    if (conv_cols) {
+        sc.conv = iv_act_alloc(ops, arena, T, conv_cols, conv_cols);
+        if (!sc.conv.data) return -1;
     }
     if (iv_mlp_scratch_alloc(&sc.mlp, ops, spec, layers, n_layers, T, mem)) return -1;
     sc.arena = mem->host;

@@ -94,6 +94,13 @@ typedef struct iv_moe {
                                     (plain_experts: [I, H]) */
     const iv_tensor **down_w;    /* [E] of [H, I] */
     const iv_tensor *out_bias;   /* [H] or NULL */
+    /* A shared expert beside the routed ones (Qwen3.5-MoE): every token adds
+     * sigmoid(x g^T) * down(act(gate(x)) * up(x)), g [1, H], after the routed
+     * sum and before the residual; shared_intermediate 0: none. */
+    int shared_intermediate;
+    const iv_tensor *shared_up_w;   /* [2 Is, H], gate rows first */
+    const iv_tensor *shared_down_w; /* [H, Is] */
+    const iv_tensor *shared_gate_w; /* [1, H] */
 } iv_moe;
 
 /* A per-layer attention bias computed from the layer's own queries and keys
@@ -124,6 +131,22 @@ typedef struct iv_dyn_bias_args {
 } iv_dyn_bias_args;
 /* Returns 0, or -1 when out of memory. */
 typedef int (*iv_dyn_bias_fn)(const iv_ops *ops, const void *ctx, const iv_dyn_bias_args *a);
+
+/* A Gated DeltaNet token mixer (Qwen3.5's linear_attention layers) in
+ * place of attention: P = x W_in^T split as [q | k | v] (the convolved
+ * channels), z, b, a; c = act(causal_conv1d([q | k | v])) per sequence;
+ * core = delta_rule(c's q, k, v, a, b) (ops.h, iv_delta_rule_args); then
+ * the gated RMSNorm per value head, norm_w * rms(core) * silu(z), and the
+ * layer's o_w (out_proj). */
+typedef struct iv_deltanet {
+    int n_k_heads, n_v_heads, k_head_dim, v_head_dim;
+    const iv_tensor *in_w;            /* [2 Hk Dk + Hv Dv | Hv Dv | Hv | Hv, H]: qkv, z, b, a fused at load */
+    const iv_tensor *conv_w, *conv_b; /* [2 Hk Dk + Hv Dv, K], bias or NULL */
+    iv_act conv_act;
+    const iv_tensor *a_log, *dt_bias; /* [Hv] */
+    const iv_tensor *norm_w;          /* [Dv], x * w (not 1 + w) */
+    float norm_eps;
+} iv_deltanet;
 
 typedef struct iv_layer {
     /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
@@ -157,6 +180,11 @@ typedef struct iv_layer {
     const iv_tensor *ple_gate_w, *ple_proj_w; /* G [P, H], P [H, P] */
     iv_norm ple_norm;                         /* N */
     int ple_layer;                            /* which slice of the per-layer inputs is this layer's */
+    /* Qwen3.5 / Qwen3-Next gated attention: qkv_w has a fourth block of
+     * n_heads * head_dim rows (the per-head gate halves of q_proj), and the
+     * attention output is multiplied by sigmoid(gate) before o_w. */
+    int attn_out_gate;
+    const iv_deltanet *deltanet;      /* a DeltaNet mixer instead of attention, or NULL */
     int scale_out;   /* x *= out_scale at the end of the layer (Gemma's layer_scalar) */
     float out_scale;
 } iv_layer;

@@ -17,6 +17,7 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
         if (m->n_experts > max_e) max_e = m->n_experts;
         if (m->top_k > max_k) max_k = m->top_k;
         if (m->intermediate > max_i) max_i = m->intermediate;
+        if (m->shared_intermediate > max_i) max_i = m->shared_intermediate;
     }
     if (any_dense) {
         /* Ungated, up is the down projection's input; gated, the GLU output is. */
@@ -76,6 +77,9 @@ static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, 
     const iv_view logits = head_rows(sc->logits, T, E);
     ops->linear(ops, logits, in, m->router_w, NULL, IV_ACT_NONE, NULL);
     const iv_moe_route_args route = {logits, k, m->norm_topk_prob, sc->choice, sc->weight, sc->offsets, sc->slots};
+    /* With a shared expert the residual comes last, as transformers adds it
+     * to the MLP's whole output. */
+    const void *routed_residual = m->shared_intermediate ? NULL : residual;
     ops->moe_route(ops, &route);
     /* The linears are sized on the host, so the run lengths come back: one
      * small download, a sync point per routed layer on a GPU. */
@@ -95,10 +99,23 @@ static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, 
         ops->linear(ops, xe, g, m->down_w[e], NULL, IV_ACT_NONE, NULL);
         const iv_moe_scatter_args sa = {
             .out = out, .y = xe, .slots = sc->slots + first, .weight = sc->weight, .choice = sc->choice,
-            .top_k = k, .expert = e, .bias = m->out_bias, .residual = residual,
+            .top_k = k, .expert = e, .bias = m->out_bias, .residual = routed_residual,
         };
         ops->moe_scatter(ops, &sa);
     }
+    if (!m->shared_intermediate) return;
+    /* out += sigmoid(x g^T) * shared(x); the router logits and the expert
+     * buffers are free again. */
+    const int64_t Is = m->shared_intermediate;
+    const iv_view up = head_rows(sc->upe, T, 2 * Is), g = head_rows(sc->ge, T, Is), y = head_rows(sc->xe, T, H);
+    const iv_view gate = head_rows(sc->logits, T, 1);
+    ops->linear(ops, up, in, m->shared_up_w, NULL, IV_ACT_NONE, NULL);
+    ops->glu(ops, g, up, s->act, s->act_on_first);
+    ops->linear(ops, y, g, m->shared_down_w, NULL, IV_ACT_NONE, NULL);
+    ops->linear(ops, gate, in, m->shared_gate_w, NULL, IV_ACT_NONE, NULL);
+    ops->gate_mul(ops, y, y, gate, IV_ACT_SIGMOID);
+    ops->add(ops, out, out, y);
+    if (residual) ops->add(ops, out, out, iv_view_make((void *)residual, out.dtype, T, H, out.ld));
 }
 
 void iv_block_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,

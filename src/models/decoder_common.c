@@ -68,7 +68,46 @@ static int ld_moe(iv_model *m, int l, const iv_moe *tmpl, iv_moe **out, iv_err *
         snprintf(name, sizeof name, "layers.%d.mlp.experts.%d.", l, e);
         if (ld_gated_mlp(m, name, H, I, 0, &up[e], &up_b, &down[e], &down_b, err)) return -1;
     }
+    if (tmpl->shared_intermediate > 0) {
+        const iv_tensor *up_b, *down_b;
+        snprintf(name, sizeof name, "layers.%d.mlp.shared_expert.", l);
+        if (ld_gated_mlp(m, name, H, tmpl->shared_intermediate, 0, &moe->shared_up_w, &up_b, &moe->shared_down_w,
+                         &down_b, err))
+            return -1;
+        snprintf(name, sizeof name, "layers.%d.mlp.shared_expert_gate.weight", l);
+        if (iv_ld(m, name, 1, H, &moe->shared_gate_w, err)) return -1;
+    }
     *out = moe;
+    return 0;
+}
+
+/* Rows [h * 2D + half * D, + D) of each head h of a [heads * 2D, cols] q_proj
+ * weight (cols < 0: a bias), stacked: half 0 the queries, 1 the gates. */
+static const iv_tensor *split_gated_q(iv_model *m, const iv_tensor *w, int D, int half)
+{
+    const int64_t cols = w->ndim == 2 ? w->shape[1] : 1, heads = w->shape[0] / (2 * D);
+    iv_tensor *t = iv_model_new_tensor(m, heads * D, w->ndim == 2 ? cols : -1);
+    if (!t) return NULL;
+    for (int64_t h = 0; h < heads; h++)
+        memcpy((float *)t->data + h * D * cols, (const float *)w->data + (h * 2 * D + (int64_t)half * D) * cols,
+               (size_t)(D * cols) * sizeof(float));
+    return t;
+}
+
+/* Gated attention: qkv_w = [q; k; v; gate] from the interleaved q_proj. */
+static int fuse_gated_qkv(iv_model *m, int D, const iv_tensor *qw, const iv_tensor *kw, const iv_tensor *vw,
+                          const iv_tensor *qb, const iv_tensor *kb, const iv_tensor *vb, iv_layer *L, iv_err *err)
+{
+    const iv_tensor *w[4] = {split_gated_q(m, qw, D, 0), kw, vw, split_gated_q(m, qw, D, 1)};
+    if (!w[0] || !w[3]) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    if (iv_concat_rows(m, w, 4, &L->qkv_w, err)) return -1;
+    L->qkv_b = NULL;
+    if (qb) {
+        const iv_tensor *b[4] = {split_gated_q(m, qb, D, 0), kb, vb, split_gated_q(m, qb, D, 1)};
+        if (!b[0] || !b[3]) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        if (iv_concat_rows(m, b, 4, &L->qkv_b, err)) return -1;
+    }
+    L->attn_out_gate = 1;
     return 0;
 }
 
@@ -87,15 +126,21 @@ static int load_layer(iv_model *m, const iv_decoder_desc *d, int l, int attn_bia
     const iv_tensor *qw, *kw, *vw, *qb, *kb, *vb;
     const int qkv_bias = attn_bias || d->qkv_bias;
 #define NAME(fmt) (snprintf(name, sizeof name, "%s" fmt, pre), name)
-    if (ld_linear(m, NAME("self_attn.q_proj"), q_out, H, qkv_bias, &qw, &qb, err) ||
+    if (d->own_mixer && d->own_mixer[l]) goto mlp;
+    if (ld_linear(m, NAME("self_attn.q_proj"), q_out * (d->attn_out_gate ? 2 : 1), H, qkv_bias, &qw, &qb, err) ||
         ld_linear(m, NAME("self_attn.k_proj"), kv_out, H, qkv_bias, &kw, &kb, err) ||
         ld_linear(m, NAME("self_attn.v_proj"), kv_out, H, qkv_bias, &vw, &vb, err) ||
         ld_linear(m, NAME("self_attn.o_proj"), H, q_out, attn_bias, &L->o_w, &L->o_b, err))
         return -1;
-    if (iv_fuse_qkv(m, qw, kw, vw, qb, kb, vb, &L->qkv_w, &L->qkv_b, err)) return -1;
+    if (d->attn_out_gate) {
+        if (fuse_gated_qkv(m, head_dim, qw, kw, vw, qb, kb, vb, L, err)) return -1;
+    } else if (iv_fuse_qkv(m, qw, kw, vw, qb, kb, vb, &L->qkv_w, &L->qkv_b, err)) {
+        return -1;
+    }
     if (d->qk_norm && (iv_ld(m, NAME("self_attn.q_norm.weight"), D, -1, &L->q_norm_w, err) ||
                        iv_ld(m, NAME("self_attn.k_norm.weight"), D, -1, &L->k_norm_w, err)))
         return -1;
+mlp:
     if (ld_rms(m, NAME("input_layernorm"), H, &L->attn_norm, err)) return -1;
     if (d->sandwich) {
         if (ld_rms(m, NAME("post_attention_layernorm"), H, &L->post_attn_norm, err) ||
@@ -149,7 +194,7 @@ int iv_decoder_load(iv_model *m, const iv_decoder_desc *d, iv_err *err)
     if (c->head_dim % 2) return iv_errf(err, IV_E_FORMAT, "config.json: head_dim %d must be even", c->head_dim);
     const cJSON *rope_params = iv_json_get(c->json, "rope_parameters");
     const double partial = iv_json_num(c->json, "partial_rotary_factor", iv_json_num(rope_params, "partial_rotary_factor", 1));
-    if (partial != 1.0)
+    if (partial != 1.0 && !d->partial_rotary)
         return iv_errf(err, IV_E_UNSUPPORTED, "partial_rotary_factor %g is not supported for model_type \"%s\"", partial,
                        c->model_type);
     int attn_bias, mlp_bias, causal;

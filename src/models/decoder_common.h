@@ -31,6 +31,13 @@ typedef struct iv_decoder_desc {
     /* Backbone prefixes to try, NULL-terminated (NULL: "model.", then none). */
     const char *const *prefixes;
     int own_heads;              /* the family loads its task heads itself (no `score` heads) */
+    int partial_rotary;         /* partial_rotary_factor is the family's to apply (its rope call) */
+    /* Gated attention (Qwen3.5, Qwen3-Next): q_proj is [heads * 2 * head_dim, H],
+     * each head's rows [q | gate]; the gates become iv_layer.attn_out_gate. */
+    int attn_out_gate;
+    /* Layers whose token mixer the family loads itself (nonzero entries: no
+     * self_attn.* tensors are read); NULL: every layer has attention. */
+    const unsigned char *own_mixer;
 } iv_decoder_desc;
 
 /* Fills m->embed, m->block, m->layers, m->final_norm and, unless

@@ -28,6 +28,7 @@ extern const iv_family iv_family_mpnet;
 extern const iv_family iv_family_llama;
 extern const iv_family iv_family_mistral;
 extern const iv_family iv_family_qwen;
+extern const iv_family iv_family_qwen35;
 extern const iv_family iv_family_gemma3;
 extern const iv_family iv_family_modernbert;
 extern const iv_family iv_family_gte;

@@ -86,6 +86,15 @@ static int swap_norm(walk *wk, iv_norm *n, int layer, const char *what, iv_err *
 }
 
 /* A layer's norms, biases and per-head norm weights. */
+static int swap_deltanet(walk *wk, iv_layer *L, int l, iv_err *err)
+{
+    iv_deltanet *dn = (iv_deltanet *)L->deltanet; /* the model's own, allocated at load */
+    return dn && (swap(wk, &dn->conv_w, l, "DeltaNet convolution", err) ||
+                  swap(wk, &dn->conv_b, l, "DeltaNet convolution bias", err) ||
+                  swap(wk, &dn->a_log, l, "DeltaNet A_log", err) || swap(wk, &dn->dt_bias, l, "DeltaNet dt_bias", err) ||
+                  swap(wk, &dn->norm_w, l, "DeltaNet norm", err));
+}
+
 static int swap_layer_vectors(walk *wk, iv_layer *L, int l, iv_err *err)
 {
     iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
@@ -101,7 +110,7 @@ static int swap_layer_vectors(walk *wk, iv_layer *L, int l, iv_err *err)
              (moe && swap(wk, &moe->out_bias, l, "expert output bias", err)) ||
              /* Row-major on purpose: the hooks slice rows out of them. */
              swap(wk, &L->dyn_bias_w[0], l, "dynamic attention bias weight", err) ||
-             swap(wk, &L->dyn_bias_w[1], l, "dynamic attention bias weight", err);
+             swap(wk, &L->dyn_bias_w[1], l, "dynamic attention bias weight", err) || swap_deltanet(wk, L, l, err);
 }
 
 /* Embedding tables, norms, biases and per-head norm weights: everything an
@@ -183,11 +192,17 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
             rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
                  swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err) ||
                  swap(&wk, &L->ple_gate_w, l, "per-layer input gate", err) ||
-                 swap(&wk, &L->ple_proj_w, l, "per-layer input projection", err);
+                 swap(&wk, &L->ple_proj_w, l, "per-layer input projection", err) ||
+                 (L->deltanet && swap(&wk, &((iv_deltanet *)L->deltanet)->in_w, l, "DeltaNet input projection", err));
             for (int e = 0; moe && e < moe->n_experts && !rc; e++)
                 rc = swap(&wk, &moe->up_w[e], l, "expert up", err) || swap(&wk, &moe->down_w[e], l, "expert down", err);
+            if (moe && !rc)
+                rc = swap(&wk, &moe->shared_up_w, l, "shared expert up", err) ||
+                     swap(&wk, &moe->shared_down_w, l, "shared expert down", err);
         }
-        if ((kinds & IV_LW_AUX) && moe && !rc) rc = swap(&wk, &moe->router_w, l, "MoE router", err);
+        if ((kinds & IV_LW_AUX) && moe && !rc)
+            rc = swap(&wk, &moe->router_w, l, "MoE router", err) ||
+                 swap(&wk, &moe->shared_gate_w, l, "shared expert gate", err);
     }
     if ((kinds & IV_LW_AUX) && !rc)
         rc = swap(&wk, &m->embed.proj, -1, "embedding projection", err) ||

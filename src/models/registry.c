@@ -9,6 +9,7 @@ static const iv_family *const k_families[] = {
     &iv_family_llama,
     &iv_family_mistral,
     &iv_family_qwen,
+    &iv_family_qwen35,
     &iv_family_gemma3,
     &iv_family_modernbert,
     &iv_family_gte,

@@ -212,6 +212,42 @@ typedef struct iv_rel_bias_args {
     float scale;
 } iv_rel_bias_args;
 
+/* Causal depthwise 1-D convolution over packed sequences (Gated DeltaNet's
+ * short convolution, kernel K): for channel c of row t,
+ *   y[t, c] = act(b[c] + sum_{k < K} w[c, k] * x[t - (K - 1) + k, c])
+ * where rows before the start of t's own sequence read 0: every sequence
+ * starts from a zero convolution state. w [C, K] (PyTorch's [C, 1, K]
+ * depthwise weight), b [C] or NULL; y must not overlap x. */
+typedef struct iv_causal_conv_args {
+    iv_view y, x;                  /* [T, C] */
+    const iv_tensor *w, *b;
+    iv_act act;
+    const int32_t *cu_seqlens;     /* host, n_seqs + 1 entries covering all T rows */
+    const int32_t *cu_seqlens_dev; /* dev, the same values */
+    int n_seqs;
+} iv_causal_conv_args;
+
+/* The gated delta rule (Gated DeltaNet's linear attention) over packed
+ * sequences, each starting from a zero state. Per sequence and value head h
+ * (key head h / (n_v_heads / n_k_heads)), with q_t, k_t L2-normalised
+ * (x * rsqrt(sum x^2 + 1e-6)), q_t scaled by 1 / sqrt(k_head_dim),
+ * beta_t = sigmoid(b[t, h]) and g_t = -exp(a_log[h]) * softplus(a[t, h] + dt_bias[h]):
+ *   S = S * exp(g_t)                          S [k_head_dim, v_head_dim]
+ *   S = S + k_t (beta_t (v_t - S^T k_t))^T
+ *   out_t = S^T q_t
+ * all in FP32. */
+typedef struct iv_delta_rule_args {
+    iv_view out;                   /* [T, n_v_heads * v_head_dim] */
+    iv_view q, k;                  /* [T, n_k_heads * k_head_dim] */
+    iv_view v;                     /* [T, n_v_heads * v_head_dim] */
+    iv_view a, b;                  /* [T, n_v_heads] */
+    const iv_tensor *a_log, *dt_bias; /* [n_v_heads] */
+    int n_k_heads, n_v_heads, k_head_dim, v_head_dim;
+    const int32_t *cu_seqlens;     /* host, n_seqs + 1 entries covering all T rows */
+    const int32_t *cu_seqlens_dev; /* dev, the same values */
+    int n_seqs;
+} iv_delta_rule_args;
+
 typedef struct iv_ops iv_ops;
 struct iv_ops {
     const char *name;
@@ -301,6 +337,17 @@ struct iv_ops {
      * ends of each sequence). x [T, H]; kernel odd; cu_seqlens cover all T rows. */
     void (*im2col)(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
                    const int32_t *cu_seqlens_dev, int n_seqs);
+
+    /* y = x * act(g) elementwise (gated attention outputs, gated norms),
+     * or with g one column wide, each row of x times act of its row's g
+     * (Qwen3.5-MoE's shared-expert gate); y may alias x. NULL on tables
+     * without it. */
+    void (*gate_mul)(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act act);
+    /* Gated DeltaNet: the causal short convolution and the gated delta rule
+     * (iv_causal_conv_args, iv_delta_rule_args); NULL on tables without them,
+     * which then refuse models with such layers at load. */
+    void (*causal_conv1d)(const iv_ops *ops, const iv_causal_conv_args *a);
+    void (*delta_rule)(const iv_ops *ops, const iv_delta_rule_args *a);
 
     /* Row stride, in elements, for a scratch activation of `cols` columns
      * that a linear op will read (>= cols); NULL: cols. */

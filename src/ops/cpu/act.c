@@ -124,3 +124,23 @@ void iv_cpu_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_
             glu_row(((float *)y.data) + t * y.ld, second, first, inter, act);
     }
 }
+
+void iv_cpu_gate_mul(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act act)
+{
+    assert(y.rows == x.rows && y.cols == x.cols && g.rows == x.rows && (g.cols == x.cols || g.cols == 1));
+    if (g.cols == 1 && x.cols != 1) {
+#pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
+        for (int64_t t = 0; t < x.rows; t++) {
+            float f;
+            iv_cpu_act_row(&f, (const float *)g.data + t * g.ld, NULL, act, NULL, 1);
+            const float *xr = (const float *)x.data + t * x.ld;
+            float *yr = (float *)y.data + t * y.ld;
+            for (int64_t c = 0; c < x.cols; c++) yr[c] = f * xr[c];
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static) if (x.rows * x.cols >= IV_CPU_PAR_MIN)
+    for (int64_t t = 0; t < x.rows; t++)
+        glu_row(((float *)y.data) + t * y.ld, ((const float *)g.data) + t * g.ld, ((const float *)x.data) + t * x.ld,
+                x.cols, act);
+}

@@ -63,6 +63,9 @@ void iv_cpu_moe_scatter(const iv_ops *ops, const iv_moe_scatter_args *a);
 void iv_cpu_rel_bias(const iv_ops *ops, const iv_rel_bias_args *a);
 void iv_cpu_im2col(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
                    const int32_t *cu_seqlens_dev, int n_seqs);
+void iv_cpu_gate_mul(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act act);
+void iv_cpu_causal_conv1d(const iv_ops *ops, const iv_causal_conv_args *a);
+void iv_cpu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a);
 int64_t iv_cpu_act_stride(int64_t cols);
 
 #endif

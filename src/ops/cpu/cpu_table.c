@@ -64,6 +64,9 @@ static const iv_ops cpu_ops = {
     .moe_scatter = iv_cpu_moe_scatter,
     .rel_bias = iv_cpu_rel_bias,
     .im2col = iv_cpu_im2col,
+    .gate_mul = iv_cpu_gate_mul,
+    .causal_conv1d = iv_cpu_causal_conv1d,
+    .delta_rule = iv_cpu_delta_rule,
     .act_stride = iv_cpu_act_stride,
 };
 

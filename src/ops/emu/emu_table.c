@@ -984,6 +984,101 @@ static void emu_im2col(const iv_ops *ops, iv_view y, iv_view x, int kernel, cons
     free(yf);
 }
 
+/* ---- Gated DeltaNet: gated products, the short convolution, the delta rule ---- */
+
+static void emu_gate_mul(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act act)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "gate_mul", "y");
+    check_act_view(c, x, "gate_mul", "x");
+    check_act_view(c, g, "gate_mul", "g");
+    if (x.rows != y.rows || x.cols != y.cols || g.rows != x.rows || (g.cols != x.cols && g.cols != 1))
+        emu_die("gate_mul", "shapes do not match");
+    if (x.rows == 0 || x.cols == 0) return;
+    float *xf = read_view(c, x, "gate_mul", "x");
+    float *gf = read_view(c, g, "gate_mul", "g");
+    cpu->gate_mul(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), dense(gf, g.rows, g.cols), act);
+    write_view(c, y, xf, "gate_mul", "y");
+    free(xf);
+    free(gf);
+}
+
+static void emu_causal_conv1d(const iv_ops *ops, const iv_causal_conv_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, a->y, "causal_conv1d", "y");
+    check_act_view(c, a->x, "causal_conv1d", "x");
+    const int64_t C = a->x.cols, K = iv_tensor_cols(a->w);
+    if (a->y.rows != a->x.rows || a->y.cols != C || iv_tensor_rows(a->w) != C || (a->b && iv_tensor_numel(a->b) != C))
+        emu_die("causal_conv1d", "shapes do not match");
+    if (a->x.rows == 0 || C == 0) return;
+    check_cu_seqlens(c, a->cu_seqlens, a->cu_seqlens_dev, a->n_seqs, a->x.rows, "causal_conv1d");
+    if (a->n_seqs <= 0 || a->cu_seqlens[0] != 0 || a->cu_seqlens[a->n_seqs] != a->x.rows)
+        emu_die("causal_conv1d", "the sequences do not cover the %lld rows", (long long)a->x.rows);
+    float *xf = read_view(c, a->x, "causal_conv1d", "x");
+    float *wf = read_weight(c, a->w, "causal_conv1d", "weight");
+    float *bf = read_weight(c, a->b, "causal_conv1d", "bias");
+    float *yf = iv_cpu_scratch((size_t)(a->y.rows * C) * sizeof(float));
+    iv_tensor wt = iv_tensor_2d(wf, C, K), bt = iv_tensor_1d(bf, C);
+    iv_causal_conv_args h = *a;
+    h.x = dense(xf, a->x.rows, C);
+    h.y = dense(yf, a->y.rows, C);
+    h.w = &wt;
+    h.b = bf ? &bt : NULL;
+    h.cu_seqlens_dev = a->cu_seqlens;
+    cpu->causal_conv1d(cpu, &h);
+    write_view(c, a->y, yf, "causal_conv1d", "y");
+    free(xf);
+    free(wf);
+    free(bf);
+    free(yf);
+}
+
+static void emu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    const iv_view *in[] = {&a->q, &a->k, &a->v, &a->a, &a->b};
+    static const char *const names[] = {"q", "k", "v", "a", "b"};
+    check_act_view(c, a->out, "delta_rule", "out");
+    for (int i = 0; i < 5; i++) {
+        check_act_view(c, *in[i], "delta_rule", names[i]);
+        if (in[i]->rows != a->out.rows) emu_die("delta_rule", "%s has %lld rows, out %lld", names[i],
+                                                (long long)in[i]->rows, (long long)a->out.rows);
+    }
+    const int Hk = a->n_k_heads, Hv = a->n_v_heads;
+    if (Hk <= 0 || Hv <= 0 || Hv % Hk || a->q.cols != (int64_t)Hk * a->k_head_dim || a->k.cols != a->q.cols ||
+        a->v.cols != (int64_t)Hv * a->v_head_dim || a->out.cols != a->v.cols || a->a.cols != Hv || a->b.cols != Hv ||
+        iv_tensor_numel(a->a_log) != Hv || iv_tensor_numel(a->dt_bias) != Hv)
+        emu_die("delta_rule", "shapes do not match");
+    if (a->out.rows == 0) return;
+    check_cu_seqlens(c, a->cu_seqlens, a->cu_seqlens_dev, a->n_seqs, a->out.rows, "delta_rule");
+    if (a->n_seqs <= 0 || a->cu_seqlens[0] != 0 || a->cu_seqlens[a->n_seqs] != a->out.rows)
+        emu_die("delta_rule", "the sequences do not cover the %lld rows", (long long)a->out.rows);
+    iv_delta_rule_args h = *a;
+    iv_view *hv[] = {&h.q, &h.k, &h.v, &h.a, &h.b};
+    float *f[5];
+    for (int i = 0; i < 5; i++) {
+        f[i] = read_view(c, *in[i], "delta_rule", names[i]);
+        *hv[i] = dense(f[i], in[i]->rows, in[i]->cols);
+    }
+    float *al = read_weight(c, a->a_log, "delta_rule", "A_log"), *dt = read_weight(c, a->dt_bias, "delta_rule", "dt_bias");
+    iv_tensor alt = iv_tensor_1d(al, Hv), dtt = iv_tensor_1d(dt, Hv);
+    h.a_log = &alt;
+    h.dt_bias = &dtt;
+    float *of = iv_cpu_scratch((size_t)(a->out.rows * a->out.cols) * sizeof(float));
+    h.out = dense(of, a->out.rows, a->out.cols);
+    h.cu_seqlens_dev = a->cu_seqlens;
+    cpu->delta_rule(cpu, &h);
+    write_view(c, a->out, of, "delta_rule", "out");
+    for (int i = 0; i < 5; i++) free(f[i]);
+    free(al);
+    free(dt);
+    free(of);
+}
+
 /* ---- the table ---- */
 
 const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
@@ -1033,6 +1128,9 @@ const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
         .moe_scatter = emu_moe_scatter,
         .rel_bias = emu_rel_bias,
         .im2col = emu_im2col,
+        .gate_mul = emu_gate_mul,
+        .causal_conv1d = emu_causal_conv1d,
+        .delta_rule = emu_delta_rule,
         .act_stride = NULL,
     };
     return &c->ops;
