@@ -2,7 +2,8 @@
 # is the binary's entry point); every .c under tests/unit, tests/golden and
 # tests/integration is linked into one test runner. New files need no edits here.
 CC      ?= cc
-PKGS    := openblas libcjson libmicrohttpd libutf8proc libpcre2-8 libcurl
+PKGS    := openblas libcjson libmicrohttpd libutf8proc libpcre2-8 libcurl \
+	libjpeg libpng libwebp libwebpdemux
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -14,7 +15,8 @@ SAN     ?=
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
 	-Wshadow -Wstrict-prototypes -Wpointer-arith -Wno-format-truncation -fopenmp -pthread -g $(ARCH) -Isrc -Itests $(PKG_CFLAGS)
 CFLAGS  = $(CFLAGS_BASE) $(OPT) $(SAN)
-LDLIBS  = $(PKG_LIBS) -fopenmp -pthread -lm $(SAN)
+# giflib ships no pkg-config file.
+LDLIBS  = $(PKG_LIBS) -lgif -fopenmp -pthread -lm $(SAN)
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' ! -path 'src/ops/cuda/*' | sort)
 TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2>/dev/null | sort) tests/runner.c
