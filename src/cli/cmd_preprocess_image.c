@@ -3,9 +3,9 @@
  * decoded as requests' images are and run through the checkpoint's
  * Qwen2-VL/Qwen3-VL image processor; one JSON line per file gives the
  * format, size, resized size, image_grid_thw and image token count.
- * --dump PATH writes pixel_values as little-endian float32 (the last
- * file's), for comparing with transformers (tools/gen_image_fixtures.py
- * --compare). */
+ * --dump PATH writes pixel_values as little-endian float32 and --dump-rgb
+ * PATH the decoded RGB bytes (the last file's), for comparing with
+ * transformers and PIL (tools/gen_image_fixtures.py --compare). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +18,13 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: infinity_v3 preprocess-image --model-id DIR [--dump PATH] [--max-pixels N] FILE...\n"
+    fprintf(f, "usage: infinity_v3 preprocess-image --model-id DIR [--dump PATH] [--dump-rgb PATH] [--max-pixels N] FILE...\n"
                "  Decodes each image and runs DIR's preprocessor_config.json (the Qwen2-VL /\n"
                "  Qwen3-VL image processor) on it; prints grid_thw and the image token count.\n");
 }
 
-static int one(const iv_qwen_vl_config *cfg, const iv_image_limits *lim, const char *path, const char *dump)
+static int one(const iv_qwen_vl_config *cfg, const iv_image_limits *lim, const char *path, const char *dump,
+               const char *dump_rgb)
 {
     iv_err err = {0};
     char *data = NULL;
@@ -36,6 +37,13 @@ static int one(const iv_qwen_vl_config *cfg, const iv_image_limits *lim, const c
         rc = iv_image_sniff(b, n) == IV_IMAGE_UNKNOWN && n >= 5 && !strncmp(data, "data:", 5)
                  ? iv_image_decode_source(data, n, lim, &img, &err)
                  : iv_image_decode(b, n, lim, &img, &err);
+    }
+    if (!rc && dump_rgb) {
+        FILE *f = fopen(dump_rgb, "wb");
+        size_t nb = (size_t)img.width * (size_t)img.height * 3;
+        if (!f || fwrite(img.rgb, 1, nb, f) != nb) rc = iv_errf(&err, IV_E_IO, "cannot write %s", dump_rgb);
+        if (f) fclose(f);
+        if (rc) iv_image_free(&img);
     }
     if (!rc) {
         rc = iv_qwen_vl_preprocess(cfg, &img, &p, &err);
@@ -80,12 +88,13 @@ static int one(const iv_qwen_vl_config *cfg, const iv_image_limits *lim, const c
 
 int iv_cmd_preprocess_image(int argc, char **argv)
 {
-    const char *dir = NULL, *dump = NULL;
+    const char *dir = NULL, *dump = NULL, *dump_rgb = NULL;
     iv_image_limits lim = {IV_IMAGE_DEFAULT_MAX_PIXELS, IV_IMAGE_DEFAULT_MAX_BYTES};
     int first = argc;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model-id") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
+        else if (!strcmp(argv[i], "--dump-rgb") && i + 1 < argc) dump_rgb = argv[++i];
         else if (!strcmp(argv[i], "--max-pixels") && i + 1 < argc) lim.max_pixels = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -110,6 +119,6 @@ int iv_cmd_preprocess_image(int argc, char **argv)
     }
     int rc = 0;
     for (int i = first; i < argc; i++)
-        if (one(&cfg, &lim, argv[i], dump)) rc = 1;
+        if (one(&cfg, &lim, argv[i], dump, dump_rgb)) rc = 1;
     return rc;
 }

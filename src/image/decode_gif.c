@@ -91,6 +91,7 @@ int iv_image_decode_gif(const iv_image_dec *d, iv_image *out, iv_err *err)
         int v = idx[i];
         uint8_t *o = out->rgb + i * 3;
         if (map && v < map->ColorCount) o[0] = map->Colors[v].Red, o[1] = map->Colors[v].Green, o[2] = map->Colors[v].Blue;
+        else if (map) o[0] = o[1] = o[2] = 0; /* past the table: black, as PIL */
         else o[0] = o[1] = o[2] = (uint8_t)v;
         if (out->alpha) out->alpha[i] = v == transparency ? 0 : 255;
     }

@@ -3,8 +3,7 @@
  *   gray 1/2/4 bit  scaled to 8 bits (v*255, v*85, v*17), replicated;
  *   gray 16 bit     PIL's mode I;16, whose conversion to RGB clips: v > 255 -> 255;
  *   RGB(A)/GA 16    the high byte of each sample (PIL's "RGB;16B" rawmodes);
- *   palette         looked up; an index past the palette gets PIL's initial
- *                   gray ramp (i, i, i);
+ *   palette         looked up; an index past the palette is black, as in PIL;
  *   alpha           dropped from RGB, kept in img->alpha.
  * Transparency entries (tRNS) become img->alpha as PIL's convert("RGBA")
  * reads them, quirks included: PIL compares a 2/4-bit gray key with the
@@ -124,7 +123,7 @@ int iv_image_decode_png(const iv_image_dec *d, iv_image *out, iv_err *err)
                 int i = s[0];
                 s++;
                 if (i < n_plte) o[0] = plte[i].red, o[1] = plte[i].green, o[2] = plte[i].blue;
-                else o[0] = o[1] = o[2] = (uint8_t)i;
+                else o[0] = o[1] = o[2] = 0;
                 if (a) a[x] = i < n_trns ? trns[i] : 255;
                 break;
             }

@@ -1,5 +1,6 @@
 /* PIL's Image.resize for 8-bit RGB, bit for bit (its ImagingResample):
- * separable, horizontal pass first, the filter's support widened by the
+ * separable (horizontal pass first unless the height shrinks much more,
+ * as Pillow 13 does), the filter's support widened by the
  * scale when shrinking (antialiasing), coefficients normalised per output
  * pixel then rounded to 22-bit fixed point, each pass rounded and clipped
  * to 8 bits. */
