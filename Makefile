@@ -23,7 +23,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: image-fixtures all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -139,6 +139,16 @@ models:
 fixtures:
 	python3 tools/gen_fixtures.py
 	python3 tools/gen_chat_fixtures.py
+
+# Image fixtures (tests/fixtures/images): PIL's and transformers' outputs on
+# scikit-image's sample pictures and images made with Pillow. Pinned: another
+# Pillow may resize differently (docs/images.md). Not part of `make test`.
+IMAGE_VENV := .cache/image-venv
+image-fixtures:
+	@test -x $(IMAGE_VENV)/bin/python || python3 -m venv --system-site-packages $(IMAGE_VENV)
+	@$(IMAGE_VENV)/bin/python -c "import PIL, skimage" 2>/dev/null || \
+		$(IMAGE_VENV)/bin/pip install -q pillow==13.0.0 scikit-image==0.26.0
+	$(IMAGE_VENV)/bin/python tools/gen_image_fixtures.py
 
 # The README's first command: install, build, fetch the default model and serve it.
 run: deps

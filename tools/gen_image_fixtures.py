@@ -15,9 +15,9 @@ make them), and expected.json with, per image:
     their sum, min, max, and 64 sampled (index, value) pairs; or the
     processor's error.
 
-Needs Pillow, scikit-image, numpy and transformers (python3 -m venv
---system-site-packages .cache/image-venv; .cache/image-venv/bin/pip install
-pillow scikit-image). Run: .cache/image-venv/bin/python tools/gen_image_fixtures.py
+Needs Pillow 13.0, scikit-image, numpy and transformers: `make
+image-fixtures` makes .cache/image-venv (with the system's transformers)
+and runs this script.
 
 --compare BIN: instead, runs `BIN preprocess-image --dump` on every
 fixture and prints the largest |pixel_values - transformers| per config.
