@@ -146,6 +146,16 @@ def gif_partial_frame():
     return out + b"\x3B"
 
 
+def ycck_jpeg(cmyk, quality):
+    """A YCCK JPEG through tools/ycck_jpeg.c (built here with cc -ljpeg)."""
+    exe = os.path.join(tempfile.gettempdir(), "iv_ycck_jpeg")
+    subprocess.run(["cc", "-O1", os.path.join(ROOT, "tools", "ycck_jpeg.c"), "-ljpeg", "-o", exe], check=True)
+    # Pillow's CMYK JPEGs hold inverted samples (Adobe); write the same.
+    inv = bytes(255 - b for b in cmyk.tobytes())
+    w, h = cmyk.size
+    return subprocess.run([exe, str(w), str(h), str(quality)], input=inv, stdout=subprocess.PIPE, check=True).stdout
+
+
 # ---- the images --------------------------------------------------------------
 
 
@@ -195,6 +205,7 @@ def make_images():
     imgs["chelsea_q40_optimized.jpg"] = save(chelsea, "JPEG", quality=40, optimize=True)
     imgs["camera_gray.jpg"] = save(camera.resize((301, 257)), "JPEG", quality=88)
     imgs["chelsea_cmyk.jpg"] = save(chelsea.resize((151, 101)).convert("CMYK"), "JPEG", quality=90)
+    imgs["chelsea_ycck.jpg"] = ycck_jpeg(chelsea.resize((123, 82)).convert("CMYK"), 88)
     imgs["moto_restart.jpg"] = save(moto.resize((247, 167)), "JPEG", quality=75, restart_marker_blocks=3)
     ex = Image.Exif()
     ex[0x0112] = 6  # rotate 90 CW on display: PIL's open ignores it, so do we
