@@ -5,7 +5,10 @@
  * PIL reads every CMYK JPEG as Adobe-inverted ("CMYK;I") and converts
  * CMYK to RGB with its integer formula; both are reproduced here.
  * A premature end of data is an error (PIL raises "image file is
- * truncated"); other recoverable warnings are ignored, as PIL ignores them. */
+ * truncated"); other recoverable warnings are ignored, as PIL ignores them.
+ * A progressive file may hold at most IV_JPEG_MAX_SCANS scans: a few kilobytes
+ * of tiny scans otherwise cost minutes of decoding (libjpeg-turbo's own
+ * tools cap them the same way). */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,8 @@
 #include <jpeglib.h>
 
 #include "image/image.h"
+
+#define IV_JPEG_MAX_SCANS 500
 
 typedef struct jpeg_ctx {
     struct jpeg_error_mgr pub;
@@ -34,6 +39,16 @@ static void on_message(j_common_ptr cinfo, int level)
     if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
         jpeg_ctx *c = (jpeg_ctx *)cinfo->err;
         snprintf(c->msg, sizeof c->msg, "the data ends early (truncated file)");
+        longjmp(c->jump, 1);
+    }
+}
+
+static void on_progress(j_common_ptr cinfo)
+{
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (d->input_scan_number > IV_JPEG_MAX_SCANS) {
+        jpeg_ctx *c = (jpeg_ctx *)cinfo->err;
+        snprintf(c->msg, sizeof c->msg, "more than %d progressive scans", IV_JPEG_MAX_SCANS);
         longjmp(c->jump, 1);
     }
 }
@@ -64,6 +79,8 @@ int iv_image_decode_jpeg(const iv_image_dec *d, iv_image *out, iv_err *err)
         return iv_errf(err, IV_E_INVALID, "invalid JPEG image: %s", ctx.msg);
     }
     jpeg_create_decompress(&cinfo);
+    struct jpeg_progress_mgr progress = {.progress_monitor = on_progress};
+    cinfo.progress = &progress;
     jpeg_mem_src(&cinfo, d->p, (unsigned long)d->n);
     jpeg_read_header(&cinfo, TRUE);
     int nc = cinfo.num_components;

@@ -266,3 +266,55 @@ TEST(image_bad_base64_and_data_urls_are_refused)
     CHECK(iv_image_decode_source(s, big, &lim, &img, &err) == -1 && err.code == IV_E_TOO_LARGE);
     free(s);
 }
+
+#include <jpeglib.h>
+
+/* A 16x16 gray progressive JPEG with n_ac_bits refinement levels per AC
+ * coefficient: 1 + 63 * (n_ac_bits + 1) scans. */
+static unsigned char *many_scan_jpeg(int n_ac_bits, unsigned long *size)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr e;
+    c.err = jpeg_std_error(&e);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    jpeg_mem_dest(&c, &out, size);
+    c.image_width = c.image_height = 16;
+    c.input_components = 1;
+    c.in_color_space = JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    int n = 1 + 63 * (n_ac_bits + 1), i = 0;
+    jpeg_scan_info *s = calloc((size_t)n, sizeof *s);
+    s[i++] = (jpeg_scan_info){1, {0}, 0, 0, 0, 0};
+    for (int k = 1; k < 64; k++) {
+        s[i++] = (jpeg_scan_info){1, {0}, k, k, 0, n_ac_bits};
+        for (int al = n_ac_bits - 1; al >= 0; al--) s[i++] = (jpeg_scan_info){1, {0}, k, k, al + 1, al};
+    }
+    c.scan_info = s;
+    c.num_scans = n;
+    jpeg_start_compress(&c, TRUE);
+    unsigned char row[16];
+    for (int y = 0; y < 16; y++) {
+        for (int x = 0; x < 16; x++) row[x] = (unsigned char)(x * 13 + y * 7);
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&c, &r, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(s);
+    return out;
+}
+
+TEST(image_jpeg_scan_count_is_bounded)
+{
+    unsigned long n;
+    unsigned char *ok = many_scan_jpeg(2, &n); /* 190 scans */
+    iv_image img;
+    iv_err err = {0};
+    CHECK_MSG(iv_image_decode(ok, n, NULL, &img, &err) == 0, "%s", err.msg);
+    iv_image_free(&img);
+    free(ok);
+    unsigned char *bad = many_scan_jpeg(9, &n); /* 631 scans */
+    expect_fail(bad, n, NULL, IV_E_INVALID, "more than 500 progressive scans", "631 scans");
+    free(bad);
+}
