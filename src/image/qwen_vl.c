@@ -219,6 +219,20 @@ int iv_qwen_vl_smart_resize(const iv_qwen_vl_config *cfg, int height, int width,
     return 0;
 }
 
+int iv_qwen_vl_num_tokens(const iv_qwen_vl_config *cfg, int height, int width, int64_t *n_tokens, iv_err *err)
+{
+    int h = height, w = width, f = cfg->patch_size * cfg->merge_size;
+    if (h <= 0 || w <= 0) return iv_errf(err, IV_E_INVALID, "image has a zero size (%dx%d)", width, height);
+    if (cfg->do_resize) {
+        if (iv_qwen_vl_smart_resize(cfg, height, width, &h, &w, err)) return -1;
+    } else if (h % f || w % f) {
+        return iv_errf(err, IV_E_INVALID, "image is %dx%d: without resizing, both sides must be multiples of %d", width,
+                       height, f);
+    }
+    *n_tokens = (int64_t)(h / cfg->patch_size) * (w / cfg->patch_size) / ((int64_t)cfg->merge_size * cfg->merge_size);
+    return 0;
+}
+
 int iv_qwen_vl_preprocess(const iv_qwen_vl_config *cfg, const iv_image *img, iv_qwen_vl_patches *out, iv_err *err)
 {
     memset(out, 0, sizeof *out);

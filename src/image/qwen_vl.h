@@ -38,6 +38,11 @@ int iv_qwen_vl_config_load(iv_qwen_vl_config *cfg, const char *dir, iv_err *err)
 int iv_qwen_vl_smart_resize(const iv_qwen_vl_config *cfg, int height, int width, int *out_h,
                             int *out_w, iv_err *err);
 
+/* The image tokens an image of this size becomes, without decoding it
+ * (for placeholders and budgets): grid_h * grid_w / merge_size^2 after
+ * smart_resize (or of the image as is, when do_resize is off). */
+int iv_qwen_vl_num_tokens(const iv_qwen_vl_config *cfg, int height, int width, int64_t *n_tokens, iv_err *err);
+
 typedef struct iv_qwen_vl_patches {
     float *pixel_values; /* rows x cols, row-major */
     int64_t rows;        /* grid_t * grid_h * grid_w */

@@ -117,7 +117,7 @@ static void check_config(const char *cfg_name)
             continue;
         }
         iv_qwen_vl_patches p;
-        int rc = iv_qwen_vl_preprocess(&cfg, &img, &p, &err);
+        int rc = iv_qwen_vl_preprocess(&cfg, &img, &p, &err), img_h = img.height, img_w = img.width;
         iv_image_free(&img);
         n++;
         if (iv_json_get(want, "error")) {
@@ -138,6 +138,8 @@ static void check_config(const char *cfg_name)
                       p.cols == cJSON_GetArrayItem(shape, 1)->valuedouble;
         CHECK_MSG(grid_ok, "%s: grid %lldx%lldx%lld, %lld tokens differ from transformers'", name,
                   (long long)p.grid_thw[0], (long long)p.grid_thw[1], (long long)p.grid_thw[2], (long long)p.n_tokens);
+        int64_t nt = -1;
+        CHECK(iv_qwen_vl_num_tokens(&cfg, img_h, img_w, &nt, &err) == 0 && nt == p.n_tokens);
         grids += grid_ok;
         if (!grid_ok) {
             iv_qwen_vl_patches_free(&p);
