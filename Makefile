@@ -2,7 +2,8 @@
 # is the binary's entry point); every .c under tests/unit, tests/golden and
 # tests/integration is linked into one test runner. New files need no edits here.
 CC      ?= cc
-PKGS    := openblas libcjson libmicrohttpd libutf8proc libpcre2-8 libcurl
+PKGS    := openblas libcjson libmicrohttpd libutf8proc libpcre2-8 libcurl \
+	libjpeg libpng libwebp libwebpdemux
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -14,14 +15,15 @@ SAN     ?=
 CFLAGS_BASE := -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
 	-Wshadow -Wstrict-prototypes -Wpointer-arith -Wno-format-truncation -fopenmp -pthread -g $(ARCH) -Isrc -Itests $(PKG_CFLAGS)
 CFLAGS  = $(CFLAGS_BASE) $(OPT) $(SAN)
-LDLIBS  = $(PKG_LIBS) -fopenmp -pthread -lm $(SAN)
+# giflib ships no pkg-config file.
+LDLIBS  = $(PKG_LIBS) -lgif -fopenmp -pthread -lm $(SAN)
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' ! -path 'src/ops/cuda/*' | sort)
 TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2>/dev/null | sort) tests/runner.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: image-fixtures all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -137,6 +139,16 @@ models:
 fixtures:
 	python3 tools/gen_fixtures.py
 	python3 tools/gen_chat_fixtures.py
+
+# Image fixtures (tests/fixtures/images): PIL's and transformers' outputs on
+# scikit-image's sample pictures and images made with Pillow. Pinned: another
+# Pillow may resize differently (docs/images.md). Not part of `make test`.
+IMAGE_VENV := .cache/image-venv
+image-fixtures:
+	@test -x $(IMAGE_VENV)/bin/python || python3 -m venv --system-site-packages $(IMAGE_VENV)
+	@$(IMAGE_VENV)/bin/python -c "import PIL, skimage" 2>/dev/null || \
+		$(IMAGE_VENV)/bin/pip install -q pillow==13.0.0 scikit-image==0.26.0
+	$(IMAGE_VENV)/bin/python tools/gen_image_fixtures.py
 
 # The README's first command: install, build, fetch the default model and serve it.
 run: deps

@@ -2,7 +2,8 @@
 # Installs the Debian packages the build and tests need; a no-op when present.
 set -euo pipefail
 pkgs=(build-essential pkg-config libopenblas-openmp-dev libcjson-dev libmicrohttpd-dev
-      libutf8proc-dev libpcre2-dev libcurl4-openssl-dev python3 unzip curl)
+      libutf8proc-dev libpcre2-dev libcurl4-openssl-dev python3 unzip curl
+      libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

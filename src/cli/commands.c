@@ -11,5 +11,6 @@ const iv_command iv_commands[] = {
     {"serve", iv_cmd_serve},
     {"taps", iv_cmd_taps},
     {"render", iv_cmd_render},
+    {"preprocess-image", iv_cmd_preprocess_image},
     {NULL, NULL},
 };

@@ -17,6 +17,7 @@ int iv_cmd_tokenize(int argc, char **argv);
 int iv_cmd_serve(int argc, char **argv);
 int iv_cmd_taps(int argc, char **argv);
 int iv_cmd_render(int argc, char **argv);
+int iv_cmd_preprocess_image(int argc, char **argv);
 
 
 #endif
