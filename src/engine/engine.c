@@ -13,6 +13,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "chat/chat_template.h"
+#include "decisions/laya.h"
 #include "engine/max_length.h"
 #include "heads/colbert.h"
 #include "heads/pooling.h"
@@ -50,6 +51,7 @@ struct iv_engine {
     pthread_mutex_t lock;
     char device_label[64];  /* the device as asked for */
     int cpu_threads;        /* 0: every core */
+    iv_laya *laya;          /* a Laya decision checkpoint (decisions/laya.h), or NULL */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -155,6 +157,8 @@ static unsigned derive_capabilities(const iv_engine *e)
     return caps;
 }
 
+const iv_laya *iv_engine_laya(const iv_engine *e) { return e->laya; }
+
 int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
 {
     *out = NULL;
@@ -177,9 +181,21 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     e->mem = (iv_fwd_mem){&e->arena, ops->host_visible ? &e->arena : &e->dev_arena};
     /* Loaded through a CPU table (load-time transforms run on the host),
      * then moved to the device once nothing reads weights as rows. */
-    if (iv_model_load(&e->model, model_dir, ops->host_visible ? ops : iv_cpu_ops(), err)) goto fail;
+    /* A Laya decision checkpoint: the encoder's config in encoder/, its
+     * tokenizer in tokenizer/, encoder and head weights in model.safetensors. */
+    const int laya = iv_laya_is_checkpoint(model_dir);
+    char enc_dir[4096], tok_dir[4096];
+    iv_path_join(enc_dir, sizeof enc_dir, model_dir, "encoder");
+    iv_path_join(tok_dir, sizeof tok_dir, model_dir, "tokenizer");
+    if (laya && !ops->host_visible) {
+        iv_errf(err, IV_E_UNSUPPORTED, "Laya decision checkpoints run on the CPU only for now (--device cpu)");
+        goto fail;
+    }
+    if (iv_model_load_split(&e->model, laya ? enc_dir : model_dir, model_dir,
+                            ops->host_visible ? ops : iv_cpu_ops(), err))
+        goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
-    if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
+    if (iv_st_meta_load(&e->meta, laya ? tok_dir : model_dir, err)) goto fail;
     /* A CrossEncoder scores with the model's classification head, or with
      * LogitScore's rows of the LM head (built once the tokenizer is read). */
     if (e->meta.cross_encoder && !e->model->seq_head.n_steps && !e->meta.logit_score.present) {
@@ -205,10 +221,22 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (!e->meta.pylate.present && iv_st_dense_load(&e->dense, &e->meta, pooled_width, err)) goto fail;
     e->embed_dim = e->dense.n ? e->dense.out_dim : pooled_width;
     char tok_path[4096];
-    iv_path_join(tok_path, sizeof tok_path, model_dir, "tokenizer.json");
-    if (iv_file_exists(tok_path) && iv_tokenizer_load(&e->tok, model_dir, err)) {
+    iv_path_join(tok_path, sizeof tok_path, laya ? tok_dir : model_dir, "tokenizer.json");
+    if (iv_file_exists(tok_path) && iv_tokenizer_load(&e->tok, laya ? tok_dir : model_dir, err)) {
         iv_err_prefix(err, "tokenizer: ");
         goto fail;
+    }
+    if (laya) {
+        if (!e->tok) {
+            iv_errf(err, IV_E_FORMAT, "a Laya checkpoint needs tokenizer/tokenizer.json");
+            goto fail;
+        }
+        if (strcmp(e->model->cfg.model_type, "modernbert")) {
+            iv_errf(err, IV_E_UNSUPPORTED, "a Laya checkpoint with a \"%s\" encoder: only ModernBERT encoders are supported",
+                    e->model->cfg.model_type);
+            goto fail;
+        }
+        if (iv_laya_load(&e->laya, model_dir, e->tok, iv_model_out_width(e->model), err)) goto fail;
     }
     if (e->tok && e->meta.do_lower_case && iv_tokenizer_prepend_lowercase(e->tok, err)) goto fail;
     if (load_chat_template(e, model_dir, opts, err) || logit_score_head(e, opts, err)) goto fail;
@@ -260,6 +288,7 @@ void iv_engine_free(iv_engine *e)
     iv_colbert_free(&e->colbert);
     iv_st_meta_free(&e->meta);
     if (e->tok) iv_tokenizer_free(e->tok);
+    iv_laya_free(e->laya);
     iv_chat_template_free(e->chat);
     iv_arena_free(&e->arena);
     iv_arena_free(&e->dev_arena);

@@ -116,6 +116,11 @@ int iv_engine_pairs_as_messages(const iv_engine *e);
 /* The checkpoint's chat template(s) (src/chat/chat_template.h), or NULL. */
 struct iv_chat_template;
 const struct iv_chat_template *iv_engine_chat_template(const iv_engine *e);
+/* The Laya decision head and sidecar when the checkpoint is one
+ * (decisions/laya.h), else NULL. Such an engine serves IV_TASK_EMBED_ALL
+ * (the encoder's last hidden state) for the decision route to read. */
+struct iv_laya;
+const struct iv_laya *iv_engine_laya(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */
 size_t iv_engine_peak_activation_bytes(const iv_engine *e);
 /* Device memory (ops->mem_info): 0, or -1 when the device cannot tell (the
