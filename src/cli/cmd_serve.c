@@ -57,6 +57,13 @@ static void usage(FILE *f)
             "                               cpu,cpu (the cores split between them)\n"
             "  --dtype float32|int8 (cpu) | bfloat16|float16 (cuda, emulated; bfloat16 by default)\n"
             "  --backend native             the C engine (libtorch is accepted as a synonym)\n"
+            "  --decision-extended          typed decisions (/v1/systemone): every reply in the extended\n"
+            "                               shape (temperatures, tokens, Laya's confidences); else per request\n"
+            "  --decision-lenient           accept unknown request fields (strict: 422)\n"
+            "  --decision-max-questions N   questions per request (64; more is 413)\n"
+            "  --decision-max-options N     options of a choice question (255)\n"
+            "  --decision-max-levels N      levels of a score question (10)\n"
+            "  --decision-max-state-tokens N  tokens of a state (65536)\n"
             "  --drain-timeout SECONDS      on SIGTERM/SIGINT, longest wait for accepted requests before\n"
             "                               closing their connections (30); a second signal exits at once\n"
             "  --json-output                logs as JSON lines\n"
@@ -179,6 +186,14 @@ int iv_cmd_serve(int argc, char **argv)
             iv_log_set_json(1);
             continue;
         }
+        if (!strcmp(a, "--decision-extended") && !val) {
+            o.decision_extended = 1;
+            continue;
+        }
+        if (!strcmp(a, "--decision-lenient") && !val) {
+            o.decision_limits.lenient = 1;
+            continue;
+        }
         if (!strcmp(a, "--auto-truncate") && !val) {
             if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) val = argv[++i];
             else {
@@ -240,6 +255,16 @@ int iv_cmd_serve(int argc, char **argv)
             o.url_prefix = val;
         } else if (!strcmp(a, "--tokenization-workers")) {
             if (!(rc = parse_int(a, val, 1, 64, &x))) o.tokenization_workers = (int)x;
+        } else if (!strcmp(a, "--decision-max-questions")) {
+            if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_questions = (int)x;
+        } else if (!strcmp(a, "--decision-max-options")) {
+            if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_options = (int)x;
+        } else if (!strcmp(a, "--decision-max-levels")) {
+            if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_levels = (int)x;
+        } else if (!strcmp(a, "--decision-max-state-tokens")) {
+            if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.decision_max_state_tokens = (int)x;
+        } else if (!strcmp(a, "--decision-extended") || !strcmp(a, "--decision-lenient")) {
+            rc = parse_bool(a, val, !strcmp(a, "--decision-extended") ? &o.decision_extended : &o.decision_limits.lenient);
         } else if (!strcmp(a, "--drain-timeout")) {
             if (!(rc = parse_int(a, val, 0, 1 << 24, &x))) o.drain_timeout_s = (int)x;
         } else if (!strcmp(a, "--http-threads")) {

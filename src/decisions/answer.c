@@ -91,6 +91,10 @@ static void extended_fields(iv_strbuf *b, const iv_dq_question *q, const double 
         iv_sb_puts(b, ",\"temperature\":");
         num(b, x->temperature);
         iv_sb_printf(b, ",\"tokens\":%d", x->tokens);
+        if (x->act_probability >= 0) {
+            iv_sb_puts(b, ",\"act_probability\":");
+            num(b, x->act_probability);
+        }
         if (x->logits) {
             iv_sb_puts(b, ",\"logits\":[");
             for (int i = 0; i < n; i++) {

@@ -27,6 +27,7 @@ typedef struct iv_dq_extras {
     double temperature; /* applied (after the clamp) */
     int tokens;         /* tokens of the question's sequence */
     const float *logits; /* raw option logits, or NULL */
+    double act_probability; /* Laya's act-vs-escalate head, P(act); < 0: none */
 } iv_dq_extras;
 
 /* Appends the answer object of q ({...}). */

@@ -61,6 +61,9 @@ static int resolve_dir(const char *dir, const char *revision, char *out, size_t 
     char path[PATH_MAX];
     if (iv_file_exists(iv_path_join(path, sizeof path, dir, "config.json")))
         return copy_out(out, cap, dir, err);
+    /* A Laya decision checkpoint keeps its encoder's config in encoder/. */
+    if (iv_file_exists(iv_path_join(path, sizeof path, dir, "rl_agent_config.json")))
+        return copy_out(out, cap, dir, err);
     if (iv_dir_exists(iv_path_join(path, sizeof path, dir, "snapshots"))) {
         iv_hub_repo r = {0};
         iv_pathf(r.dir, sizeof r.dir, "%s", dir);

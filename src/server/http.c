@@ -71,6 +71,7 @@ void iv_req_free(iv_req *r)
     iv_job_release(&r->job);
     free(r->job.items);
     iv_inputs_free(&r->inputs);
+    if (r->route_data_free) r->route_data_free(r->route_data);
     if (r->json) cJSON_Delete(r->json);
     iv_sb_free(&r->body);
     free(r->reply.body);

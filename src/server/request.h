@@ -61,6 +61,9 @@ struct iv_req {
     int has_reply;
     int timing_headers;
     char request_id[129];     /* x-request-id (server/request_id.h) */
+    /* What a route keeps for its finish function beyond the job (freed with the request). */
+    void *route_data;
+    void (*route_data_free)(void *);
 };
 
 /* Replies: the body buffer is taken over (reset to empty). */

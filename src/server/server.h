@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include "decisions/contract.h"
 #include "engine/batcher.h"
 #include "server/metrics.h"
 
@@ -54,6 +55,10 @@ typedef struct iv_server_opts {
     const char *revision;        /* hub revision for every --model-id (NULL: main) */
     const char *hub_cache;       /* hub cache root (NULL: HF_HUB_CACHE / HF_HOME/hub / default) */
     iv_engine_opts engine;
+    /* Typed decisions (/v1/systemone, /v1/decisions; docs/decisions.md). */
+    iv_dq_limits decision_limits;   /* 64 questions, 255 options, 10 levels; lenient 0 */
+    int decision_max_state_tokens;  /* 65536: a longer state is 413 */
+    int decision_extended;          /* 1: every reply in the extended shape */
 } iv_server_opts;
 
 void iv_server_opts_default(iv_server_opts *o);
