@@ -59,6 +59,8 @@ static void usage(FILE *f)
             "  --backend native             the C engine (libtorch is accepted as a synonym)\n"
             "  --decision-extended          typed decisions (/v1/systemone): every reply in the extended\n"
             "                               shape (temperatures, tokens, Laya's confidences); else per request\n"
+            "  --decision-letters           answer typed decisions with a chat LM (*ForCausalLM + chat\n"
+            "                               template): the LM logits of option letters A.. (docs/decisions.md)\n"
             "  --decision-lenient           accept unknown request fields (strict: 422)\n"
             "  --decision-max-questions N   questions per request (64; more is 413)\n"
             "  --decision-max-options N     options of a choice question (255)\n"
@@ -188,6 +190,10 @@ int iv_cmd_serve(int argc, char **argv)
         }
         if (!strcmp(a, "--decision-extended") && !val) {
             o.decision_extended = 1;
+            continue;
+        }
+        if (!strcmp(a, "--decision-letters") && !val) {
+            o.engine.decision_letters = 1;
             continue;
         }
         if (!strcmp(a, "--decision-lenient") && !val) {

@@ -52,6 +52,7 @@ struct iv_engine {
     char device_label[64];  /* the device as asked for */
     int cpu_threads;        /* 0: every core */
     iv_laya *laya;          /* a Laya decision checkpoint (decisions/laya.h), or NULL */
+    int letters;            /* option letters of the letters decision head, or 0 */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -158,6 +159,27 @@ static unsigned derive_capabilities(const iv_engine *e)
 }
 
 const iv_laya *iv_engine_laya(const iv_engine *e) { return e->laya; }
+int iv_engine_decision_letters(const iv_engine *e) { return e->letters; }
+
+/* opts->decision_letters: the seq head becomes the LM rows of the letters
+ * A..Z, a..z (decisions/letters.h), read at the last token. */
+static int letters_head(iv_engine *e, const iv_engine_opts *opts, iv_err *err)
+{
+    if (opts->rerank_tokens || e->meta.logit_score.present)
+        return iv_errf(err, IV_E_INVALID, "the letters decision readout and a reranker score head exclude each other");
+    if (!e->tok || !e->chat)
+        return iv_errf(err, IV_E_INVALID, "the letters decision readout needs the checkpoint's tokenizer and chat template");
+    int32_t ids[52];
+    for (int i = 0; i < 52; i++) {
+        const char name[2] = {(char)(i < 26 ? 'A' + i : 'a' + i - 26), 0};
+        ids[i] = iv_tokenizer_token_to_id(e->tok, name);
+        if (ids[i] < 0)
+            return iv_errf(err, IV_E_INVALID, "the letter \"%s\" is not one token of this vocabulary", name);
+    }
+    if (iv_model_token_rows_head(e->model, ids, 52, err)) return -1;
+    e->letters = 52;
+    return 0;
+}
 
 int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
 {
@@ -241,6 +263,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (e->tok && e->meta.do_lower_case && iv_tokenizer_prepend_lowercase(e->tok, err)) goto fail;
     if (load_chat_template(e, model_dir, opts, err) || logit_score_head(e, opts, err)) goto fail;
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
+    if (opts && opts->decision_letters && letters_head(e, opts, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU

@@ -16,11 +16,14 @@
 #include "decisions/answer.h"
 #include "decisions/contract.h"
 #include "decisions/laya.h"
+#include "decisions/letters.h"
 #include "server/routes_common.h"
 
 typedef struct decision_job {
     iv_dq_request req;
-    int **markers; /* per question */
+    int **markers;      /* Laya: per question */
+    cJSON **messages;   /* letters: per question */
+    cJSON *chat_kwargs; /* letters: {"enable_thinking": false} */
     int extended;
 } decision_job;
 
@@ -30,6 +33,9 @@ static void decision_job_free(void *p)
     if (!d) return;
     for (int i = 0; d->markers && i < d->req.n_questions; i++) free(d->markers[i]);
     free(d->markers);
+    for (int i = 0; d->messages && i < d->req.n_questions; i++) cJSON_Delete(d->messages[i]);
+    free(d->messages);
+    cJSON_Delete(d->chat_kwargs);
     iv_dq_request_free(&d->req);
     free(d);
 }
@@ -151,6 +157,63 @@ static void submit_laya(iv_req *r, iv_model_slot *m, decision_job *d)
     iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_laya);
 }
 
+static void finish_letters(iv_req *r)
+{
+    if (iv_req_fail_if_job_failed(r)) return;
+    decision_job *d = r->route_data;
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"model\":");
+    iv_sb_json_string(&b, r->model->served_name, strlen(r->model->served_name));
+    iv_sb_puts(&b, ",\"answers\":{");
+    long long tokens = 0;
+    for (int i = 0; i < d->req.n_questions; i++) {
+        const iv_dq_question *q = &d->req.questions[i];
+        const iv_job_item *it = &r->job.items[i];
+        double p[IV_LETTERS_MAX];
+        iv_letters_probabilities(q, it->out, p);
+        if (i) iv_sb_putc(&b, ',');
+        iv_sb_json_string(&b, q->id, strlen(q->id));
+        iv_sb_putc(&b, ':');
+        iv_dq_extras x = {.temperature = 1.0, .tokens = it->n_tokens, .logits = it->out, .act_probability = -1};
+        iv_dq_answer_json(&b, q, p, d->extended, &x);
+        tokens += it->n_tokens;
+    }
+    iv_sb_printf(&b, "},\"usage\":{\"input_tokens\":%lld,\"output_tokens\":0}}", tokens);
+    iv_req_reply_json(r, &b);
+}
+
+/* One conversation per question, rendered by the chat template (letters). */
+static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
+{
+    const iv_dq_request *q = &d->req;
+    for (int i = 0; i < q->n_questions; i++)
+        if (q->questions[i].n_options > iv_engine_decision_letters(m->engine)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "this model reads at most %d options (letters A..Z, a..z)",
+                     iv_engine_decision_letters(m->engine));
+            fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "questions", q->questions[i].id, "criteria", NULL});
+            return;
+        }
+    d->messages = calloc((size_t)q->n_questions, sizeof *d->messages);
+    r->inputs.items = calloc((size_t)q->n_questions, sizeof *r->inputs.items);
+    d->chat_kwargs = cJSON_CreateObject();
+    if (!d->messages || !r->inputs.items || !d->chat_kwargs) {
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    cJSON_AddFalseToObject(d->chat_kwargs, "enable_thinking");
+    for (int i = 0; i < q->n_questions; i++) {
+        d->messages[i] = iv_letters_messages(q, &q->questions[i]);
+        r->inputs.items[r->inputs.n++] = (iv_input){.messages = d->messages[i]};
+    }
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 0;
+    o.generation_prompt = IV_GEN_PROMPT_ON;
+    o.chat_kwargs = d->chat_kwargs;
+    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_letters);
+}
+
 void iv_route_decisions(iv_req *r)
 {
     if (iv_req_parse_json(r)) return;
@@ -180,9 +243,11 @@ void iv_route_decisions(iv_req *r)
     }
     r->model = m;
     iv_req_count(r, d->req.n_questions == 1);
-    if (!iv_engine_laya(m->engine)) {
+    if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine)) {
         char msg[600];
-        snprintf(msg, sizeof msg, "the model `%s` does not answer typed decisions (served: a Laya checkpoint)",
+        snprintf(msg, sizeof msg,
+                 "the model `%s` does not answer typed decisions (a Laya checkpoint does, or a chat LM served "
+                 "with --decision-letters)",
                  m->served_name);
         fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "model", NULL});
         return;
@@ -192,5 +257,6 @@ void iv_route_decisions(iv_req *r)
                  (const char *const[]){"body", "state", NULL});
         return;
     }
-    submit_laya(r, m, d);
+    if (iv_engine_laya(m->engine)) submit_laya(r, m, d);
+    else submit_letters(r, m, d);
 }

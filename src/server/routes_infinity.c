@@ -311,7 +311,8 @@ void iv_route_models(iv_req *r)
         if ((m->caps & IV_CAN(IV_TASK_EMBED)) || mv) iv_sb_puts(&b, "\"embed\""), first = 0;
         if (m->caps & IV_CAN(IV_TASK_CLASSIFY))
             iv_sb_puts(&b, first ? "" : ","), iv_sb_puts(&b, m->num_labels == 1 ? "\"rerank\"" : "\"classify\""), first = 0;
-        if (iv_engine_laya(m->engine)) iv_sb_puts(&b, first ? "\"systemone\"" : ",\"systemone\"");
+        if (iv_engine_laya(m->engine) || iv_engine_decision_letters(m->engine))
+            iv_sb_puts(&b, first ? "\"systemone\"" : ",\"systemone\"");
         iv_sb_putc(&b, ']');
         if (mv) iv_sb_printf(&b, ",\"multi_vector\":{\"dim\":%d}", mv->dim);
         iv_sb_printf(&b,
@@ -327,10 +328,12 @@ void iv_route_models(iv_req *r)
         int n_dec = 0;
         for (int i = 0; i < s->n_models; i++) {
             const iv_model_slot *m = &s->models[i];
-            if (!iv_engine_laya(m->engine)) continue;
+            if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine)) continue;
             iv_sb_puts(&b, n_dec++ ? ",{\"name\":" : ",\"models\":[{\"name\":");
             iv_sb_json_string(&b, m->served_name, strlen(m->served_name));
-            iv_sb_puts(&b, ",\"description\":\"Laya typed-decision model (noul, choice, score)\",\"release_date\":null}");
+            iv_sb_puts(&b, iv_engine_laya(m->engine)
+                               ? ",\"description\":\"Laya typed-decision model (noul, choice, score)\",\"release_date\":null}"
+                               : ",\"description\":\"chat LM read at option letters (noul, choice, score)\",\"release_date\":null}");
         }
         if (n_dec) iv_sb_putc(&b, ']');
         iv_sb_putc(&b, '}');

@@ -270,3 +270,67 @@ TEST(srv_decisions_flags)
     http_resp_free(&r);
     srv_stop(&s);
 }
+
+/* The letters contract on a chat LM (--decision-letters): the qwen3_letters
+ * fixture (tools/fixtures/letters.py: transformers' apply_chat_template and
+ * LM logits at the letters) answered over HTTP within 1e-4. */
+TEST(srv_decisions_letters_match_transformers)
+{
+    const char *dir = srv_fixture("qwen3_letters");
+    if (!dir) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/expected.json", dir);
+    cJSON *doc = NULL;
+    iv_err err = {0};
+    REQUIRE(iv_json_load_file(path, 1 << 24, &doc, &err) == 0);
+    srv s;
+    const char *args[] = {"--model-id", dir, "--decision-letters", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    double max_err = 0;
+    int n_answers = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, obj(doc, "cases"))
+    {
+        char *body = cJSON_PrintUnformatted(obj(c, "request"));
+        http_resp r;
+        REQUIRE(http_post(&s, "/v1/systemone", body, &r) == 0);
+        free(body);
+        CHECK_EQ_INT(r.status, 200);
+        int tokens = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, obj(c, "answers"))
+        {
+            const cJSON *got = obj(obj(r.json, "answers"), a->string);
+            const cJSON *wp = obj(a, "probabilities");
+            tokens += cJSON_GetArraySize(obj(a, "ids"));
+            n_answers++;
+            if (cJSON_HasObjectItem(got, "noul")) {
+                const double e = fabs(jnum(got, "noul") - cJSON_GetArrayItem(wp, 1)->valuedouble);
+                max_err = e > max_err ? e : max_err;
+                continue;
+            }
+            int i = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, obj(got, "probabilities"))
+            {
+                const double e = fabs(x->valuedouble - cJSON_GetArrayItem(wp, i++)->valuedouble);
+                max_err = e > max_err ? e : max_err;
+            }
+            CHECK(i == cJSON_GetArraySize(wp));
+        }
+        CHECK_EQ_INT(jint(obj(r.json, "usage"), "input_tokens"), tokens);
+        http_resp_free(&r);
+    }
+    printf("    letters: %d answers, max |p - transformers| %.3g\n", n_answers, max_err);
+    CHECK_MSG(n_answers == 5 && max_err <= 1e-4, "max error %g over %d answers", max_err, n_answers);
+    /* More options than letters: 413. */
+    iv_strbuf big;
+    iv_sb_init(&big);
+    iv_sb_puts(&big, "{\"model\":\"m\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"choice\",\"criteria\":[");
+    for (int i = 0; i < 53; i++) iv_sb_printf(&big, "%s\"o%d\"", i ? "," : "", i);
+    iv_sb_puts(&big, "]}}}");
+    expect(&s, big.data, 413, "body.questions.a.criteria", "too_long");
+    iv_sb_free(&big);
+    srv_stop(&s);
+    cJSON_Delete(doc);
+}
