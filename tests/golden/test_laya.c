@@ -1,5 +1,5 @@
 /* Laya decisions against the public reference code: the laya_tiny fixture
- * (tools/fixtures/laya.py re-derives laya 8ef5b2dd's build_sequence,
+ * (tools/fixtures/synthetic_laya.py re-derives laya 8ef5b2dd's build_sequence,
  * DecisionModel.forward and temperature scaling in torch, FP32) gives each
  * question's token ids, marker positions, raw option logits and final
  * probabilities. The sequence must match exactly; logits and

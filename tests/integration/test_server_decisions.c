@@ -272,7 +272,7 @@ TEST(srv_decisions_flags)
 }
 
 /* The letters contract on a chat LM (--decision-letters): the qwen3_letters
- * fixture (tools/fixtures/letters.py: transformers' apply_chat_template and
+ * fixture (tools/fixtures/synthetic_letters.py: transformers' apply_chat_template and
  * LM logits at the letters) answered over HTTP within 1e-4. */
 TEST(srv_decisions_letters_match_transformers)
 {
