@@ -118,8 +118,8 @@ SCHEMAS = {
                      ["id", "object"]),
     "ModelList": obj({"object": {"const": "list"}, "data": arr(ref("ModelCard")),
                       "models": {"description": "System One's list, present when a decision model is served",
-                                 **arr(obj({"name": STR, "description": STR, "release_date": NULLSTR},
-                                           ["name"]))}}, ["object", "data"]),
+                                 **arr(obj({"name": STR, "description": STR, "release_date": STR},
+                                           ["name", "description", "release_date"]))}}, ["object", "data"]),
     # ---- typed decisions (docs/decisions.md) ----
     "DecisionError": obj({"detail": arr(obj({"type": STR, "loc": arr({"anyOf": [STR, INT]}), "msg": STR},
                                             ["type", "loc", "msg"]))}, ["detail"]),

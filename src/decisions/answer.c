@@ -77,8 +77,6 @@ static void probabilities(iv_strbuf *b, const iv_dq_question *q, const double *p
 static void extended_fields(iv_strbuf *b, const iv_dq_question *q, const double *p, const iv_dq_extras *x)
 {
     const int n = q->n_options;
-    iv_sb_puts(b, ",\"type\":");
-    iv_sb_json_string(b, iv_dq_type_name(q->type), strlen(iv_dq_type_name(q->type)));
     if (q->type == IV_DQ_NOUL) {
         iv_sb_puts(b, ",");
         probabilities(b, q, p);
@@ -109,7 +107,11 @@ static void extended_fields(iv_strbuf *b, const iv_dq_question *q, const double 
 void iv_dq_answer_json(iv_strbuf *b, const iv_dq_question *q, const double *p, int extended, const iv_dq_extras *x)
 {
     const int n = q->n_options;
-    iv_sb_putc(b, '{');
+    /* Every answer names its type: the official SDK (typesafe-sdk, generated
+     * from TypeSafe's OpenAPI) discriminates answers on it. */
+    iv_sb_puts(b, "{\"type\":");
+    iv_sb_json_string(b, iv_dq_type_name(q->type), strlen(iv_dq_type_name(q->type)));
+    iv_sb_putc(b, ',');
     if (q->type == IV_DQ_NOUL) {
         iv_sb_puts(b, "\"noul\":");
         num(b, p[1]);

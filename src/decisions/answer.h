@@ -6,6 +6,9 @@
  *   choice: clip((p_max - 1/N) / (1 - 1/N), 0, 1); 1 when N = 1
  *   score:  m = argmax; 1 - sum_i p_i |i - m| / (sum_i |i - (N-1)/2| / N), floored at 0; 1 when N = 1
  *   noul:   none in the strict reply
+ * The strict reply is TypeSafe's wire schema (as typesafe-sdk 0.7.5 carries
+ * it): noul {type, noul}; choice {type, choice, probabilities, confidence};
+ * score {type, score, probabilities, confidence, legend}.
  * The extended reply adds Laya's: entropy 1 - H(p)/ln N (choice, score),
  * max(p) as answer_confidence, and max(p, 1-p) for noul. */
 #ifndef IV_DECISIONS_ANSWER_H

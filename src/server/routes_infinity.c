@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/utf8.h"
@@ -332,8 +333,18 @@ void iv_route_models(iv_req *r)
             iv_sb_puts(&b, n_dec++ ? ",{\"name\":" : ",\"models\":[{\"name\":");
             iv_sb_json_string(&b, m->served_name, strlen(m->served_name));
             iv_sb_puts(&b, iv_engine_laya(m->engine)
-                               ? ",\"description\":\"Laya typed-decision model (noul, choice, score)\",\"release_date\":null}"
-                               : ",\"description\":\"chat LM read at option letters (noul, choice, score)\",\"release_date\":null}");
+                               ? ",\"description\":\"Laya typed-decision model (noul, choice, score)\",\"release_date\":"
+                               : ",\"description\":\"chat LM read at option letters (noul, choice, score)\",\"release_date\":");
+            /* YYYY-MM-DD (the SDK requires a string): the date of the checkpoint's weights. */
+            char path[4200], date[16] = "1970-01-01";
+            struct stat st;
+            snprintf(path, sizeof path, "%s/model.safetensors", m->model_dir ? m->model_dir : ".");
+            if (!stat(path, &st)) {
+                struct tm tm;
+                gmtime_r(&st.st_mtime, &tm);
+                strftime(date, sizeof date, "%Y-%m-%d", &tm);
+            }
+            iv_sb_printf(&b, "\"%s\"}", date);
         }
         if (n_dec) iv_sb_putc(&b, ']');
         iv_sb_putc(&b, '}');
