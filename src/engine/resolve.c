@@ -51,6 +51,8 @@ static int cached_snapshot(const iv_hub_repo *r, const char *revision, char *sna
     iv_hub_snapshot_path(r, commit, NULL, snapshot, cap);
     char config[PATH_MAX + 16];
     iv_pathf(config, sizeof config, "%s/config.json", snapshot);
+    if (iv_file_exists(config)) return 0;
+    iv_pathf(config, sizeof config, "%s/rl_agent_config.json", snapshot); /* a Laya checkpoint */
     return iv_file_exists(config) ? 0 : -1;
 }
 
