@@ -4,9 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ops/ops.h"
 
 typedef struct lin {
-    const float *w, *b; /* w [out, in] */
+    const iv_tensor *w, *b; /* w [out, in] row-major F32 */
     int in, out;
 } lin;
 
@@ -37,14 +38,20 @@ static int get(iv_weights *w, const char *name, int64_t d0, int64_t d1, const fl
     return 0;
 }
 
+static int get_t(iv_weights *w, const char *name, int64_t d0, int64_t d1, const iv_tensor **out, iv_err *err)
+{
+    const int64_t shape[2] = {d0, d1};
+    return iv_weights_f32(w, name, d1 < 0 ? 1 : 2, shape, out, err);
+}
+
 static int get_lin(iv_weights *w, const char *base, int in, int out, lin *l, iv_err *err)
 {
     char n[256];
     l->in = in, l->out = out;
     snprintf(n, sizeof n, "%s.weight", base);
-    if (get(w, n, out, in, &l->w, err)) return -1;
+    if (get_t(w, n, out, in, &l->w, err)) return -1;
     snprintf(n, sizeof n, "%s.bias", base);
-    return get(w, n, out, -1, &l->b, err);
+    return get_t(w, n, out, -1, &l->b, err);
 }
 
 static int get_ln(iv_weights *w, const char *base, int d, ln *l, iv_err *err)
@@ -83,9 +90,9 @@ int iv_laya_head_load(iv_laya_head **out, iv_weights *w, int d, int n_layers, in
         /* nn.MultiheadAttention's packed projection: in_proj_weight, in_proj_bias. */
         L->qkv.in = d, L->qkv.out = 3 * d;
         snprintf(n, sizeof n, "%s.self_attn.in_proj_weight", p);
-        rc = get(w, n, 3 * d, d, &L->qkv.w, err);
+        rc = get_t(w, n, 3 * d, d, &L->qkv.w, err);
         snprintf(n, sizeof n, "%s.self_attn.in_proj_bias", p);
-        if (!rc) rc = get(w, n, 3 * d, -1, &L->qkv.b, err);
+        if (!rc) rc = get_t(w, n, 3 * d, -1, &L->qkv.b, err);
         snprintf(n, sizeof n, "%s.self_attn.out_proj", p);
         if (!rc) rc = get_lin(w, n, d, d, &L->o, err);
         snprintf(n, sizeof n, "%s.linear1", p);
@@ -123,17 +130,13 @@ void iv_laya_head_free(iv_laya_head *h)
 
 int iv_laya_head_n_act(const iv_laya_head *h) { return h->n_act; }
 
-/* y[r] = W x[r] + b for rows r of x [n, in] (y [n, out]). */
+/* y[r] = W x[r] + b for rows r of x [n, in] (y [n, out]): the CPU op
+ * table's linear (OpenBLAS sgemm for these row-major weights). */
 static void linear(const lin *l, const float *x, int n, float *y)
 {
-#pragma omp parallel for collapse(2) if ((long)n * l->out * l->in > 1L << 20)
-    for (int r = 0; r < n; r++)
-        for (int o = 0; o < l->out; o++) {
-            const float *w = l->w + (size_t)o * l->in, *xr = x + (size_t)r * l->in;
-            float s = 0;
-            for (int i = 0; i < l->in; i++) s += w[i] * xr[i];
-            y[(size_t)r * l->out + o] = s + l->b[o];
-        }
+    const iv_ops *ops = iv_cpu_ops();
+    ops->linear(ops, iv_view_make(y, IV_F32, n, l->out, l->out), iv_view_make((void *)x, IV_F32, n, l->in, l->in), l->w,
+                l->b, IV_ACT_NONE, NULL);
 }
 
 static void layer_norm(const ln *l, const float *x, int n, int d, float *y)
