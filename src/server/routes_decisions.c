@@ -183,10 +183,32 @@ static void finish_letters(iv_req *r)
     iv_req_reply_json(r, &b);
 }
 
+/* The state's tokens against --decision-max-state-tokens (replies 413; -1). */
+static int check_state_tokens(iv_req *r, const iv_tokenizer *tok, const char *text)
+{
+    iv_encode_opts eo = iv_encode_opts_default();
+    eo.add_special_tokens = 0;
+    iv_encoding enc = {0};
+    iv_err err = {0};
+    if (iv_tokenizer_encode(tok, text, strlen(text), NULL, 0, &eo, &enc, &err)) {
+        fail_one(r, 422, "value_error", err.msg, (const char *const[]){"body", "state", NULL});
+        return -1;
+    }
+    const int n = enc.len;
+    iv_encoding_free(&enc);
+    if (n <= r->srv->o.decision_max_state_tokens) return 0;
+    char msg[200];
+    snprintf(msg, sizeof msg, "the state has %d tokens; this server reads at most %d", n,
+             r->srv->o.decision_max_state_tokens);
+    fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "state", NULL});
+    return -1;
+}
+
 /* One conversation per question, rendered by the chat template (letters). */
 static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
 {
     const iv_dq_request *q = &d->req;
+    if (check_state_tokens(r, iv_engine_tokenizer(m->engine), q->state_text)) return;
     for (int i = 0; i < q->n_questions; i++)
         if (q->questions[i].n_options > iv_engine_decision_letters(m->engine)) {
             char msg[200];

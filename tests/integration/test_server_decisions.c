@@ -284,7 +284,7 @@ TEST(srv_decisions_letters_match_transformers)
     iv_err err = {0};
     REQUIRE(iv_json_load_file(path, 1 << 24, &doc, &err) == 0);
     srv s;
-    const char *args[] = {"--model-id", dir, "--decision-letters", NULL};
+    const char *args[] = {"--model-id", dir, "--decision-letters", "--decision-max-state-tokens", "100", NULL};
     REQUIRE(srv_start(&s, args) == 0);
     double max_err = 0;
     int n_answers = 0;
@@ -330,6 +330,12 @@ TEST(srv_decisions_letters_match_transformers)
     for (int i = 0; i < 53; i++) iv_sb_printf(&big, "%s\"o%d\"", i ? "," : "", i);
     iv_sb_puts(&big, "]}}}");
     expect(&s, big.data, 413, "body.questions.a.criteria", "too_long");
+    /* The state token limit applies here too. */
+    iv_sb_reset(&big);
+    iv_sb_puts(&big, "{\"model\":\"m\",\"state\":\"");
+    for (int i = 0; i < 200; i++) iv_sb_puts(&big, "word ");
+    iv_sb_puts(&big, "\",\"questions\":{\"a\":{\"type\":\"noul\"}}}");
+    expect(&s, big.data, 413, "body.state", "too_long");
     iv_sb_free(&big);
     srv_stop(&s);
     cJSON_Delete(doc);
