@@ -184,6 +184,9 @@ static enum MHD_Result queue_reply_ex(iv_req *r, int close_after)
     const int64_t total = iv_now_ns() - r->t_start;
     if (rep->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
     MHD_add_response_header(resp, "x-request-id", r->request_id);
+    /* TypeSafe's clients read the id from their own header (docs/decisions.md). */
+    if (r->route && r->route->handler == iv_route_decisions)
+        MHD_add_response_header(resp, "x-typesafe-request-id", r->request_id);
     if (rep->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, rep->www_authenticate);
     if (close_after || atomic_load(&r->srv->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");

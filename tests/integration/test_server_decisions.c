@@ -53,6 +53,9 @@ TEST(srv_decisions_match_reference)
         keys_of(r.json, keys, sizeof keys);
         CHECK_MSG(!strcmp(keys, "model,answers,usage"), "reply keys %s", keys);
         CHECK(!strcmp(jstr(r.json, "model"), "laya-tiny"));
+        char rid[160], tid[160];
+        CHECK(http_header(&r, "x-request-id", rid, sizeof rid) && http_header(&r, "x-typesafe-request-id", tid, sizeof tid) &&
+              !strcmp(rid, tid));
         const cJSON *answers = obj(r.json, "answers"), *want = obj(c, "answers");
         keys_of(answers, keys, sizeof keys);
         char wkeys[512];
