@@ -258,6 +258,9 @@ int iv_dq_parse(const cJSON *body, const iv_dq_limits *lim, iv_dq_request *out, 
         else if (!strcmp(c->string, "state")) state = c;
         else if (!strcmp(c->string, "questions")) questions = c;
         else if (!strcmp(c->string, "extended")) ext = c;
+        else if (!strcmp(c->string, "assets")) /* TypeSafe's media attachments: no served family reads images */
+            iv_dq_error(e, 422, "value_error", "media assets are not supported: the served decision models read text only",
+                        LOC("assets"));
         else if (!lim->lenient) iv_dq_error(e, 422, "extra_forbidden", "Extra inputs are not permitted", LOC(c->string));
     }
     if (!model) iv_dq_error(e, 422, "missing", "Field required", LOC("model"));

@@ -97,6 +97,8 @@ TEST(decisions_contract_errors)
                      "[\"body\",\"questions\",\"a\",\"labels\"]"));
     CHECK(fails_with("{\"model\":\"m\",\"state\":\"s\",\"stream\":true,\"questions\":{\"a\":{\"type\":\"noul\"}}}", 422,
                      "[\"body\",\"stream\"]"));
+    CHECK(fails_with("{\"model\":\"m\",\"state\":\"s\",\"assets\":{},\"questions\":{\"a\":{\"type\":\"noul\"}}}", 422,
+                     "media assets are not supported"));
     CHECK(fails_with("{\"model\":\"m\",\"state\":\"s\",\"extended\":1,\"questions\":{\"a\":{\"type\":\"noul\"}}}", 422,
                      "bool_type"));
     CHECK(fails_with("{\"model\":\"m\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"noul\"},\"a\":{\"type\":\"noul\"}}}",
