@@ -23,7 +23,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: image-fixtures all test test-unit fuzz-replay test-clients test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: image-fixtures all test test-unit fuzz-replay test-clients test-typesafe-sdk test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -108,6 +108,14 @@ test-openapi:
 
 # /docs in Debian's headless chromium (apt-get install chromium); the
 # screenshot lands in build/artefacts/docs/docs.png.
+# The official TypeSafe SDK (PyPI typesafe-sdk) against the binary on the
+# laya_tiny decision fixture (tests/clients/test_typesafe_sdk.py).
+test-typesafe-sdk:
+	$(MAKE) build/release/infinity_v3 BUILD=build/release
+	@test -x .cache/dvenv/bin/python || (python3 -m venv --system-site-packages .cache/dvenv && \
+		.cache/dvenv/bin/pip install -q typesafe-sdk==0.7.5 laya==0.4.15)
+	.cache/dvenv/bin/python tests/clients/test_typesafe_sdk.py --binary build/release/infinity_v3
+
 test-docs:
 	$(MAKE) build/release/infinity_v3 BUILD=build/release
 	python3 tests/openapi/check_docs.py --binary build/release/infinity_v3

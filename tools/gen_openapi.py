@@ -116,7 +116,26 @@ SCHEMAS = {
     "ModelCard": obj({"id": STR, "object": {"const": "model"}, "owned_by": STR, "created": INT,
                       "backend": STR, "capabilities": arr(STR), "stats": {"type": "object"}},
                      ["id", "object"]),
-    "ModelList": obj({"object": {"const": "list"}, "data": arr(ref("ModelCard"))}, ["object", "data"]),
+    "ModelList": obj({"object": {"const": "list"}, "data": arr(ref("ModelCard")),
+                      "models": {"description": "System One's list, present when a decision model is served",
+                                 **arr(obj({"name": STR, "description": STR, "release_date": STR},
+                                           ["name", "description", "release_date"]))}}, ["object", "data"]),
+    # ---- typed decisions (docs/decisions.md) ----
+    "DecisionError": obj({"detail": arr(obj({"type": STR, "loc": arr({"anyOf": [STR, INT]}), "msg": STR},
+                                            ["type", "loc", "msg"]))}, ["detail"]),
+    "DecisionQuestion": obj({"type": {"enum": ["noul", "choice", "score"]},
+                             "instructions": {"description": "a string; any other JSON value is read as its JSON text"},
+                             "criteria": {"description": "choice: {label: description|null} or [label, ...]; "
+                                                        "score: [level description, ...] (index 0 lowest); "
+                                                        "noul: {\"true\"?: v, \"false\"?: v}",
+                                          "anyOf": [{"type": "object"}, arr(ANY), {"type": "null"}]}},
+                            ["type"], additionalProperties=False),
+    "DecisionAnswer": obj({"noul": NUM, "choice": STR, "score": NUM,
+                           "probabilities": {"type": "object", "additionalProperties": NUM},
+                           "confidence": NUM, "legend": {"type": "object"},
+                           "type": STR, "answer_confidence": NUM, "entropy_confidence": NUM, "temperature": NUM,
+                           "tokens": INT, "logits": arr(NUM), "act_probability": NUM}),
+
     "TeiRerankResult": arr(obj({"index": INT, "text": STR, "score": NUM}, ["index", "score"])),
     "InfinityRerankResult": obj({
         "object": {"const": "rerank"},
@@ -138,6 +157,12 @@ CHAT = {"chat_template_kwargs": {"type": "object", "description": "template vari
 TEI_OPTS = {**TRUNC, "prompt_name": {"type": ["string", "null"]}, **MODEL, **CHAT}
 
 REQUESTS = {
+    "DecisionRequest": obj({"model": STR,
+                            "state": {"anyOf": [STR, {"type": "object"}, arr(ANY)]},
+                            "questions": {"type": "object", "minProperties": 1,
+                                          "additionalProperties": ref("DecisionQuestion")},
+                            "extended": BOOL},
+                           ["model", "state", "questions"], additionalProperties=False),
     "OpenAIEmbeddingsRequest": obj({"input": ref("Input"), **MODEL, "encoding_format": ref("EncodingFormat"),
                                     "dimensions": {"type": ["integer", "null"]}, "user": {"type": ["string", "null"]},
                                     "messages": ref("Conversation"), **CHAT},
@@ -199,6 +224,8 @@ REQUESTS = {
 SCHEMAS.update(REQUESTS)
 
 RESPONSES = {
+    "Decision": obj({"model": STR, "answers": {"type": "object", "additionalProperties": ref("DecisionAnswer")},
+                     "usage": obj({"input_tokens": INT, "output_tokens": INT})}, ["model", "answers", "usage"]),
     "Embed": arr({"anyOf": [arr(NUM), arr(arr(NUM))]}),
     "EmbedAll": arr(arr(arr(NUM))),
     "EmbedSparse": arr(arr(obj({"index": INT, "value": NUM}, ["index", "value"]))),
@@ -246,9 +273,10 @@ SCHEMAS["DefaultPostResponse"] = {"anyOf": [ref(k + "Response") for k in
                                             ("Predict", "Rerank", "EmbedSparse", "Embed", "Similarity")]}
 
 # Status codes each flavour can answer (docs/server.md, Errors), beyond 200.
-ERR_SCHEMA = {"rerank": "RerankError", "tei": "TeiError", "openai": "OpenAIError", "infinity": "InfinityError",
+ERR_SCHEMA = {"decision": "DecisionError", "rerank": "RerankError", "tei": "TeiError", "openai": "OpenAIError", "infinity": "InfinityError",
               "cohere": "CohereError", "vllm": "VllmError"}
 POST_CODES = {
+    "decision": [400, 401, 404, 413, 415, 422, 429, 500, 503],
     "rerank": [400, 401, 413, 415, 422, 424, 429, 500, 503],
     "tei": [400, 401, 413, 415, 422, 424, 429, 500, 503],
     "openai": [400, 401, 413, 415, 422, 424, 429, 500, 503],
@@ -307,13 +335,17 @@ ROUTES = [
      "CohereRerankResponse"),
     ("post", "/v2/rerank", "cohere", "Cohere", "Cohere v2 rerank", "CohereRerankRequest", "CohereRerankResponse"),
     ("post", "/score", "vllm", "vLLM", "vLLM score", "ScoreRequest", "ScoreResponse"),
+    ("post", "/v1/systemone", "decision", "Decisions", "Typed decisions (TypeSafe System One; docs/decisions.md)",
+     "DecisionRequest", "DecisionResponse"),
+    ("post", "/v1/decisions", "decision", "Decisions", "Typed decisions (as /v1/systemone; Perplexity's path)",
+     "DecisionRequest", "DecisionResponse"),
     ("post", "/v1/score", "vllm", "vLLM", "vLLM score", "ScoreRequest", "ScoreResponse"),
 ]
 
 
 def error_response(flavour, code):
     content = {"application/json": {"schema": ref(ERR_SCHEMA[flavour])}}
-    if flavour != "infinity" and code in (400, 413, 415, 422):
+    if flavour not in ("infinity", "decision") and code in (400, 413, 415, 422):
         content["text/plain"] = {"schema": STR}  # axum's framework-level rejections
     r = {"description": REASONS[code], "headers": RESP_HEADERS}
     if code == 401:  # TEI: empty body; Infinity: {"detail": "Unauthorized"}
@@ -377,7 +409,7 @@ def build():
                  "description": "Embedding, rerank and classification server with OpenAI, TEI, Infinity, "
                                 "Cohere and vLLM routes (docs/server.md). Every response carries x-request-id."},
         "servers": [{"url": "/"}],
-        "tags": [{"name": t} for t in ["health", "TEI", "OpenAI", "Infinity", "Cohere", "vLLM"]],
+        "tags": [{"name": t} for t in ["health", "TEI", "OpenAI", "Infinity", "Cohere", "vLLM", "Decisions"]],
         "paths": paths,
         "components": {
             "schemas": SCHEMAS,

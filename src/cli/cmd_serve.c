@@ -58,6 +58,15 @@ static void usage(FILE *f)
             "                               cpu,cpu (the cores split between them)\n"
             "  --dtype float32|int8 (cpu) | bfloat16|float16 (cuda, emulated; bfloat16 by default)\n"
             "  --backend native             the C engine (libtorch is accepted as a synonym)\n"
+            "  --decision-extended          typed decisions (/v1/systemone): every reply in the extended\n"
+            "                               shape (temperatures, tokens, Laya's confidences); else per request\n"
+            "  --decision-letters           answer typed decisions with a chat LM (*ForCausalLM + chat\n"
+            "                               template): the LM logits of option letters A.. (docs/decisions.md)\n"
+            "  --decision-lenient           accept unknown request fields (strict: 422)\n"
+            "  --decision-max-questions N   questions per request (64; more is 413)\n"
+            "  --decision-max-options N     options of a choice question (255)\n"
+            "  --decision-max-levels N      levels of a score question (10)\n"
+            "  --decision-max-state-tokens N  tokens of a state (65536)\n"
             "  --drain-timeout SECONDS      on SIGTERM/SIGINT, longest wait for accepted requests before\n"
             "                               closing their connections (30); a second signal exits at once\n"
             "  --otlp-endpoint URL          send a trace span per request to this OTLP/HTTP collector\n"
@@ -187,6 +196,18 @@ static int serve(int argc, char **argv)
             iv_log_set_json(1);
             continue;
         }
+        if (!strcmp(a, "--decision-extended") && !val) {
+            o.decision_extended = 1;
+            continue;
+        }
+        if (!strcmp(a, "--decision-letters") && !val) {
+            o.engine.decision_letters = 1;
+            continue;
+        }
+        if (!strcmp(a, "--decision-lenient") && !val) {
+            o.decision_limits.lenient = 1;
+            continue;
+        }
         if (!strcmp(a, "--auto-truncate") && !val) {
             if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false"))) val = argv[++i];
             else {
@@ -248,6 +269,16 @@ static int serve(int argc, char **argv)
             o.url_prefix = val;
         } else if (!strcmp(a, "--tokenization-workers")) {
             if (!(rc = parse_int(a, val, 1, 64, &x))) o.tokenization_workers = (int)x;
+        } else if (!strcmp(a, "--decision-max-questions")) {
+            if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_questions = (int)x;
+        } else if (!strcmp(a, "--decision-max-options")) {
+            if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_options = (int)x;
+        } else if (!strcmp(a, "--decision-max-levels")) {
+            if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_levels = (int)x;
+        } else if (!strcmp(a, "--decision-max-state-tokens")) {
+            if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.decision_max_state_tokens = (int)x;
+        } else if (!strcmp(a, "--decision-extended") || !strcmp(a, "--decision-lenient")) {
+            rc = parse_bool(a, val, !strcmp(a, "--decision-extended") ? &o.decision_extended : &o.decision_limits.lenient);
         } else if (!strcmp(a, "--drain-timeout")) {
             if (!(rc = parse_int(a, val, 0, 1 << 24, &x))) o.drain_timeout_s = (int)x;
         } else if (!strcmp(a, "--read-timeout")) {
@@ -341,8 +372,10 @@ static const char *const k_env_flags[] = {
     "--max-client-batch-size", "--max-client-batch-size-openai", "--url-prefix", "--auto-truncate",
     "--default-prompt-name", "--default-prompt", "--tokenization-workers", "--pooling", "--chat-template",
     "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
-    "--otlp-endpoint", "--otlp-service-name", "--read-timeout", NULL};
-static const char *const k_env_switches[] = {"--json-output", NULL};
+    "--otlp-endpoint", "--otlp-service-name", "--read-timeout", "--decision-max-questions",
+    "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", NULL};
+static const char *const k_env_switches[] = {"--json-output", "--decision-extended", "--decision-letters",
+                                             "--decision-lenient", NULL};
 
 static const char *env_lookup(const char *name) { return getenv(name); }
 

@@ -13,6 +13,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "chat/chat_template.h"
+#include "decisions/laya.h"
 #include "engine/max_length.h"
 #include "engine/pair_format.h"
 #include "heads/colbert.h"
@@ -53,6 +54,8 @@ struct iv_engine {
     pthread_mutex_t lock;
     char device_label[64];  /* the device as asked for */
     int cpu_threads;        /* 0: every core */
+    iv_laya *laya;          /* a Laya decision checkpoint (decisions/laya.h), or NULL */
+    int letters;            /* option letters of the letters decision head, or 0 */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -158,6 +161,29 @@ static unsigned derive_capabilities(const iv_engine *e)
     return caps;
 }
 
+const iv_laya *iv_engine_laya(const iv_engine *e) { return e->laya; }
+int iv_engine_decision_letters(const iv_engine *e) { return e->letters; }
+
+/* opts->decision_letters: the seq head becomes the LM rows of the letters
+ * A..Z, a..z (decisions/letters.h), read at the last token. */
+static int letters_head(iv_engine *e, const iv_engine_opts *opts, iv_err *err)
+{
+    if (opts->rerank_tokens || e->meta.logit_score.present)
+        return iv_errf(err, IV_E_INVALID, "the letters decision readout and a reranker score head exclude each other");
+    if (!e->tok || !e->chat)
+        return iv_errf(err, IV_E_INVALID, "the letters decision readout needs the checkpoint's tokenizer and chat template");
+    int32_t ids[52];
+    for (int i = 0; i < 52; i++) {
+        const char name[2] = {(char)(i < 26 ? 'A' + i : 'a' + i - 26), 0};
+        ids[i] = iv_tokenizer_token_to_id(e->tok, name);
+        if (ids[i] < 0)
+            return iv_errf(err, IV_E_INVALID, "the letter \"%s\" is not one token of this vocabulary", name);
+    }
+    if (iv_model_token_rows_head(e->model, ids, 52, err)) return -1;
+    e->letters = 52;
+    return 0;
+}
+
 int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
 {
     *out = NULL;
@@ -180,9 +206,21 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     e->mem = (iv_fwd_mem){&e->arena, ops->host_visible ? &e->arena : &e->dev_arena};
     /* Loaded through a CPU table (load-time transforms run on the host),
      * then moved to the device once nothing reads weights as rows. */
-    if (iv_model_load(&e->model, model_dir, ops->host_visible ? ops : iv_cpu_ops(), err)) goto fail;
+    /* A Laya decision checkpoint: the encoder's config in encoder/, its
+     * tokenizer in tokenizer/, encoder and head weights in model.safetensors. */
+    const int laya = iv_laya_is_checkpoint(model_dir);
+    char enc_dir[4096], tok_dir[4096];
+    iv_path_join(enc_dir, sizeof enc_dir, model_dir, "encoder");
+    iv_path_join(tok_dir, sizeof tok_dir, model_dir, "tokenizer");
+    if (laya && !ops->host_visible) {
+        iv_errf(err, IV_E_UNSUPPORTED, "Laya decision checkpoints run on the CPU only for now (--device cpu)");
+        goto fail;
+    }
+    if (iv_model_load_split(&e->model, laya ? enc_dir : model_dir, model_dir,
+                            ops->host_visible ? ops : iv_cpu_ops(), err))
+        goto fail;
     if (quantize_if_int8(e->model, err)) goto fail;
-    if (iv_st_meta_load(&e->meta, model_dir, err)) goto fail;
+    if (iv_st_meta_load(&e->meta, laya ? tok_dir : model_dir, err)) goto fail;
     /* A CrossEncoder scores with the model's classification head, or with
      * LogitScore's rows of the LM head (built once the tokenizer is read). */
     if (e->meta.cross_encoder && !e->model->seq_head.n_steps && !e->meta.logit_score.present) {
@@ -208,15 +246,28 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (!e->meta.pylate.present && iv_st_dense_load(&e->dense, &e->meta, pooled_width, err)) goto fail;
     e->embed_dim = e->dense.n ? e->dense.out_dim : pooled_width;
     char tok_path[4096];
-    iv_path_join(tok_path, sizeof tok_path, model_dir, "tokenizer.json");
-    if (iv_file_exists(tok_path) && iv_tokenizer_load(&e->tok, model_dir, err)) {
+    iv_path_join(tok_path, sizeof tok_path, laya ? tok_dir : model_dir, "tokenizer.json");
+    if (iv_file_exists(tok_path) && iv_tokenizer_load(&e->tok, laya ? tok_dir : model_dir, err)) {
         iv_err_prefix(err, "tokenizer: ");
         goto fail;
+    }
+    if (laya) {
+        if (!e->tok) {
+            iv_errf(err, IV_E_FORMAT, "a Laya checkpoint needs tokenizer/tokenizer.json");
+            goto fail;
+        }
+        if (strcmp(e->model->cfg.model_type, "modernbert")) {
+            iv_errf(err, IV_E_UNSUPPORTED, "a Laya checkpoint with a \"%s\" encoder: only ModernBERT encoders are supported",
+                    e->model->cfg.model_type);
+            goto fail;
+        }
+        if (iv_laya_load(&e->laya, model_dir, e->tok, iv_model_out_width(e->model), err)) goto fail;
     }
     if (e->tok && e->meta.do_lower_case && iv_tokenizer_prepend_lowercase(e->tok, err)) goto fail;
     if (load_chat_template(e, model_dir, opts, err) || logit_score_head(e, opts, err)) goto fail;
     if (iv_pair_format_load(&e->pair_format, model_dir, err)) goto fail;
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
+    if (opts && opts->decision_letters && letters_head(e, opts, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU
@@ -270,6 +321,7 @@ void iv_engine_free(iv_engine *e)
     iv_colbert_free(&e->colbert);
     iv_st_meta_free(&e->meta);
     if (e->tok) iv_tokenizer_free(e->tok);
+    iv_laya_free(e->laya);
     iv_chat_template_free(e->chat);
     iv_arena_free(&e->arena);
     iv_arena_free(&e->dev_arena);

@@ -41,6 +41,11 @@ typedef struct iv_engine_opts {
     /* CPU: OpenMP threads of the thread that calls iv_engine_bind_thread
      * (replicas on one CPU split its cores); 0: every core. */
     int cpu_threads;
+    /* 1: a *ForCausalLM checkpoint with a chat template answers typed
+     * decisions by the option-token (letters) contract: the LM logits of
+     * the letters A..Z, a..z at the next position after the rendered prompt
+     * (decisions/letters.h). 0: off. */
+    int decision_letters;
 } iv_engine_opts;
 
 typedef struct iv_engine iv_engine;
@@ -126,6 +131,14 @@ const struct iv_pair_format *iv_engine_pair_format(const iv_engine *e);
 /* The checkpoint's chat template(s) (src/chat/chat_template.h), or NULL. */
 struct iv_chat_template;
 const struct iv_chat_template *iv_engine_chat_template(const iv_engine *e);
+/* The Laya decision head and sidecar when the checkpoint is one
+ * (decisions/laya.h), else NULL. Such an engine serves IV_TASK_EMBED_ALL
+ * (the encoder's last hidden state) for the decision route to read. */
+struct iv_laya;
+const struct iv_laya *iv_engine_laya(const iv_engine *e);
+/* How many option letters the letters decision head reads (52), or 0 when
+ * the engine was not loaded with decision_letters. */
+int iv_engine_decision_letters(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */
 size_t iv_engine_peak_activation_bytes(const iv_engine *e);
 /* Device memory (ops->mem_info): 0, or -1 when the device cannot tell (the

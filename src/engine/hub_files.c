@@ -68,8 +68,28 @@ static const char *const k_other_weights[] = {
     "pytorch_model.bin.index.json", "openvino/openvino_model.bin",
 };
 
+/* A Laya decision checkpoint (convaiinnovations/laya's root layout):
+ * rl_agent_config.json, model.safetensors, encoder/ and tokenizer/
+ * (docs/decisions.md). Its sibling checkpoints in subfolders are not taken. */
+static int select_laya(const iv_strlist *repo_files, const char *id, iv_strlist *out, iv_err *err)
+{
+    static const char *const need[] = {"rl_agent_config.json", "model.safetensors", "encoder/config.json",
+                                       "tokenizer/tokenizer.json"};
+    static const char *const optional[] = {"tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json"};
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+        if (!iv_strlist_has(repo_files, need[i]))
+            return iv_errf(err, IV_E_UNSUPPORTED, "%s has rl_agent_config.json but no %s: not a Laya checkpoint", id,
+                           need[i]);
+        if (add_unique(out, need[i], err)) return -1;
+    }
+    for (size_t i = 0; i < sizeof optional / sizeof *optional; i++)
+        if (iv_strlist_has(repo_files, optional[i]) && add_unique(out, optional[i], err)) return -1;
+    return 0;
+}
+
 int iv_hub_select_first(const iv_strlist *repo_files, const char *id, iv_strlist *out, iv_err *err)
 {
+    if (iv_strlist_has(repo_files, "rl_agent_config.json")) return select_laya(repo_files, id, out, err);
     if (!iv_strlist_has(repo_files, "config.json"))
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "%s has no config.json on the hub; it is not a transformers checkpoint "
@@ -259,6 +279,11 @@ int iv_hub_snapshot_complete(const char *snapshot_dir, char *missing, size_t cap
         missing = scratch;
         cap = sizeof scratch;
     }
+    missing[0] = 0;
+    if (has_file(snapshot_dir, "rl_agent_config.json", missing, cap)) /* a Laya checkpoint */
+        return has_file(snapshot_dir, "model.safetensors", missing, cap) &&
+               has_file(snapshot_dir, "encoder/config.json", missing, cap) &&
+               has_file(snapshot_dir, "tokenizer/tokenizer.json", missing, cap);
     missing[0] = 0;
     if (!has_file(snapshot_dir, "config.json", missing, cap)) return 0;
     if (!has_file(snapshot_dir, "tokenizer.json", missing, cap) &&

@@ -51,6 +51,8 @@ static int cached_snapshot(const iv_hub_repo *r, const char *revision, char *sna
     iv_hub_snapshot_path(r, commit, NULL, snapshot, cap);
     char config[PATH_MAX + 16];
     iv_pathf(config, sizeof config, "%s/config.json", snapshot);
+    if (iv_file_exists(config)) return 0;
+    iv_pathf(config, sizeof config, "%s/rl_agent_config.json", snapshot); /* a Laya checkpoint */
     return iv_file_exists(config) ? 0 : -1;
 }
 
@@ -60,6 +62,9 @@ static int resolve_dir(const char *dir, const char *revision, char *out, size_t 
 {
     char path[PATH_MAX];
     if (iv_file_exists(iv_path_join(path, sizeof path, dir, "config.json")))
+        return copy_out(out, cap, dir, err);
+    /* A Laya decision checkpoint keeps its encoder's config in encoder/. */
+    if (iv_file_exists(iv_path_join(path, sizeof path, dir, "rl_agent_config.json")))
         return copy_out(out, cap, dir, err);
     if (iv_dir_exists(iv_path_join(path, sizeof path, dir, "snapshots"))) {
         iv_hub_repo r = {0};

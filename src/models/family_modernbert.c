@@ -165,7 +165,8 @@ static int modernbert_load(iv_model *m, iv_err *err)
     if (c->has_auto_map)
         return iv_errf(err, IV_E_UNSUPPORTED, "config.json references custom code (auto_map); ModernBERT runs "
                                               "transformers' own modernbert code only");
-    static const char *const prefixes[] = {"model.", "", NULL};
+    /* "encoder.": the encoder inside a Laya decision checkpoint. */
+    static const char *const prefixes[] = {"model.", "", "encoder.", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.tok_embeddings.weight", err)) return -1;
 
     const char *act_name = iv_json_str(c->json, "hidden_activation", "gelu");

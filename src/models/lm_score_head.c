@@ -91,3 +91,29 @@ int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err
     m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = sb, .act = IV_ACT_NONE};
     return 0;
 }
+
+int iv_model_token_rows_head(iv_model *m, const int32_t *ids, int n, iv_err *err)
+{
+    if (iv_model_can_score_tokens(m, err)) return -1;
+    if (final_softcap(m) > 0)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "option-token readouts on a checkpoint with final_logit_softcapping are not supported");
+    const iv_tensor *w, *b;
+    if (lm_head(m, &w, &b, err)) return -1;
+    const int64_t V = w->shape[0], H = w->shape[1];
+    if (H != m->block.hidden)
+        return iv_errf(err, IV_E_FORMAT, "the LM head takes %lld inputs, the model's hidden size is %d", (long long)H,
+                       m->block.hidden);
+    iv_tensor *sw = iv_model_new_tensor(m, n, H), *sb = b ? iv_model_new_tensor(m, n, -1) : NULL;
+    if (!sw || (b && !sb)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int r = 0; r < n; r++) {
+        if (ids[r] < 0 || ids[r] >= V)
+            return iv_errf(err, IV_E_INVALID, "token id %d is outside the LM head's %lld rows", ids[r], (long long)V);
+        for (int64_t i = 0; i < H; i++) iv_f32(sw)[(int64_t)r * H + i] = iv_f32(w)[(int64_t)ids[r] * H + i];
+        if (sb) iv_f32(sb)[r] = iv_f32(b)[ids[r]];
+    }
+    m->seq_head_pool = IV_SEQ_POOL_LAST;
+    m->seq_head = (iv_head){.n_steps = 1, .out_dim = n};
+    m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = sb, .act = IV_ACT_NONE};
+    return 0;
+}

@@ -19,6 +19,11 @@
  * With final_logit_softcapping c the score is c tanh(l_yes / c) - c tanh(l_no / c),
  * as transformers caps the logits before they are compared. */
 int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err);
+/* Builds m->seq_head as an n-label classifier on the last token whose rows
+ * are the LM head rows of ids[n]: the LM logits of those tokens at the next
+ * position (the option-token decision readout, decisions/letters.h).
+ * Soft-capped checkpoints are refused. */
+int iv_model_token_rows_head(iv_model *m, const int32_t *ids, int n, iv_err *err);
 /* The checkpoint checks alone (0 when a score head can be built), so callers
  * can report them before resolving the tokens. */
 int iv_model_can_score_tokens(const iv_model *m, iv_err *err);

@@ -8,11 +8,16 @@
 
 int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err)
 {
+    return iv_model_load_split(out, model_dir, model_dir, ops, err);
+}
+
+int iv_model_load_split(iv_model **out, const char *config_dir, const char *model_dir, const iv_ops *ops, iv_err *err)
+{
     *out = NULL;
     iv_model *m = calloc(1, sizeof *m);
     if (!m) return iv_errf(err, IV_E_NOMEM, "out of memory");
     m->ops = ops;
-    if (iv_hf_config_load(&m->cfg, model_dir, err)) goto fail;
+    if (iv_hf_config_load(&m->cfg, config_dir, err)) goto fail;
     m->family = iv_family_for_config(&m->cfg);
     if (!m->family) {
         iv_errf(err, IV_E_UNSUPPORTED,

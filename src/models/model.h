@@ -135,6 +135,9 @@ typedef struct iv_model {
 } iv_model;
 
 int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err);
+/* The same with config.json read from config_dir (a Laya checkpoint keeps
+ * its encoder's config in encoder/ beside the weights). */
+int iv_model_load_split(iv_model **out, const char *config_dir, const char *model_dir, const iv_ops *ops, iv_err *err);
 /* Moves a model loaded with a CPU table onto ops (a no-op for host-visible
  * tables): its weights become the table's prepared copies. */
 int iv_model_to_device(iv_model *m, const iv_ops *ops, iv_err *err);

@@ -73,6 +73,7 @@ void iv_req_free(iv_req *r)
     iv_job_release(&r->job);
     free(r->job.items);
     iv_inputs_free(&r->inputs);
+    if (r->route_data_free) r->route_data_free(r->route_data);
     if (r->json) cJSON_Delete(r->json);
     iv_sb_free(&r->body);
     free(r->reply.body);
@@ -205,6 +206,9 @@ static enum MHD_Result queue_reply_ex(iv_req *r, int close_after)
     const int64_t total = iv_now_ns() - r->t_start;
     if (rep->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
     MHD_add_response_header(resp, "x-request-id", r->request_id);
+    /* TypeSafe's clients read the id from their own header (docs/decisions.md). */
+    if (r->route && r->route->handler == iv_route_decisions)
+        MHD_add_response_header(resp, "x-typesafe-request-id", r->request_id);
     if (rep->www_authenticate) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, rep->www_authenticate);
     if (close_after || atomic_load(&r->srv->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");

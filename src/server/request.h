@@ -64,6 +64,9 @@ struct iv_req {
     char request_id[129];     /* x-request-id (server/request_id.h) */
     int64_t t_start_unix_ns;  /* wall clock at the first byte, for the trace span */
     iv_trace_ctx trace;       /* W3C trace context (server/otlp.h), with --otlp-endpoint */
+    /* What a route keeps for its finish function beyond the job (freed with the request). */
+    void *route_data;
+    void (*route_data_free)(void *);
 };
 
 /* Replies: the body buffer is taken over (reset to empty). */

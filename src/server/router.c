@@ -38,6 +38,9 @@ static const iv_route routes[] = {
     /* vLLM (routes_vllm.c) */
     {"POST", "/score", iv_route_vllm_score, IV_FLAVOUR_VLLM, 0, 1},
     {"POST", "/v1/score", iv_route_vllm_score, IV_FLAVOUR_VLLM, 0, 1},
+    /* Typed decisions (routes_decisions.c; TypeSafe System One, Perplexity's alias) */
+    {"POST", "/v1/systemone", iv_route_decisions, IV_FLAVOUR_OPENAI, 0, 1},
+    {"POST", "/v1/decisions", iv_route_decisions, IV_FLAVOUR_OPENAI, 0, 1},
     /* OpenAI's GET /v1/models/{id}: a path ending in '*' matches by prefix */
     {"GET", "/v1/models/*", iv_route_models, IV_FLAVOUR_OPENAI, 0, 0},
 };

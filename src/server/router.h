@@ -43,6 +43,7 @@ void iv_route_cohere_rerank(iv_req *r); /* /v1/rerank, /v2/rerank (Cohere, Jina,
 void iv_route_vllm_score(iv_req *r);    /* routes_vllm.c: /score, /v1/score */
 void iv_route_token_classify(iv_req *r); /* routes_token_classify.c */
 int iv_route_predict_tokens(iv_req *r);  /* /predict on a token classifier: 1 when it took the request */
+void iv_route_decisions(iv_req *r);     /* routes_decisions.c: /v1/systemone, /v1/decisions */
 void iv_route_openapi(iv_req *r);        /* routes_openapi.c: GET /openapi.json, GET /docs */
 void iv_route_docs(iv_req *r);
 

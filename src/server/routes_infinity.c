@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/utf8.h"
@@ -310,7 +311,9 @@ void iv_route_models(iv_req *r)
         const iv_multivector_info *mv = iv_engine_multivector(m->engine);
         if ((m->caps & IV_CAN(IV_TASK_EMBED)) || mv) iv_sb_puts(&b, "\"embed\""), first = 0;
         if (m->caps & IV_CAN(IV_TASK_CLASSIFY))
-            iv_sb_puts(&b, first ? "" : ","), iv_sb_puts(&b, m->num_labels == 1 ? "\"rerank\"" : "\"classify\"");
+            iv_sb_puts(&b, first ? "" : ","), iv_sb_puts(&b, m->num_labels == 1 ? "\"rerank\"" : "\"classify\""), first = 0;
+        if (iv_engine_laya(m->engine) || iv_engine_decision_letters(m->engine))
+            iv_sb_puts(&b, first ? "\"systemone\"" : ",\"systemone\"");
         iv_sb_putc(&b, ']');
         if (mv) iv_sb_printf(&b, ",\"multi_vector\":{\"dim\":%d}", mv->dim);
         iv_sb_printf(&b,
@@ -319,6 +322,32 @@ void iv_route_models(iv_req *r)
                      (double)in_use / (double)s->o.max_concurrent_requests, queued, in_use - queued > 0 ? in_use - queued : 0,
                      s->o.max_batch_requests > 0 ? s->o.max_batch_requests : s->o.max_client_batch_size);
     }
-    if (!one) iv_sb_puts(&b, "]}");
+    if (!one) {
+        iv_sb_putc(&b, ']');
+        /* The System One SDKs read {"models":[{name, description, release_date}]}
+         * (reference/systemone-decisions.md 1.1): listed when a decision model is served. */
+        int n_dec = 0;
+        for (int i = 0; i < s->n_models; i++) {
+            const iv_model_slot *m = &s->models[i];
+            if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine)) continue;
+            iv_sb_puts(&b, n_dec++ ? ",{\"name\":" : ",\"models\":[{\"name\":");
+            iv_sb_json_string(&b, m->served_name, strlen(m->served_name));
+            iv_sb_puts(&b, iv_engine_laya(m->engine)
+                               ? ",\"description\":\"Laya typed-decision model (noul, choice, score)\",\"release_date\":"
+                               : ",\"description\":\"chat LM read at option letters (noul, choice, score)\",\"release_date\":");
+            /* YYYY-MM-DD (the SDK requires a string): the date of the checkpoint's weights. */
+            char path[4200], date[16] = "1970-01-01";
+            struct stat st;
+            snprintf(path, sizeof path, "%s/model.safetensors", m->model_dir ? m->model_dir : ".");
+            if (!stat(path, &st)) {
+                struct tm tm;
+                gmtime_r(&st.st_mtime, &tm);
+                strftime(date, sizeof date, "%Y-%m-%d", &tm);
+            }
+            iv_sb_printf(&b, "\"%s\"}", date);
+        }
+        if (n_dec) iv_sb_putc(&b, ']');
+        iv_sb_putc(&b, '}');
+    }
     iv_req_reply_json(r, &b);
 }

@@ -27,6 +27,8 @@ void iv_server_opts_default(iv_server_opts *o)
     o->auto_truncate = 1;
     o->drain_timeout_s = 30;
     o->read_timeout_s = 120;
+    iv_dq_limits_default(&o->decision_limits);
+    o->decision_max_state_tokens = 65536;
 }
 
 static int cores(void)

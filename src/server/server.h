@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include "decisions/contract.h"
 #include "engine/batcher.h"
 #include "server/metrics.h"
 
@@ -57,6 +58,10 @@ typedef struct iv_server_opts {
     const char *otlp_endpoint;   /* OTLP/HTTP collector for traces (NULL: none) */
     const char *otlp_service_name; /* service.name of the spans ("infinity_v3") */
     iv_engine_opts engine;
+    /* Typed decisions (/v1/systemone, /v1/decisions; docs/decisions.md). */
+    iv_dq_limits decision_limits;   /* 64 questions, 255 options, 10 levels; lenient 0 */
+    int decision_max_state_tokens;  /* 65536: a longer state is 413 */
+    int decision_extended;          /* 1: every reply in the extended shape */
 } iv_server_opts;
 
 void iv_server_opts_default(iv_server_opts *o);

@@ -70,7 +70,9 @@ static const char *path_if_model(const char *dir)
     char cfg[1100];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     struct stat st;
-    if (stat(cfg, &st)) {
+    char laya[1100]; /* a Laya decision checkpoint: rl_agent_config.json, encoder/config.json */
+    snprintf(laya, sizeof laya, "%s/rl_agent_config.json", dir);
+    if (stat(cfg, &st) && stat(laya, &st)) {
         char why[1200];
         snprintf(why, sizeof why, "model %s not present", dir);
         iv_test_skip(why);

@@ -435,3 +435,40 @@ TEST(resolve_file_selection)
     iv_strlist_free(&out4);
     rt_rmtree(tmp);
 }
+
+/* A Laya decision checkpoint (convaiinnovations/laya's layout): its root
+ * files, encoder/ and tokenizer/ are selected (not the sibling checkpoints
+ * in subfolders); a snapshot is complete with all four required files. */
+TEST(resolve_hub_laya_layout)
+{
+    const char *repo[] = {"rl_agent_config.json", "model.safetensors", "encoder/config.json",
+                          "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "README.md",
+                          "multilingual/rl_agent_config.json", "multilingual/model.safetensors"};
+    iv_strlist files = {0}, first = {0};
+    list_of(&files, repo, (int)(sizeof repo / sizeof *repo));
+    iv_err err = {0};
+    REQUIRE(iv_hub_select_first(&files, "convaiinnovations/laya", &first, &err) == 0);
+    CHECK_EQ_INT(first.n, 5);
+    CHECK(iv_strlist_has(&first, "encoder/config.json") && iv_strlist_has(&first, "tokenizer/tokenizer_config.json"));
+    CHECK(!iv_strlist_has(&first, "multilingual/model.safetensors"));
+    iv_strlist bad = {0}, out = {0};
+    const char *repo2[] = {"rl_agent_config.json", "model.safetensors"};
+    list_of(&bad, repo2, 2);
+    CHECK_EQ_INT(iv_hub_select_first(&bad, "o/n", &out, &err), -1);
+    CHECK_CONTAINS(err.msg, "no encoder/config.json");
+
+    char tmp[64], snap[PATH_MAX + 100], missing[256];
+    REQUIRE(rt_tmpdir(tmp) == 0);
+    iv_hub_repo r;
+    iv_hub_repo_init(&r, tmp, "o/n");
+    iv_hub_snapshot_path(&r, COMMIT, NULL, snap, sizeof snap);
+    const char *part[] = {"rl_agent_config.json", "model.safetensors", "encoder/config.json"};
+    make_snapshot(tmp, "o/n", part, 3, NULL);
+    CHECK(!iv_hub_snapshot_complete(snap, missing, sizeof missing));
+    CHECK_STR(missing, "tokenizer/tokenizer.json");
+    const char *tok[] = {"tokenizer/tokenizer.json"};
+    make_snapshot(tmp, "o/n", tok, 1, NULL);
+    CHECK(iv_hub_snapshot_complete(snap, missing, sizeof missing));
+    rt_rmtree(tmp);
+    iv_strlist_free(&files), iv_strlist_free(&first), iv_strlist_free(&bad), iv_strlist_free(&out);
+}

@@ -1,0 +1,16 @@
+/* Python's json.dumps(v, ensure_ascii=False) for a cJSON value: how Laya
+ * and colibri turn an object or array state (and non-string criteria and
+ * instructions) into the text the model reads. Separators are ", " and
+ * ": " (Python's defaults), keys keep their order, non-ASCII stays raw.
+ * Numbers: integers (|v| < 2^53, no fraction) print as integers, others as
+ * Python's repr (shortest round-trip, "1e-05" style exponents); cJSON does
+ * not keep "2.0" apart from "2", which Python prints as "2.0". */
+#ifndef IV_DECISIONS_PYJSON_H
+#define IV_DECISIONS_PYJSON_H
+
+#include <cJSON.h>
+#include "base/strbuf.h"
+
+void iv_pyjson_dumps(iv_strbuf *b, const cJSON *v);
+
+#endif

@@ -1,0 +1,284 @@
+/* Typed decisions: POST /v1/systemone and its alias /v1/decisions (the
+ * TypeSafe System One contract; docs/decisions.md).
+ *
+ * The body is validated as a whole first (decisions/contract.h): every
+ * problem comes back at once as FastAPI's {"detail":[{type, loc, msg}]},
+ * 422 for validation and 413 for a limit. Then the model's family lays out
+ * one sequence per question (Laya: decisions/laya_layout.h), the engine
+ * runs them as one job (the encoder's last hidden state), and the finish
+ * function reads each question's option logits through the family's head,
+ * calibrates them and writes {model, answers, usage}. No streaming. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/utf8.h"
+#include "decisions/answer.h"
+#include "decisions/contract.h"
+#include "decisions/laya.h"
+#include "decisions/letters.h"
+#include "server/routes_common.h"
+
+typedef struct decision_job {
+    iv_dq_request req;
+    int **markers;      /* Laya: per question */
+    cJSON **messages;   /* letters: per question */
+    cJSON *chat_kwargs; /* letters: {"enable_thinking": false} */
+    int extended;
+} decision_job;
+
+static void decision_job_free(void *p)
+{
+    decision_job *d = p;
+    if (!d) return;
+    for (int i = 0; d->markers && i < d->req.n_questions; i++) free(d->markers[i]);
+    free(d->markers);
+    for (int i = 0; d->messages && i < d->req.n_questions; i++) cJSON_Delete(d->messages[i]);
+    free(d->messages);
+    cJSON_Delete(d->chat_kwargs);
+    iv_dq_request_free(&d->req);
+    free(d);
+}
+
+static void reply_detail(iv_req *r, const iv_dq_errors *e)
+{
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_dq_errors_json(e, &b);
+    iv_req_reply(r, e->status ? e->status : 422, "application/json", &b);
+}
+
+/* One detail item and the reply. */
+static void fail_one(iv_req *r, int status, const char *type, const char *msg, const char *const *loc)
+{
+    iv_dq_errors e;
+    iv_dq_errors_init(&e);
+    iv_dq_error(&e, status, type, msg, loc);
+    reply_detail(r, &e);
+    iv_dq_errors_free(&e);
+}
+
+static void finish_laya(iv_req *r)
+{
+    if (iv_req_fail_if_job_failed(r)) return;
+    decision_job *d = r->route_data;
+    const iv_laya *L = iv_engine_laya(r->model->engine);
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"model\":");
+    iv_sb_json_string(&b, r->model->served_name, strlen(r->model->served_name));
+    iv_sb_puts(&b, ",\"answers\":{");
+    long long tokens = 0;
+    for (int i = 0; i < d->req.n_questions; i++) {
+        const iv_dq_question *q = &d->req.questions[i];
+        const iv_job_item *it = &r->job.items[i];
+        const int k = q->n_options;
+        float *logits = malloc(sizeof(float) * (size_t)k);
+        double *p = malloc(sizeof(double) * (size_t)k);
+        float act[16];
+        iv_err err = {0};
+        if (!logits || !p ||
+            iv_laya_head_run(L->head, it->out, it->rows, (int)q->type, d->markers[i], k, logits,
+                             iv_laya_head_n_act(L->head) <= 16 ? act : NULL, &err)) {
+            free(logits), free(p), iv_sb_free(&b);
+            iv_api_error e;
+            iv_api_errorf(&e, IV_API_INTERNAL, "decision head failed: %s", err.msg[0] ? err.msg : "out of memory");
+            iv_req_fail(r, &e);
+            return;
+        }
+        const double t = iv_laya_temperature(&L->cfg, q->type, k);
+        iv_dq_softmax(logits, k, t, p);
+        if (i) iv_sb_putc(&b, ',');
+        iv_sb_json_string(&b, q->id, strlen(q->id));
+        iv_sb_putc(&b, ':');
+        iv_dq_extras x = {.temperature = t, .tokens = it->n_tokens, .logits = logits,
+                          .act_probability = iv_laya_head_n_act(L->head) <= 16 ? act[0] : -1};
+        iv_dq_answer_json(&b, q, p, d->extended, &x);
+        tokens += it->n_tokens;
+        free(logits), free(p);
+    }
+    iv_sb_printf(&b, "},\"usage\":{\"input_tokens\":%lld,\"output_tokens\":0}}", tokens);
+    iv_req_reply_json(r, &b);
+}
+
+/* Lays out one sequence per question and submits them (Laya). */
+static void submit_laya(iv_req *r, iv_model_slot *m, decision_job *d)
+{
+    const iv_laya *L = iv_engine_laya(m->engine);
+    const iv_tokenizer *tok = iv_engine_tokenizer(m->engine);
+    const iv_dq_request *q = &d->req;
+    iv_err err = {0};
+    int32_t *st = NULL;
+    int n_st = 0;
+    if (iv_laya_encode(tok, &L->sp, q->state_text, &st, &n_st, &err)) {
+        fail_one(r, 422, "value_error", err.msg, (const char *const[]){"body", "state", NULL});
+        return;
+    }
+    if (n_st > r->srv->o.decision_max_state_tokens) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the state has %d tokens; this server reads at most %d", n_st,
+                 r->srv->o.decision_max_state_tokens);
+        free(st);
+        fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "state", NULL});
+        return;
+    }
+    d->markers = calloc((size_t)q->n_questions, sizeof *d->markers);
+    r->inputs.items = calloc((size_t)q->n_questions, sizeof *r->inputs.items);
+    if (!d->markers || !r->inputs.items) {
+        free(st);
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    for (int i = 0; i < q->n_questions; i++) {
+        const iv_dq_question *qq = &q->questions[i];
+        int32_t *ids;
+        int len;
+        d->markers[i] = calloc((size_t)qq->n_options, sizeof(int));
+        if (!d->markers[i] || iv_laya_build(tok, &L->sp, &L->cfg, qq, st, n_st, q->state_kind == IV_DQ_STATE_ARRAY,
+                                            &ids, &len, d->markers[i], &err)) {
+            free(st);
+            fail_one(r, 422, "value_error", err.msg[0] ? err.msg : "out of memory",
+                     (const char *const[]){"body", "questions", qq->id, NULL});
+            return;
+        }
+        r->inputs.items[r->inputs.n++] = (iv_input){.ids = ids, .n_ids = len};
+        for (int k = 0; k < qq->n_options; k++)
+            if (d->markers[i][k] < 0) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "the options do not fit this model's %d-token sequence", L->cfg.max_len);
+                free(st);
+                fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "questions", qq->id, "criteria", NULL});
+                return;
+            }
+    }
+    free(st);
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 0;
+    iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_laya);
+}
+
+static void finish_letters(iv_req *r)
+{
+    if (iv_req_fail_if_job_failed(r)) return;
+    decision_job *d = r->route_data;
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"model\":");
+    iv_sb_json_string(&b, r->model->served_name, strlen(r->model->served_name));
+    iv_sb_puts(&b, ",\"answers\":{");
+    long long tokens = 0;
+    for (int i = 0; i < d->req.n_questions; i++) {
+        const iv_dq_question *q = &d->req.questions[i];
+        const iv_job_item *it = &r->job.items[i];
+        double p[IV_LETTERS_MAX];
+        iv_letters_probabilities(q, it->out, p);
+        if (i) iv_sb_putc(&b, ',');
+        iv_sb_json_string(&b, q->id, strlen(q->id));
+        iv_sb_putc(&b, ':');
+        iv_dq_extras x = {.temperature = 1.0, .tokens = it->n_tokens, .logits = it->out, .act_probability = -1};
+        iv_dq_answer_json(&b, q, p, d->extended, &x);
+        tokens += it->n_tokens;
+    }
+    iv_sb_printf(&b, "},\"usage\":{\"input_tokens\":%lld,\"output_tokens\":0}}", tokens);
+    iv_req_reply_json(r, &b);
+}
+
+/* The state's tokens against --decision-max-state-tokens (replies 413; -1). */
+static int check_state_tokens(iv_req *r, const iv_tokenizer *tok, const char *text)
+{
+    iv_encode_opts eo = iv_encode_opts_default();
+    eo.add_special_tokens = 0;
+    iv_encoding enc = {0};
+    iv_err err = {0};
+    if (iv_tokenizer_encode(tok, text, strlen(text), NULL, 0, &eo, &enc, &err)) {
+        fail_one(r, 422, "value_error", err.msg, (const char *const[]){"body", "state", NULL});
+        return -1;
+    }
+    const int n = enc.len;
+    iv_encoding_free(&enc);
+    if (n <= r->srv->o.decision_max_state_tokens) return 0;
+    char msg[200];
+    snprintf(msg, sizeof msg, "the state has %d tokens; this server reads at most %d", n,
+             r->srv->o.decision_max_state_tokens);
+    fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "state", NULL});
+    return -1;
+}
+
+/* One conversation per question, rendered by the chat template (letters). */
+static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
+{
+    const iv_dq_request *q = &d->req;
+    if (check_state_tokens(r, iv_engine_tokenizer(m->engine), q->state_text)) return;
+    for (int i = 0; i < q->n_questions; i++)
+        if (q->questions[i].n_options > iv_engine_decision_letters(m->engine)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "this model reads at most %d options (letters A..Z, a..z)",
+                     iv_engine_decision_letters(m->engine));
+            fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "questions", q->questions[i].id, "criteria", NULL});
+            return;
+        }
+    d->messages = calloc((size_t)q->n_questions, sizeof *d->messages);
+    r->inputs.items = calloc((size_t)q->n_questions, sizeof *r->inputs.items);
+    d->chat_kwargs = cJSON_CreateObject();
+    if (!d->messages || !r->inputs.items || !d->chat_kwargs) {
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    cJSON_AddFalseToObject(d->chat_kwargs, "enable_thinking");
+    for (int i = 0; i < q->n_questions; i++) {
+        d->messages[i] = iv_letters_messages(q, &q->questions[i]);
+        r->inputs.items[r->inputs.n++] = (iv_input){.messages = d->messages[i]};
+    }
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 0;
+    o.generation_prompt = IV_GEN_PROMPT_ON;
+    o.chat_kwargs = d->chat_kwargs;
+    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_letters);
+}
+
+void iv_route_decisions(iv_req *r)
+{
+    if (iv_req_parse_json(r)) return;
+    decision_job *d = calloc(1, sizeof *d);
+    if (!d) {
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    r->route_data = d;
+    r->route_data_free = decision_job_free;
+    iv_dq_errors e;
+    iv_dq_errors_init(&e);
+    if (iv_dq_parse(r->json, &r->srv->o.decision_limits, &d->req, &e)) {
+        reply_detail(r, &e);
+        iv_dq_errors_free(&e);
+        return;
+    }
+    iv_dq_errors_free(&e);
+    d->extended = d->req.extended || r->srv->o.decision_extended;
+    iv_model_slot *m = iv_server_find_model(r->srv, d->req.model);
+    if (!m) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "the model `%.*s` is not served here", IV_UTF8_ECHO(400, d->req.model));
+        iv_utf8_scrub(msg);
+        fail_one(r, 404, "model_not_found", msg, (const char *const[]){"body", "model", NULL});
+        return;
+    }
+    r->model = m;
+    iv_req_count(r, d->req.n_questions == 1);
+    if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine)) {
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "the model `%s` does not answer typed decisions (a Laya checkpoint does, or a chat LM served "
+                 "with --decision-letters)",
+                 m->served_name);
+        fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "model", NULL});
+        return;
+    }
+    if (d->req.has_image) {
+        fail_one(r, 422, "value_error", "this model reads no images: the state may hold text only",
+                 (const char *const[]){"body", "state", NULL});
+        return;
+    }
+    if (iv_engine_laya(m->engine)) submit_laya(r, m, d);
+    else submit_letters(r, m, d);
+}
