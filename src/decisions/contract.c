@@ -101,6 +101,28 @@ static int add_option(iv_dq_question *q, const char *key, const cJSON *raw)
 
 #define LOC(...) ((const char *const[]){"body", __VA_ARGS__, NULL})
 
+/* The criteria's count within [1, max] (422 below, 413 above, naming the
+ * question) and room for that many options; -1 after reporting. */
+static int alloc_criteria(const cJSON *crit, int max, const char *kind, const char *unit, iv_dq_question *q,
+                          iv_dq_errors *e)
+{
+    const char *id = q->id;
+    const int n = cJSON_GetArraySize(crit);
+    char msg[160];
+    if (n < 1) {
+        snprintf(msg, sizeof msg, "a %s question needs at least 1 %s", kind, unit);
+        iv_dq_error(e, 422, "too_short", msg, LOC("questions", id, "criteria"));
+        return -1;
+    }
+    if (n > max) {
+        snprintf(msg, sizeof msg, "a %s question has at most %d %ss; this one has %d", kind, max, unit, n);
+        iv_dq_error(e, 413, "too_long", msg, LOC("questions", id, "criteria"));
+        return -1;
+    }
+    q->options = calloc((size_t)n, sizeof *q->options);
+    return q->options ? 0 : -1;
+}
+
 static void parse_choice(const cJSON *crit, const iv_dq_limits *lim, iv_dq_question *q, iv_dq_errors *e)
 {
     const char *id = q->id;
@@ -111,19 +133,7 @@ static void parse_choice(const cJSON *crit, const iv_dq_limits *lim, iv_dq_quest
                     LOC("questions", id, "criteria"));
         return;
     }
-    const int n = cJSON_GetArraySize(crit);
-    if (n < 1) {
-        iv_dq_error(e, 422, "too_short", "a choice question needs at least 1 option", LOC("questions", id, "criteria"));
-        return;
-    }
-    if (n > lim->max_options) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "a choice question has at most %d options; this one has %d", lim->max_options, n);
-        iv_dq_error(e, 413, "too_long", msg, LOC("questions", id, "criteria"));
-        return;
-    }
-    q->options = calloc((size_t)n, sizeof *q->options);
-    if (!q->options) return;
+    if (alloc_criteria(crit, lim->max_options, "choice", "option", q, e)) return;
     for (const cJSON *c = crit->child; c; c = c->next) {
         const char *label = cJSON_IsObject(crit) ? c->string : cJSON_IsString(c) ? c->valuestring : NULL;
         if (!label) {
@@ -150,19 +160,7 @@ static void parse_score(const cJSON *crit, const iv_dq_limits *lim, iv_dq_questi
                     LOC("questions", id, "criteria"));
         return;
     }
-    const int n = cJSON_GetArraySize(crit);
-    if (n < 1) {
-        iv_dq_error(e, 422, "too_short", "a score question needs at least 1 level", LOC("questions", id, "criteria"));
-        return;
-    }
-    if (n > lim->max_levels) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "a score question has at most %d levels; this one has %d", lim->max_levels, n);
-        iv_dq_error(e, 413, "too_long", msg, LOC("questions", id, "criteria"));
-        return;
-    }
-    q->options = calloc((size_t)n, sizeof *q->options);
-    if (!q->options) return;
+    if (alloc_criteria(crit, lim->max_levels, "score", "level", q, e)) return;
     int i = 0;
     for (const cJSON *c = crit->child; c; c = c->next, i++) {
         char key[16];

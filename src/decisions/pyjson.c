@@ -5,25 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void py_string(iv_strbuf *b, const char *s)
-{
-    iv_sb_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': iv_sb_puts(b, "\\\""); break;
-        case '\\': iv_sb_puts(b, "\\\\"); break;
-        case '\n': iv_sb_puts(b, "\\n"); break;
-        case '\r': iv_sb_puts(b, "\\r"); break;
-        case '\t': iv_sb_puts(b, "\\t"); break;
-        case '\b': iv_sb_puts(b, "\\b"); break;
-        case '\f': iv_sb_puts(b, "\\f"); break;
-        default:
-            if (*p < 0x20) iv_sb_printf(b, "\\u%04x", *p);
-            else iv_sb_putc(b, (char)*p);
-        }
-    }
-    iv_sb_putc(b, '"');
-}
+/* json.dumps(ensure_ascii=False) escapes exactly what iv_sb_json_string does:
+ * the quote, the backslash and the control bytes. */
+static void py_string(iv_strbuf *b, const char *s) { iv_sb_json_string(b, s, strlen(s)); }
 
 /* Python's float repr: the shortest %.Ng that reads back the same double;
  * fixed notation for 1e-4 <= |v| < 1e16, always with a '.' or exponent. */
