@@ -515,3 +515,97 @@ TEST(mistral3_rejects_bad_vision_towers)
     CKPT_REJECT(fx, px_no_vision_config, "vision_config", IV_E_FORMAT);
     CKPT_REJECT(fx, px_image_token, "image_token_index", IV_E_FORMAT);
 }
+
+/* End to end: real pictures decoded, preprocessed with the checkpoint's
+ * processor files, each one's placeholder expanded to its [IMG] /
+ * [IMG_BREAK] / [IMG_END] run (iv_pixtral_image_token_run), all packed
+ * through iv_engine_run; transformers ran the same pictures through PIL,
+ * PixtralImageProcessorPil and Mistral3Model. */
+#define N_REAL 4
+TEST(pixtral_engine_real_pictures)
+{
+    char dir[4096], path[4400];
+    fixture_dir("mistral3_pixtral", dir, sizeof dir);
+    pfix f;
+    if (pfix_load(&f, "mistral3_pixtral", 0)) {
+        pfix_free(&f);
+        return;
+    }
+    iv_err err = {0};
+    iv_pixtral_config cfg;
+    iv_engine *e = NULL;
+    const cJSON *real = cJSON_GetObjectItem(f.json, "real");
+    if (iv_pixtral_config_load(&cfg, dir, &err) || iv_engine_load(&e, dir, NULL, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        pfix_free(&f);
+        return;
+    }
+    CHECK_EQ_INT(cJSON_GetArraySize(real), N_REAL);
+    iv_pixtral_pixels px[N_REAL];
+    float *patches[N_REAL] = {0};
+    int32_t *ids[N_REAL] = {0};
+    iv_image_input imgs[N_REAL];
+    iv_seq_input in[N_REAL + 1];
+    memset(px, 0, sizeof px);
+    memset(in, 0, sizeof in);
+    int n = 0;
+    for (const cJSON *c = real ? real->child : NULL; c && n < N_REAL; c = c->next, n++) {
+        snprintf(path, sizeof path, "%s/images/%s", iv_test_fixtures_dir(), cJSON_GetObjectItem(c, "file")->valuestring);
+        char *data;
+        size_t len;
+        iv_image img;
+        if (iv_file_read_all(path, 1 << 24, &data, &len, &err) ||
+            iv_image_decode((const uint8_t *)data, len, NULL, &img, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %s", path, err.msg);
+            break;
+        }
+        free(data);
+        const int rc = iv_pixtral_preprocess(&cfg, &img, &px[n], &err);
+        iv_image_free(&img);
+        if (rc) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %s", path, err.msg);
+            break;
+        }
+        const cJSON *size = cJSON_GetObjectItem(c, "image_size");
+        CHECK_EQ_INT(px[n].height, cJSON_GetArrayItem(size, 0)->valueint);
+        CHECK_EQ_INT(px[n].width, cJSON_GetArrayItem(size, 1)->valueint);
+        patches[n] = malloc((size_t)px[n].grid_h * px[n].grid_w * 3 * cfg.patch_size * cfg.patch_size * sizeof(float));
+        iv_pixtral_patchify(&cfg, &px[n], patches[n]);
+        const cJSON *before = cJSON_GetObjectItem(c, "before"), *after = cJSON_GetObjectItem(c, "after");
+        const int nb = cJSON_GetArraySize(before), na = cJSON_GetArraySize(after);
+        const int64_t run = (int64_t)px[n].rows * (px[n].cols + 1);
+        ids[n] = malloc((size_t)(nb + run + na) * sizeof(int32_t));
+        for (int t = 0; t < nb; t++) ids[n][t] = cJSON_GetArrayItem(before, t)->valueint;
+        CHECK_EQ_INT(iv_pixtral_image_token_run(px[n].rows, px[n].cols, f.m->image_token_id, 151, 152, ids[n] + nb),
+                     run);
+        for (int t = 0; t < na; t++) ids[n][nb + run + t] = cJSON_GetArrayItem(after, t)->valueint;
+        imgs[n] = (iv_image_input){.pixel_values = patches[n], .grid_t = 1, .grid_h = px[n].grid_h,
+                                   .grid_w = px[n].grid_w, .token_offset = nb};
+        in[n] = (iv_seq_input){.ids = ids[n], .len = (int)(nb + run + na), .images = &imgs[n], .n_images = 1};
+    }
+    /* A text-only sequence packed with them. */
+    in[n] = (iv_seq_input){.ids = f.ids[1], .len = f.lens[1]};
+    iv_outputs out;
+    if (n == N_REAL && iv_engine_run(e, IV_TASK_EMBED_ALL, in, n + 1, &out, &err) == 0) {
+        for (int k = 0; k <= n; k++) {
+            const iv_tensor *want = k < n ? expected(&f, "real.%d", k) : expected(&f, "hidden.%d", 1);
+            if (want && out.rows[k] == want->shape[0])
+                compare(&f, k < n ? "real picture hidden" : "text-only hidden", out.data + out.offsets[k],
+                        want->shape[1], NULL, want);
+            else
+                iv_test_fail(__FILE__, __LINE__, "sequence %d: %d rows", k, out.rows[k]);
+        }
+        iv_outputs_free(&out);
+        printf("    %d real pictures + 1 text-only packed: worst max abs %.2e, min cosine %.8f\n", n, f.worst_abs,
+               f.worst_cos);
+    } else if (n == N_REAL) {
+        iv_test_fail(__FILE__, __LINE__, "engine run: %s", err.msg);
+    }
+    for (int k = 0; k < N_REAL; k++) {
+        iv_pixtral_pixels_free(&px[k]);
+        free(patches[k]);
+        free(ids[k]);
+    }
+    iv_engine_free(e);
+    pfix_free(&f);
+}
