@@ -234,6 +234,24 @@ int iv_pixtral_config_load(iv_pixtral_config *cfg, const char *dir, iv_err *err)
     return rc;
 }
 
+int iv_pixtral_processor_named(const char *dir)
+{
+    char path[4096];
+    cJSON *root = NULL;
+    iv_err err = {0};
+    int named = 0;
+    iv_path_join(path, sizeof path, dir, "preprocessor_config.json");
+    const int pre = iv_file_exists(path);
+    if (!pre) iv_path_join(path, sizeof path, dir, "processor_config.json");
+    if (iv_file_exists(path) && iv_json_load_file(path, 1 << 20, &root, &err) == 0) {
+        const cJSON *obj = pre ? root : iv_json_get(root, "image_processor");
+        const char *t = iv_json_str(obj, "image_processor_type", "");
+        named = !strncmp(t, "PixtralImageProcessor", 21);
+    }
+    cJSON_Delete(root);
+    return named;
+}
+
 int iv_pixtral_resize_size(const iv_pixtral_config *cfg, int height, int width, int *out_h, int *out_w,
                            iv_err *err)
 {

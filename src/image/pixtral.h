@@ -52,6 +52,10 @@ int iv_pixtral_config_parse(iv_pixtral_config *cfg, const char *json, size_t len
  * processor_config.json's patch_size and spatial_merge_size. */
 int iv_pixtral_config_load(iv_pixtral_config *cfg, const char *dir, iv_err *err);
 
+/* 1 when dir's preprocessor_config.json (else processor_config.json's
+ * "image_processor") names PixtralImageProcessor (or ...Fast), else 0. */
+int iv_pixtral_processor_named(const char *dir);
+
 /* The resized height and width (multiples of patch_size * merge_size). */
 int iv_pixtral_resize_size(const iv_pixtral_config *cfg, int height, int width, int *out_h, int *out_w,
                            iv_err *err);
