@@ -514,6 +514,24 @@ TEST(mistral3_rejects_bad_vision_towers)
     CKPT_REJECT(fx, px_merge, "merging_layer", IV_E_FORMAT);
     CKPT_REJECT(fx, px_no_vision_config, "vision_config", IV_E_FORMAT);
     CKPT_REJECT(fx, px_image_token, "image_token_index", IV_E_FORMAT);
+    /* A tower missing one tensor, a projector missing its merger, a bias Pixtral does not have. */
+    static const char *const drops[][2] = {{"vision_tower.transformer.layers.1.feed_forward.up_proj.weight", NULL},
+                                           {"multi_modal_projector.patch_merger.merging_layer.weight", NULL}};
+    for (int i = 0; i < 2; i++) {
+        char dir[4096];
+        if (ckpt_make(dir, sizeof dir, fx, NULL, 0) == 0) {
+            if (ckpt_write_weights(dir, fx, drops[i], NULL, NULL, 0) == 0)
+                CKPT_LOAD_ERROR(dir, "vision tensor dropped", drops[i][0], IV_E_NOTFOUND);
+            tmp_rmtree(dir);
+        }
+    }
+    char dir[4096];
+    const long long shape[1] = {32};
+    if (ckpt_make(dir, sizeof dir, fx, NULL, 0) == 0) {
+        if (ckpt_write_weights(dir, fx, NULL, "vision_tower.transformer.layers.0.attention.q_proj.bias", shape, 1) == 0)
+            CKPT_LOAD_ERROR(dir, "vision bias added", "no bias", IV_E_UNSUPPORTED);
+        tmp_rmtree(dir);
+    }
 }
 
 /* End to end: real pictures decoded, preprocessed with the checkpoint's
