@@ -229,28 +229,6 @@ int64_t iv_qwen3vl_image_tokens(const iv_qwen3vl_vision *v, const iv_image_input
     return (int64_t)img->grid_t * img->grid_h * img->grid_w / ((int64_t)v->merge * v->merge);
 }
 
-/* Host FP32 rows into an activation view of the table's dtype. */
-static int upload_rows(const iv_ops *ops, iv_view y, const float *host, iv_arena *arena)
-{
-    const size_t es = iv_dtype_size(y.dtype);
-    const size_t bytes = (size_t)((y.rows - 1) * y.ld + y.cols) * es;
-    char *buf = iv_arena_alloc(arena, bytes);
-    if (!buf) return -1;
-    memset(buf, 0, bytes);
-    for (int64_t r = 0; r < y.rows; r++) {
-        const float *src = host + r * y.cols;
-        char *dst = buf + (size_t)(r * y.ld) * es;
-        if (y.dtype == IV_F32) memcpy(dst, src, (size_t)y.cols * sizeof(float));
-        else if (y.dtype == IV_BF16)
-            for (int64_t c = 0; c < y.cols; c++) ((uint16_t *)dst)[c] = iv_f32_to_bf16(src[c]);
-        else if (y.dtype == IV_F16)
-            for (int64_t c = 0; c < y.cols; c++) ((uint16_t *)dst)[c] = iv_f32_to_f16(src[c]);
-        else return -1;
-    }
-    ops->upload(ops, y.data, buf, bytes);
-    return 0;
-}
-
 /* Patch j of a frame of h x w patches in merge-block order: its grid row and
  * column (the inverse of the processor's 2x2 reordering). */
 static void patch_rc(int64_t within, int w, int merge, int *row, int *col)
@@ -384,7 +362,7 @@ int iv_qwen3vl_vision_forward(const iv_model *m, const iv_image_input *imgs, int
     const iv_view x = iv_act_alloc(ops, mem->dev, N, H, H);
     const iv_view pe = iv_act_alloc(ops, mem->dev, N, H, H);
     if (!taps_dev || !weights_dev || !pos_dev || !cu_dev || !pv.data || !x.data || !pe.data) goto oom;
-    if (upload_rows(ops, pv, pix, mem->host)) goto oom;
+    if (iv_ops_upload_f32(ops, pv, pix, mem->host)) goto oom;
 
     /* Patch embedding plus the resampled position grid. */
     ops->linear(ops, x, pv, v->patch_w, v->patch_b, IV_ACT_NONE, NULL);

@@ -26,6 +26,7 @@
 #define IV_MODELS_VISION_QWEN3VL_H
 
 #include "models/model.h"
+#include "models/vision.h"
 
 /* LayerNorm (eps 1e-6) -> fc1 -> GELU -> fc2 over 2x2-merged rows. */
 typedef struct iv_vision_merger {
@@ -52,21 +53,9 @@ typedef struct iv_qwen3vl_vision {
     iv_vision_merger deepstack[IV_QWEN3VL_MAX_DEEPSTACK];
 } iv_qwen3vl_vision;
 
-/* One image (or a clip of grid_t frames): pixel_values as the Qwen3-VL
- * processor returns them, with its image_grid_thw row. */
-typedef struct iv_image_input {
-    const float *pixel_values; /* host [grid_t * grid_h * grid_w, patch_dim] */
-    int grid_t, grid_h, grid_w;
-    /* Mixed forward only: where, within its sequence, the image's run of
-     * grid_t * grid_h * grid_w / merge^2 image pad tokens starts. */
-    int token_offset;
-} iv_image_input;
-
-/* The images of one sequence, in token order. */
-typedef struct iv_seq_images {
-    int n;
-    const iv_image_input *images;
-} iv_seq_images;
+/* Images come as iv_image_input (models/vision.h): pixel_values as the
+ * Qwen3-VL processor returns them, with its image_grid_thw row; a run is
+ * grid_t * grid_h * grid_w / merge^2 image pad tokens. */
 
 /* Reads vision_config and the tower's tensors (prefix "model.visual.",
  * "visual." or "vlm.model.visual."); *out NULL when the checkpoint holds no

@@ -370,6 +370,11 @@ void *iv_dev_upload_new(const iv_ops *ops, iv_arena *dev, const void *host, size
 /* Copies view v into host as dense FP32 rows [v.rows, v.cols] (converting
  * 16-bit storage). Synchronous: host is ready on return. */
 void iv_ops_download_f32(const iv_ops *ops, iv_view v, float *host);
+/* Copies dense host FP32 rows [y.rows, y.cols] into view y in the table's
+ * activation dtype (BF16 / FP16 storage rounded), staging through host
+ * memory from arena. -1 when arena is out of memory or the dtype is not an
+ * activation dtype. */
+int iv_ops_upload_f32(const iv_ops *ops, iv_view y, const float *host, iv_arena *arena);
 /* v's rows as host FP32: v's own memory on host-visible FP32 tables (no
  * copy; *ld = v.ld), else a dense copy into scratch [v.rows * v.cols]
  * (*ld = v.cols). */
