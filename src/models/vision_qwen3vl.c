@@ -172,7 +172,7 @@ static int vision_geometry(const iv_model *m, const cJSON *vc, iv_qwen3vl_vision
     return 0;
 }
 
-int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, iv_err *err)
+int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, int deepstack, iv_err *err)
 {
     *out = NULL;
     const char *pre = NULL;
@@ -186,6 +186,7 @@ int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, iv_err *err)
     if (!v) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int inter = 0;
     if (vision_geometry(m, vc, v, &inter, err)) return -1;
+    if (!deepstack) v->n_deepstack = 0;
     const int act = iv_act_from_name(iv_json_str(vc, "hidden_act", "gelu_pytorch_tanh"));
     if (act < 0)
         return iv_errf(err, IV_E_UNSUPPORTED, "vision_config hidden_act \"%s\" is not supported",
@@ -220,6 +221,33 @@ int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, iv_err *err)
         return iv_errf(err, IV_E_FORMAT, "the checkpoint has more vision blocks than vision_config.depth");
     *out = v;
     return 0;
+}
+
+int iv_qwen3vl_mm_load(iv_model *m, const int default_sections[3], int default_image_token, int deepstack,
+                       iv_err *err)
+{
+    const cJSON *j = m->cfg.json;
+    const cJSON *rp = iv_json_get(j, "rope_parameters");
+    if (!cJSON_IsObject(rp)) rp = iv_json_get(j, "rope_scaling");
+    const cJSON *sec = cJSON_IsObject(rp) ? iv_json_get(rp, "mrope_section") : NULL;
+    int s[3] = {default_sections[0], default_sections[1], default_sections[2]};
+    if (sec) {
+        if (!cJSON_IsArray(sec) || cJSON_GetArraySize(sec) != 3)
+            return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
+        for (int i = 0; i < 3; i++) {
+            const cJSON *v = cJSON_GetArrayItem(sec, i);
+            if (!iv_json_is_integer(v) || v->valuedouble < 0)
+                return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
+            s[i] = (int)v->valuedouble;
+        }
+    }
+    const int half = m->block.rot_dim / 2;
+    uint8_t *axis = iv_model_alloc(m, (size_t)(half > 0 ? half : 1));
+    if (!axis) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int i = 0; i < half; i++) axis[i] = i % 3 == 1 && i < 3 * s[1] ? 1 : i % 3 == 2 && i < 3 * s[2] ? 2 : 0;
+    m->block.rope_freq_section = axis;
+    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", default_image_token);
+    return iv_qwen3vl_vision_load(m, &m->vision, deepstack, err);
 }
 
 /* ---------------------------------------------------------------- the tower */
