@@ -17,6 +17,7 @@
 #include "decisions/contract.h"
 #include "decisions/laya.h"
 #include "decisions/letters.h"
+#include "decisions/pplx.h"
 #include "server/routes_common.h"
 
 typedef struct decision_job {
@@ -157,10 +158,13 @@ static void submit_laya(iv_req *r, iv_model_slot *m, decision_job *d)
     iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_laya);
 }
 
-static void finish_letters(iv_req *r)
+/* Letters and pplx-decider v1: one classify output per question (the
+ * option-token or readout logits at its last token). */
+static void finish_last_token(iv_req *r)
 {
     if (iv_req_fail_if_job_failed(r)) return;
     decision_job *d = r->route_data;
+    const iv_pplx *P = iv_engine_pplx(r->model->engine);
     iv_strbuf b;
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"model\":");
@@ -170,12 +174,14 @@ static void finish_letters(iv_req *r)
     for (int i = 0; i < d->req.n_questions; i++) {
         const iv_dq_question *q = &d->req.questions[i];
         const iv_job_item *it = &r->job.items[i];
-        double p[IV_LETTERS_MAX];
-        iv_letters_probabilities(q, it->out, p);
+        double p[IV_PPLX_MAX_CODES > IV_LETTERS_MAX ? IV_PPLX_MAX_CODES : IV_LETTERS_MAX];
+        if (P) iv_pplx_probabilities(P, q, it->out, p);
+        else iv_letters_probabilities(q, it->out, p);
         if (i) iv_sb_putc(&b, ',');
         iv_sb_json_string(&b, q->id, strlen(q->id));
         iv_sb_putc(&b, ':');
-        iv_dq_extras x = {.temperature = 1.0, .tokens = it->n_tokens, .logits = it->out, .act_probability = -1};
+        iv_dq_extras x = {.temperature = P ? P->temperature : 1.0, .tokens = it->n_tokens, .logits = it->out,
+                          .act_probability = -1};
         iv_dq_answer_json(&b, q, p, d->extended, &x);
         tokens += it->n_tokens;
     }
@@ -204,16 +210,19 @@ static int check_state_tokens(iv_req *r, const iv_tokenizer *tok, const char *te
     return -1;
 }
 
-/* One conversation per question, rendered by the chat template (letters). */
+/* One conversation per question, rendered by the chat template (letters,
+ * pplx-decider v1). */
 static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
 {
     const iv_dq_request *q = &d->req;
+    const iv_pplx *P = iv_engine_pplx(m->engine);
+    const int max_options = P ? P->n_codes : iv_engine_decision_letters(m->engine);
     if (check_state_tokens(r, iv_engine_tokenizer(m->engine), q->state_text)) return;
     for (int i = 0; i < q->n_questions; i++)
-        if (q->questions[i].n_options > iv_engine_decision_letters(m->engine)) {
+        if (q->questions[i].n_options > max_options) {
             char msg[200];
-            snprintf(msg, sizeof msg, "this model reads at most %d options (letters A..Z, a..z)",
-                     iv_engine_decision_letters(m->engine));
+            if (P) snprintf(msg, sizeof msg, "this model reads at most %d options (its answer codes)", max_options);
+            else snprintf(msg, sizeof msg, "this model reads at most %d options (letters A..Z, a..z)", max_options);
             fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "questions", q->questions[i].id, "criteria", NULL});
             return;
         }
@@ -226,14 +235,14 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     }
     cJSON_AddFalseToObject(d->chat_kwargs, "enable_thinking");
     for (int i = 0; i < q->n_questions; i++) {
-        d->messages[i] = iv_letters_messages(q, &q->questions[i]);
+        d->messages[i] = P ? iv_pplx_messages(P, q, &q->questions[i]) : iv_letters_messages(q, &q->questions[i]);
         r->inputs.items[r->inputs.n++] = (iv_input){.messages = d->messages[i]};
     }
     iv_input_opts o = iv_input_opts_default();
     o.truncate = 0;
     o.generation_prompt = IV_GEN_PROMPT_ON;
     o.chat_kwargs = d->chat_kwargs;
-    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_letters);
+    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
 }
 
 void iv_route_decisions(iv_req *r)
@@ -265,11 +274,11 @@ void iv_route_decisions(iv_req *r)
     }
     r->model = m;
     iv_req_count(r, d->req.n_questions == 1);
-    if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine)) {
+    if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine) && !iv_engine_pplx(m->engine)) {
         char msg[600];
         snprintf(msg, sizeof msg,
-                 "the model `%s` does not answer typed decisions (a Laya checkpoint does, or a chat LM served "
-                 "with --decision-letters)",
+                 "the model `%s` does not answer typed decisions (a Laya or pplx-decider checkpoint does, or a chat "
+                 "LM served with --decision-letters)",
                  m->served_name);
         fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "model", NULL});
         return;
