@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "chat/chat_template.h"
 #include "decisions/laya.h"
+#include "decisions/clef.h"
 #include "decisions/pplx.h"
 #include "engine/max_length.h"
 #include "engine/pair_format.h"
@@ -58,6 +59,7 @@ struct iv_engine {
     iv_laya *laya;          /* a Laya decision checkpoint (decisions/laya.h), or NULL */
     int letters;            /* option letters of the letters decision head, or 0 */
     iv_pplx *pplx;          /* a pplx-decider v1 checkpoint (decisions/pplx.h), or NULL */
+    iv_clef *clef;          /* a Clef checkpoint (decisions/clef.h), or NULL */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -167,9 +169,31 @@ const iv_laya *iv_engine_laya(const iv_engine *e) { return e->laya; }
 int iv_engine_decision_letters(const iv_engine *e) { return e->letters; }
 const iv_pplx *iv_engine_pplx(const iv_engine *e) { return e->pplx; }
 
+const iv_clef *iv_engine_clef(const iv_engine *e) { return e->clef; }
+
 const char *iv_engine_decision_family(const iv_engine *e)
 {
-    return e->laya ? "laya" : e->pplx ? "pplx-decider" : e->letters ? "letters" : NULL;
+    return e->laya ? "laya" : e->pplx ? "pplx-decider" : e->clef ? "clef" : e->letters ? "letters" : NULL;
+}
+
+/* A Clef checkpoint (decisions/clef.h): the joint head beside a Qwen3.5
+ * backbone, reading the backbone's LM head rows. The head runs on the host. */
+static int clef_head(iv_engine *e, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
+{
+    if (opts && (opts->rerank_tokens || opts->decision_letters))
+        return iv_errf(err, IV_E_INVALID, "a Clef checkpoint reads its own joint head: drop the reranker tokens and "
+                                          "--decision-letters");
+    if (!e->ops->host_visible)
+        return iv_errf(err, IV_E_UNSUPPORTED, "Clef checkpoints run on the CPU only for now (--device cpu)");
+    if (strcmp(e->model->cfg.architecture, "Qwen3_5ForConditionalGeneration"))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "a Clef checkpoint (joint_head_config.json) with a \"%s\" backbone: the published head reads "
+                       "a Qwen3_5ForConditionalGeneration",
+                       e->model->cfg.architecture[0] ? e->model->cfg.architecture : e->model->cfg.model_type);
+    if (!e->tok) return iv_errf(err, IV_E_FORMAT, "a Clef checkpoint needs its tokenizer.json");
+    const iv_tensor *w;
+    if (iv_model_output_embeddings(e->model, &w, err)) return iv_err_prefix(err, "Clef: ");
+    return iv_clef_load(&e->clef, model_dir, e->model->block.hidden, iv_f32(w), w->shape[0], err);
 }
 
 /* A pplx-decider v1 checkpoint (decisions/pplx.h): decision_config.json
@@ -302,6 +326,8 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (!laya && iv_pplx_is_checkpoint(model_dir)) {
         if (pplx_head(e, model_dir, opts, err)) goto fail;
+    } else if (!laya && iv_clef_is_checkpoint(model_dir)) {
+        if (clef_head(e, model_dir, opts, err)) goto fail;
     } else if (opts && opts->decision_letters && letters_head(e, opts, err))
         goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
@@ -359,6 +385,7 @@ void iv_engine_free(iv_engine *e)
     if (e->tok) iv_tokenizer_free(e->tok);
     iv_laya_free(e->laya);
     iv_pplx_free(e->pplx);
+    iv_clef_free(e->clef);
     iv_chat_template_free(e->chat);
     iv_arena_free(&e->arena);
     iv_arena_free(&e->dev_arena);

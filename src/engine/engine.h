@@ -144,8 +144,13 @@ int iv_engine_decision_letters(const iv_engine *e);
  * the readout's option logits at the last token of a rendered chat. */
 struct iv_pplx;
 const struct iv_pplx *iv_engine_pplx(const iv_engine *e);
+/* The Clef sidecars and joint head (decisions/clef.h) when the checkpoint
+ * has joint_head_config.json, else NULL. Such an engine serves
+ * IV_TASK_EMBED_ALL: the backbone's final-norm states of the joint sequence. */
+struct iv_clef;
+const struct iv_clef *iv_engine_clef(const iv_engine *e);
 /* The typed-decision family this engine answers ("laya", "pplx-decider",
- * "letters"), or NULL when it answers none. */
+ * "clef", "letters"), or NULL when it answers none. */
 const char *iv_engine_decision_family(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */
 size_t iv_engine_peak_activation_bytes(const iv_engine *e);

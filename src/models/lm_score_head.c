@@ -133,3 +133,13 @@ int iv_model_last_token_readout(iv_model *m, const iv_tensor *w, int n, iv_err *
     m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = NULL, .act = IV_ACT_NONE};
     return 0;
 }
+
+int iv_model_output_embeddings(iv_model *m, const iv_tensor **w, iv_err *err)
+{
+    const iv_tensor *b;
+    if (lm_head(m, w, &b, err)) return -1;
+    if ((*w)->shape[1] != m->block.hidden)
+        return iv_errf(err, IV_E_FORMAT, "the LM head takes %lld inputs, the model's hidden size is %d",
+                       (long long)(*w)->shape[1], m->block.hidden);
+    return 0;
+}

@@ -14,6 +14,7 @@
 
 #include "base/utf8.h"
 #include "decisions/answer.h"
+#include "decisions/clef.h"
 #include "decisions/contract.h"
 #include "decisions/laya.h"
 #include "decisions/letters.h"
@@ -25,6 +26,7 @@ typedef struct decision_job {
     int **markers;      /* Laya: per question */
     cJSON **messages;   /* letters: per question */
     cJSON *chat_kwargs; /* letters: {"enable_thinking": false} */
+    iv_clef_record clef; /* Clef: the joint sequence */
     int extended;
 } decision_job;
 
@@ -37,6 +39,7 @@ static void decision_job_free(void *p)
     for (int i = 0; d->messages && i < d->req.n_questions; i++) cJSON_Delete(d->messages[i]);
     free(d->messages);
     cJSON_Delete(d->chat_kwargs);
+    iv_clef_record_free(&d->clef);
     iv_dq_request_free(&d->req);
     free(d);
 }
@@ -245,6 +248,74 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
 }
 
+/* Clef: every question read off one joint sequence by the joint head. */
+static void finish_clef(iv_req *r)
+{
+    if (iv_req_fail_if_job_failed(r)) return;
+    decision_job *d = r->route_data;
+    const iv_clef *C = iv_engine_clef(r->model->engine);
+    const iv_job_item *it = &r->job.items[0];
+    int n_opt = 0;
+    for (int i = 0; i < d->req.n_questions; i++) n_opt += d->req.questions[i].n_options;
+    float *logits = malloc(sizeof(float) * (size_t)n_opt);
+    double *p = malloc(sizeof(double) * (size_t)n_opt);
+    iv_err err = {0};
+    if (!logits || !p || it->rows != d->clef.len || iv_clef_answer(C, &d->clef, &d->req, it->out, logits, p, &err)) {
+        free(logits), free(p);
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_INTERNAL, "decision head failed: %s", err.msg[0] ? err.msg : "out of memory");
+        iv_req_fail(r, &e);
+        return;
+    }
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"model\":");
+    iv_sb_json_string(&b, r->model->served_name, strlen(r->model->served_name));
+    iv_sb_puts(&b, ",\"answers\":{");
+    int k = 0;
+    for (int i = 0; i < d->req.n_questions; i++) {
+        const iv_dq_question *q = &d->req.questions[i];
+        if (i) iv_sb_putc(&b, ',');
+        iv_sb_json_string(&b, q->id, strlen(q->id));
+        iv_sb_putc(&b, ':');
+        /* tokens: the joint sequence every answer was read from. */
+        iv_dq_extras x = {.temperature = 1.0, .tokens = d->clef.len, .logits = logits + k, .act_probability = -1};
+        iv_dq_answer_json(&b, q, p + k, d->extended, &x);
+        k += q->n_options;
+    }
+    iv_sb_printf(&b, "},\"usage\":{\"input_tokens\":%d,\"output_tokens\":0}}", d->clef.len);
+    free(logits), free(p);
+    iv_req_reply_json(r, &b);
+}
+
+/* Clef: the request as one joint sequence (decisions/clef.h). */
+static void submit_clef(iv_req *r, iv_model_slot *m, decision_job *d)
+{
+    iv_err err = {0};
+    if (iv_clef_encode(iv_engine_tokenizer(m->engine), &d->req, IV_CLEF_MAX_LENGTH, &d->clef, &err)) {
+        const int big = err.code == IV_E_TOO_LARGE;
+        fail_one(r, big ? 413 : 422, big ? "too_long" : "value_error", err.msg,
+                 (const char *const[]){"body", big ? "questions" : "state", NULL});
+        return;
+    }
+    if (d->clef.state_tokens > r->srv->o.decision_max_state_tokens) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the state has %d tokens; this server reads at most %d", d->clef.state_tokens,
+                 r->srv->o.decision_max_state_tokens);
+        fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "state", NULL});
+        return;
+    }
+    r->inputs.items = calloc(1, sizeof *r->inputs.items);
+    if (!r->inputs.items) {
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    r->inputs.items[r->inputs.n++] = (iv_input){.ids = d->clef.ids, .n_ids = d->clef.len};
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 0;
+    iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_clef);
+}
+
 void iv_route_decisions(iv_req *r)
 {
     if (iv_req_parse_json(r)) return;
@@ -274,11 +345,11 @@ void iv_route_decisions(iv_req *r)
     }
     r->model = m;
     iv_req_count(r, d->req.n_questions == 1);
-    if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine) && !iv_engine_pplx(m->engine)) {
+    if (!iv_engine_decision_family(m->engine)) {
         char msg[600];
         snprintf(msg, sizeof msg,
-                 "the model `%s` does not answer typed decisions (a Laya or pplx-decider checkpoint does, or a chat "
-                 "LM served with --decision-letters)",
+                 "the model `%s` does not answer typed decisions (a Laya, Clef or pplx-decider checkpoint does, or a "
+                 "chat LM served with --decision-letters)",
                  m->served_name);
         fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "model", NULL});
         return;
@@ -289,5 +360,6 @@ void iv_route_decisions(iv_req *r)
         return;
     }
     if (iv_engine_laya(m->engine)) submit_laya(r, m, d);
+    else if (iv_engine_clef(m->engine)) submit_clef(r, m, d);
     else submit_letters(r, m, d);
 }

@@ -335,6 +335,8 @@ void iv_route_models(iv_req *r)
             iv_sb_json_string(&b, m->served_name, strlen(m->served_name));
             iv_sb_puts(&b, !strcmp(fam, "laya")
                                ? ",\"description\":\"Laya typed-decision model (noul, choice, score)\",\"release_date\":"
+                           : !strcmp(fam, "clef")
+                               ? ",\"description\":\"Clef joint typed-decision model (noul, choice, score)\",\"release_date\":"
                            : !strcmp(fam, "letters")
                                ? ",\"description\":\"chat LM read at option letters (noul, choice, score)\",\"release_date\":"
                                : ",\"description\":\"pplx-decider v1 typed-decision model (noul, choice, score)\",\"release_date\":");
