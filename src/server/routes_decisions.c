@@ -305,12 +305,16 @@ static void submit_clef(iv_req *r, iv_model_slot *m, decision_job *d)
         fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "state", NULL});
         return;
     }
+    /* The inputs own their ids (freed with the request); the head reads the record's. */
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)d->clef.len);
     r->inputs.items = calloc(1, sizeof *r->inputs.items);
-    if (!r->inputs.items) {
+    if (!r->inputs.items || !ids) {
+        free(ids);
         fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
         return;
     }
-    r->inputs.items[r->inputs.n++] = (iv_input){.ids = d->clef.ids, .n_ids = d->clef.len};
+    memcpy(ids, d->clef.ids, sizeof(int32_t) * (size_t)d->clef.len);
+    r->inputs.items[r->inputs.n++] = (iv_input){.ids = ids, .n_ids = d->clef.len};
     iv_input_opts o = iv_input_opts_default();
     o.truncate = 0;
     iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_clef);

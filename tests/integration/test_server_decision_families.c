@@ -146,3 +146,57 @@ TEST(srv_decisions_pplx_v1_matches_reference)
     srv_stop(&s);
     cJSON_Delete(doc);
 }
+
+/* Clef: each request is one joint sequence; usage counts its tokens once. */
+TEST(srv_decisions_clef_matches_reference)
+{
+    const char *dir = srv_fixture("clef_tiny");
+    if (!dir) return;
+    cJSON *doc = load_expected(dir);
+    REQUIRE(doc);
+    srv s;
+    const char *args[] = {"--model-id", dir, "--served-model-name", "clef", "--decision-max-state-tokens", "300", NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    int n = 0;
+    const double max_err = check_cases(&s, doc, &n, 1);
+    printf("    clef over HTTP: %d answers, max |p - reference| %.3g\n", n, max_err);
+    CHECK_MSG(n == 5 && max_err <= 1e-4, "max error %g over %d answers", max_err, n);
+    /* Joint: renaming a question changes the prompt, so its answers move
+     * (the reference prints every id); the strict shape stays. */
+    http_resp r1, r2;
+    REQUIRE(http_post(&s, "/v1/systemone",
+                      "{\"model\":\"clef\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"noul\"},\"b\":{\"type\":"
+                      "\"score\",\"criteria\":[\"x\",\"y\"]}}}",
+                      &r1) == 0);
+    REQUIRE(http_post(&s, "/v1/systemone",
+                      "{\"model\":\"clef\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"noul\"},\"c\":{\"type\":"
+                      "\"score\",\"criteria\":[\"x\",\"y\"]}}}",
+                      &r2) == 0);
+    CHECK_EQ_INT(r1.status, 200);
+    CHECK_EQ_INT(r2.status, 200);
+    const cJSON *n1 = obj(obj(obj(r1.json, "answers"), "a"), "noul"), *n2 = obj(obj(obj(r2.json, "answers"), "a"), "noul");
+    CHECK(cJSON_IsNumber(n1) && cJSON_IsNumber(n2) && n1->valuedouble != n2->valuedouble);
+    CHECK(obj(obj(obj(r1.json, "answers"), "b"), "legend") != NULL);
+    http_resp_free(&r1);
+    http_resp_free(&r2);
+    http_resp r;
+    REQUIRE(http_do(&s, "GET", "/v1/models", NULL, 0, NULL, &r) == 0);
+    CHECK(r.body && strstr(r.body, "Clef joint"));
+    http_resp_free(&r);
+    /* The state limit (300 tokens) is 413. */
+    iv_strbuf big;
+    iv_sb_init(&big);
+    iv_sb_puts(&big, "{\"model\":\"clef\",\"state\":\"");
+    for (int i = 0; i < 200; i++) iv_sb_puts(&big, "word ");
+    iv_sb_puts(&big, "\",\"questions\":{\"a\":{\"type\":\"noul\"}}}");
+    expect(&s, big.data, 413, "body.state", "too_long");
+    /* More options than the contract allows: 413 before the model. */
+    iv_sb_reset(&big);
+    iv_sb_puts(&big, "{\"model\":\"clef\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"choice\",\"criteria\":[");
+    for (int i = 0; i < 256; i++) iv_sb_printf(&big, "%s\"o%d\"", i ? "," : "", i);
+    iv_sb_puts(&big, "]}}}");
+    expect(&s, big.data, 413, "body.questions.a.criteria", "too_long");
+    iv_sb_free(&big);
+    srv_stop(&s);
+    cJSON_Delete(doc);
+}
