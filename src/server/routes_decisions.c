@@ -292,7 +292,11 @@ static void finish_clef(iv_req *r)
 static void submit_clef(iv_req *r, iv_model_slot *m, decision_job *d)
 {
     iv_err err = {0};
-    if (iv_clef_encode(iv_engine_tokenizer(m->engine), &d->req, IV_CLEF_MAX_LENGTH, &d->clef, &err)) {
+    /* encode_record's max_length (16384), or the model's limit when lower:
+     * the state is cut to fit either way. */
+    const int cap = iv_engine_max_input_length(m->engine);
+    const int max_length = cap > 0 && cap < IV_CLEF_MAX_LENGTH ? cap : IV_CLEF_MAX_LENGTH;
+    if (iv_clef_encode(iv_engine_tokenizer(m->engine), &d->req, max_length, &d->clef, &err)) {
         const int big = err.code == IV_E_TOO_LARGE;
         fail_one(r, big ? 413 : 422, big ? "too_long" : "value_error", err.msg,
                  (const char *const[]){"body", big ? "questions" : "state", NULL});

@@ -155,12 +155,12 @@ TEST(srv_decisions_clef_matches_reference)
     cJSON *doc = load_expected(dir);
     REQUIRE(doc);
     srv s;
-    const char *args[] = {"--model-id", dir, "--served-model-name", "clef", "--decision-max-state-tokens", "300", NULL};
+    const char *args[] = {"--model-id", dir, "--served-model-name", "clef", "--decision-max-state-tokens", "3000", NULL};
     REQUIRE(srv_start(&s, args) == 0);
     int n = 0;
     const double max_err = check_cases(&s, doc, &n, 1);
     printf("    clef over HTTP: %d answers, max |p - reference| %.3g\n", n, max_err);
-    CHECK_MSG(n == 5 && max_err <= 1e-4, "max error %g over %d answers", max_err, n);
+    CHECK_MSG(n == 6 && max_err <= 1e-4, "max error %g over %d answers", max_err, n);
     /* Joint: renaming a question changes the prompt, so its answers move
      * (the reference prints every id); the strict shape stays. */
     http_resp r1, r2;
@@ -183,11 +183,11 @@ TEST(srv_decisions_clef_matches_reference)
     REQUIRE(http_do(&s, "GET", "/v1/models", NULL, 0, NULL, &r) == 0);
     CHECK(r.body && strstr(r.body, "Clef joint"));
     http_resp_free(&r);
-    /* The state limit (300 tokens) is 413. */
+    /* The state limit (3000 tokens) is 413. */
     iv_strbuf big;
     iv_sb_init(&big);
     iv_sb_puts(&big, "{\"model\":\"clef\",\"state\":\"");
-    for (int i = 0; i < 200; i++) iv_sb_puts(&big, "word ");
+    for (int i = 0; i < 4000; i++) iv_sb_puts(&big, "word ");
     iv_sb_puts(&big, "\",\"questions\":{\"a\":{\"type\":\"noul\"}}}");
     expect(&s, big.data, 413, "body.state", "too_long");
     /* More options than the contract allows: 413 before the model. */
