@@ -180,4 +180,12 @@ TEST(golden_clef_sidecars_are_strict)
     CHECK(iv_clef_head_load(&h, w, &c, &err) == 0);
     iv_clef_head_free(h);
     iv_weights_close(w);
+    /* The head runs on the host: another device is refused at load. */
+    iv_engine *e = NULL;
+    iv_engine_opts opts = {.device = "emulated", .dtype = "bfloat16"};
+    memset(&err, 0, sizeof err);
+    CHECK(iv_engine_load(&e, dir, &opts, &err) != 0);
+    CHECK_EQ_INT(err.code, IV_E_UNSUPPORTED);
+    CHECK(strstr(err.msg, "CPU only"));
+    iv_engine_free(e);
 }
