@@ -136,7 +136,7 @@ static void render(iv_strbuf *s, const cJSON *v)
     else iv_pyjson_dumps_compact_sorted(s, v);
 }
 
-/* The description of prompt option j (NULL: none) and its contract index. */
+/* The published noul descriptions, used when the criteria give none. */
 static const cJSON *noul_default(int is_true)
 {
     static cJSON t = {.type = cJSON_String, .valuestring = "The proposition is true or the answer is yes."};
@@ -158,6 +158,8 @@ static void prompt_order(const iv_dq_question *q, int *order)
     else if (q->type == IV_DQ_CHOICE) qsort_r(order, (size_t)q->n_options, sizeof *order, cmp_key, (void *)q);
 }
 
+/* The description of q's option i as encode_record writes it, or NULL for
+ * none (a null one, or a choice given as a list of labels). */
 static const cJSON *description(const iv_dq_question *q, int i)
 {
     const cJSON *raw = q->options[i].raw;
@@ -270,7 +272,7 @@ int iv_clef_encode(const iv_tokenizer *tok, const iv_dq_request *r, int max_leng
     return rc;
 }
 
-int iv_clef_answer(const iv_clef *c, const iv_clef_record *rec, const iv_dq_request *r, const float *hidden,
+int iv_clef_answer(const iv_clef *c, const iv_clef_record *rec, const float *hidden,
                    float *logits, double *p, iv_err *err)
 {
     int n_opt = 0;
@@ -290,7 +292,6 @@ int iv_clef_answer(const iv_clef *c, const iv_clef_record *rec, const iv_dq_requ
         iv_dq_softmax(logits + k, n, 1.0, p + k);
         k += n;
     }
-    (void)r;
     free(z);
     return 0;
 }

@@ -73,7 +73,7 @@ void iv_clef_record_free(iv_clef_record *rec);
 /* Runs the head on the backbone's states [rec->len, hidden]; logits and
  * p (softmax per question, float64) in each question's option order
  * (contract order: noul [false, true]), questions concatenated. */
-int iv_clef_answer(const iv_clef *c, const iv_clef_record *rec, const iv_dq_request *r, const float *hidden,
+int iv_clef_answer(const iv_clef *c, const iv_clef_record *rec, const float *hidden,
                    float *logits, double *p, iv_err *err);
 
 #endif

@@ -260,7 +260,7 @@ static void finish_clef(iv_req *r)
     float *logits = malloc(sizeof(float) * (size_t)n_opt);
     double *p = malloc(sizeof(double) * (size_t)n_opt);
     iv_err err = {0};
-    if (!logits || !p || it->rows != d->clef.len || iv_clef_answer(C, &d->clef, &d->req, it->out, logits, p, &err)) {
+    if (!logits || !p || it->rows != d->clef.len || iv_clef_answer(C, &d->clef, it->out, logits, p, &err)) {
         free(logits), free(p);
         iv_api_error e;
         iv_api_errorf(&e, IV_API_INTERNAL, "decision head failed: %s", err.msg[0] ? err.msg : "out of memory");

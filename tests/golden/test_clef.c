@@ -83,7 +83,7 @@ TEST(golden_clef_tiny_matches_reference)
         for (int i = 0; i < req.n_questions; i++) n_opt += req.questions[i].n_options;
         float *logits = calloc((size_t)n_opt, sizeof(float));
         double *p = calloc((size_t)n_opt, sizeof(double));
-        REQUIRE(iv_clef_answer(C, &rec, &req, out.data, logits, p, &err) == 0);
+        REQUIRE(iv_clef_answer(C, &rec, out.data, logits, p, &err) == 0);
         int k = 0;
         for (int i = 0; i < req.n_questions; i++) {
             const iv_dq_question *q = &req.questions[i];
