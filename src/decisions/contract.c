@@ -231,6 +231,7 @@ static void parse_question(const cJSON *v, const iv_dq_limits *lim, iv_dq_questi
     /* Instructions: optional in the spec; a non-string is read as its JSON
      * text (Laya's _to_internal). */
     q->instructions = ins && !cJSON_IsNull(ins) ? json_text(ins) : xstrdup("");
+    q->instructions_raw = ins;
     if (q->type == IV_DQ_CHOICE) parse_choice(crit, lim, q, e);
     else if (q->type == IV_DQ_SCORE) parse_score(crit, lim, q, e);
     else parse_noul(crit, q, e);

@@ -27,6 +27,7 @@ typedef struct iv_dq_question {
     char *id;           /* as given (UTF-8, may be empty) */
     iv_dq_type type;
     char *instructions; /* a string as is; anything else as JSON text; "" when absent */
+    const cJSON *instructions_raw; /* the value as given (borrowed from the body), or NULL */
     int n_options;
     iv_dq_option *options; /* noul: [false, true]; score: level order; choice: request order */
 } iv_dq_question;

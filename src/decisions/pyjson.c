@@ -52,7 +52,53 @@ static void py_float(iv_strbuf *b, double v)
     }
 }
 
+/* Separators and key order of one dump. */
+typedef struct py_style {
+    const char *item, *key; /* ", " / ": " or "," / ":" */
+    int sort_keys;
+} py_style;
+
+static void dumps(iv_strbuf *b, const cJSON *v, const py_style *st);
+
+static int cmp_keys(const void *a, const void *b)
+{
+    /* Python sorts str keys by code point: UTF-8 byte order is the same. */
+    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+    return strcmp(x->string ? x->string : "", y->string ? y->string : "");
+}
+
+static void dumps_object(iv_strbuf *b, const cJSON *v, const py_style *st)
+{
+    const int n = cJSON_GetArraySize(v);
+    const cJSON **kids = n ? malloc(sizeof *kids * (size_t)n) : NULL;
+    int i = 0;
+    for (const cJSON *c = v->child; c && kids; c = c->next) kids[i++] = c;
+    /* qsort is not stable, but keys of one object are distinct in what Python reads. */
+    if (kids && st->sort_keys) qsort(kids, (size_t)n, sizeof *kids, cmp_keys);
+    iv_sb_putc(b, '{');
+    for (int k = 0; k < i; k++) {
+        if (k) iv_sb_puts(b, st->item);
+        py_string(b, kids[k]->string ? kids[k]->string : "");
+        iv_sb_puts(b, st->key);
+        dumps(b, kids[k], st);
+    }
+    iv_sb_putc(b, '}');
+    free(kids);
+}
+
 void iv_pyjson_dumps(iv_strbuf *b, const cJSON *v)
+{
+    static const py_style st = {", ", ": ", 0};
+    dumps(b, v, &st);
+}
+
+void iv_pyjson_dumps_compact_sorted(iv_strbuf *b, const cJSON *v)
+{
+    static const py_style st = {",", ":", 1};
+    dumps(b, v, &st);
+}
+
+static void dumps(iv_strbuf *b, const cJSON *v, const py_style *st)
 {
     if (cJSON_IsNull(v)) iv_sb_puts(b, "null");
     else if (cJSON_IsTrue(v)) iv_sb_puts(b, "true");
@@ -66,19 +112,11 @@ void iv_pyjson_dumps(iv_strbuf *b, const cJSON *v)
         iv_sb_putc(b, '[');
         int i = 0;
         for (const cJSON *c = v->child; c; c = c->next, i++) {
-            if (i) iv_sb_puts(b, ", ");
-            iv_pyjson_dumps(b, c);
+            if (i) iv_sb_puts(b, st->item);
+            dumps(b, c, st);
         }
         iv_sb_putc(b, ']');
     } else if (cJSON_IsObject(v)) {
-        iv_sb_putc(b, '{');
-        int i = 0;
-        for (const cJSON *c = v->child; c; c = c->next, i++) {
-            if (i) iv_sb_puts(b, ", ");
-            py_string(b, c->string ? c->string : "");
-            iv_sb_puts(b, ": ");
-            iv_pyjson_dumps(b, c);
-        }
-        iv_sb_putc(b, '}');
+        dumps_object(b, v, st);
     }
 }

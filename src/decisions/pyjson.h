@@ -12,5 +12,9 @@
 #include "base/strbuf.h"
 
 void iv_pyjson_dumps(iv_strbuf *b, const cJSON *v);
+/* json.dumps(v, ensure_ascii=False, separators=(",", ":"), sort_keys=True):
+ * Clef's render() of an object or array state, instructions and option
+ * semantics. */
+void iv_pyjson_dumps_compact_sorted(iv_strbuf *b, const cJSON *v);
 
 #endif

@@ -14,6 +14,8 @@
 #include "base/log.h"
 #include "chat/chat_template.h"
 #include "decisions/laya.h"
+#include "decisions/clef.h"
+#include "decisions/pplx.h"
 #include "engine/max_length.h"
 #include "engine/pair_format.h"
 #include "heads/colbert.h"
@@ -56,6 +58,8 @@ struct iv_engine {
     int cpu_threads;        /* 0: every core */
     iv_laya *laya;          /* a Laya decision checkpoint (decisions/laya.h), or NULL */
     int letters;            /* option letters of the letters decision head, or 0 */
+    iv_pplx *pplx;          /* a pplx-decider v1 checkpoint (decisions/pplx.h), or NULL */
+    iv_clef *clef;          /* a Clef checkpoint (decisions/clef.h), or NULL */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -163,6 +167,59 @@ static unsigned derive_capabilities(const iv_engine *e)
 
 const iv_laya *iv_engine_laya(const iv_engine *e) { return e->laya; }
 int iv_engine_decision_letters(const iv_engine *e) { return e->letters; }
+const iv_pplx *iv_engine_pplx(const iv_engine *e) { return e->pplx; }
+
+const iv_clef *iv_engine_clef(const iv_engine *e) { return e->clef; }
+
+const char *iv_engine_decision_family(const iv_engine *e)
+{
+    return e->laya ? "laya" : e->pplx ? "pplx-decider" : e->clef ? "clef" : e->letters ? "letters" : NULL;
+}
+
+/* A Clef checkpoint (decisions/clef.h): the joint head beside a Qwen3.5
+ * backbone, reading the backbone's LM head rows. The head runs on the host. */
+static int clef_head(iv_engine *e, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
+{
+    if (opts && (opts->rerank_tokens || opts->decision_letters))
+        return iv_errf(err, IV_E_INVALID, "a Clef checkpoint reads its own joint head: drop the reranker tokens and "
+                                          "--decision-letters");
+    if (!e->ops->host_visible)
+        return iv_errf(err, IV_E_UNSUPPORTED, "Clef checkpoints run on the CPU only for now (--device cpu)");
+    if (strcmp(e->model->cfg.architecture, "Qwen3_5ForConditionalGeneration"))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "a Clef checkpoint (joint_head_config.json) with a \"%s\" backbone: the published head reads "
+                       "a Qwen3_5ForConditionalGeneration",
+                       e->model->cfg.architecture[0] ? e->model->cfg.architecture : e->model->cfg.model_type);
+    if (!e->tok) return iv_errf(err, IV_E_FORMAT, "a Clef checkpoint needs its tokenizer.json");
+    const iv_tensor *w;
+    if (iv_model_output_embeddings(e->model, &w, err)) return iv_err_prefix(err, "Clef: ");
+    return iv_clef_load(&e->clef, model_dir, e->model->block.hidden, iv_f32(w), w->shape[0], err);
+}
+
+/* A pplx-decider v1 checkpoint (decisions/pplx.h): decision_config.json
+ * checked against the tokenizer, and readout.safetensors' first n_codes
+ * rows as the last-token sequence head. */
+static int pplx_head(iv_engine *e, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
+{
+    if (opts && (opts->rerank_tokens || opts->decision_letters))
+        return iv_errf(err, IV_E_INVALID, "a pplx-decider checkpoint reads its own readout: drop the reranker tokens "
+                                          "and --decision-letters");
+    if (!e->tok || !e->chat)
+        return iv_errf(err, IV_E_FORMAT, "a pplx-decider checkpoint needs its tokenizer.json and chat template");
+    if (iv_pplx_load(&e->pplx, model_dir, e->tok, err)) return -1;
+    char path[4200];
+    iv_path_join(path, sizeof path, model_dir, "readout.safetensors");
+    iv_weights *w = NULL;
+    if (iv_weights_open_file(&w, path, err)) return iv_err_prefix(err, "pplx-decider readout: ");
+    const iv_tensor *t = NULL;
+    int rc = 0;
+    if (iv_weights_count(w) != 1 || !iv_weights_find(w, "weight"))
+        rc = iv_errf(err, IV_E_FORMAT, "readout.safetensors must hold one tensor, \"weight\" [255, hidden]");
+    if (!rc) rc = iv_weights_f32(w, "weight", 0, NULL, &t, err);
+    if (!rc) rc = iv_model_last_token_readout(e->model, t, e->pplx->n_codes, err);
+    iv_weights_close(w);
+    return rc ? iv_err_prefix(err, "pplx-decider readout: ") : 0;
+}
 
 /* opts->decision_letters: the seq head becomes the LM rows of the letters
  * A..Z, a..z (decisions/letters.h), read at the last token. */
@@ -267,7 +324,12 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (load_chat_template(e, model_dir, opts, err) || logit_score_head(e, opts, err)) goto fail;
     if (iv_pair_format_load(&e->pair_format, model_dir, err)) goto fail;
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
-    if (opts && opts->decision_letters && letters_head(e, opts, err)) goto fail;
+    if (!laya && iv_pplx_is_checkpoint(model_dir)) {
+        if (pplx_head(e, model_dir, opts, err)) goto fail;
+    } else if (!laya && iv_clef_is_checkpoint(model_dir)) {
+        if (clef_head(e, model_dir, opts, err)) goto fail;
+    } else if (opts && opts->decision_letters && letters_head(e, opts, err))
+        goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU
@@ -322,6 +384,8 @@ void iv_engine_free(iv_engine *e)
     iv_st_meta_free(&e->meta);
     if (e->tok) iv_tokenizer_free(e->tok);
     iv_laya_free(e->laya);
+    iv_pplx_free(e->pplx);
+    iv_clef_free(e->clef);
     iv_chat_template_free(e->chat);
     iv_arena_free(&e->arena);
     iv_arena_free(&e->dev_arena);

@@ -139,6 +139,19 @@ const struct iv_laya *iv_engine_laya(const iv_engine *e);
 /* How many option letters the letters decision head reads (52), or 0 when
  * the engine was not loaded with decision_letters. */
 int iv_engine_decision_letters(const iv_engine *e);
+/* The pplx-decider v1 sidecar (decisions/pplx.h) when the checkpoint has
+ * decision_config.json, else NULL. Such an engine serves IV_TASK_CLASSIFY:
+ * the readout's option logits at the last token of a rendered chat. */
+struct iv_pplx;
+const struct iv_pplx *iv_engine_pplx(const iv_engine *e);
+/* The Clef sidecars and joint head (decisions/clef.h) when the checkpoint
+ * has joint_head_config.json, else NULL. Such an engine serves
+ * IV_TASK_EMBED_ALL: the backbone's final-norm states of the joint sequence. */
+struct iv_clef;
+const struct iv_clef *iv_engine_clef(const iv_engine *e);
+/* The typed-decision family this engine answers ("laya", "pplx-decider",
+ * "clef", "letters"), or NULL when it answers none. */
+const char *iv_engine_decision_family(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */
 size_t iv_engine_peak_activation_bytes(const iv_engine *e);
 /* Device memory (ops->mem_info): 0, or -1 when the device cannot tell (the

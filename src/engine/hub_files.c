@@ -51,6 +51,8 @@ static const char *const k_root_files[] = {
     "special_tokens_map.json", "modules.json",       "sentence_bert_config.json",
     "config_sentence_transformers.json", "chat_template.jinja", "chat_template.json",
     "processor_config.json",
+    /* Decision sidecars (docs/decisions.md): pplx-decider v1, Clef. */
+    "decision_config.json", "readout.safetensors", "joint_head_config.json", "joint_head.safetensors",
 };
 
 /* transformers 5's named templates beside chat_template.jinja. */

@@ -1,5 +1,6 @@
 #include "models/lm_score_head.h"
 
+#include <string.h>
 #include <cJSON.h>
 #include "base/json.h"
 #include "models/loader.h"
@@ -115,5 +116,30 @@ int iv_model_token_rows_head(iv_model *m, const int32_t *ids, int n, iv_err *err
     m->seq_head_pool = IV_SEQ_POOL_LAST;
     m->seq_head = (iv_head){.n_steps = 1, .out_dim = n};
     m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = sb, .act = IV_ACT_NONE};
+    return 0;
+}
+
+int iv_model_last_token_readout(iv_model *m, const iv_tensor *w, int n, iv_err *err)
+{
+    const int64_t H = m->block.hidden;
+    if (w->ndim != 2 || w->shape[1] != H || w->shape[0] < n || n < 1)
+        return iv_errf(err, IV_E_FORMAT, "the readout is [%lld, %lld]; the model needs at least %d rows of %lld",
+                       (long long)w->shape[0], (long long)(w->ndim > 1 ? w->shape[1] : 0), n, (long long)H);
+    iv_tensor *sw = iv_model_new_tensor(m, n, H);
+    if (!sw) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    memcpy(iv_f32(sw), iv_f32(w), sizeof(float) * (size_t)n * (size_t)H);
+    m->seq_head_pool = IV_SEQ_POOL_LAST;
+    m->seq_head = (iv_head){.n_steps = 1, .out_dim = n};
+    m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = NULL, .act = IV_ACT_NONE};
+    return 0;
+}
+
+int iv_model_output_embeddings(iv_model *m, const iv_tensor **w, iv_err *err)
+{
+    const iv_tensor *b;
+    if (lm_head(m, w, &b, err)) return -1;
+    if ((*w)->shape[1] != m->block.hidden)
+        return iv_errf(err, IV_E_FORMAT, "the LM head takes %lld inputs, the model's hidden size is %d",
+                       (long long)(*w)->shape[1], m->block.hidden);
     return 0;
 }

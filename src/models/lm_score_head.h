@@ -24,6 +24,15 @@ int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err
  * position (the option-token decision readout, decisions/letters.h).
  * Soft-capped checkpoints are refused. */
 int iv_model_token_rows_head(iv_model *m, const int32_t *ids, int n, iv_err *err);
+/* Builds m->seq_head as an n-label linear readout on the last token's
+ * final-norm hidden state from the first n rows of w [rows >= n, hidden]
+ * (no bias): a dedicated decision readout such as pplx-decider's
+ * readout.safetensors. Any decoder architecture qualifies. */
+int iv_model_last_token_readout(iv_model *m, const iv_tensor *w, int n, iv_err *err);
+/* The LM head (output embedding) weight [vocab, hidden] as transformers
+ * ties it (lm_head.weight, or the word embeddings), for heads that read its
+ * rows as features (Clef's lexical option vectors). Any architecture. */
+int iv_model_output_embeddings(iv_model *m, const iv_tensor **w, iv_err *err);
 /* The checkpoint checks alone (0 when a score head can be built), so callers
  * can report them before resolving the tokens. */
 int iv_model_can_score_tokens(const iv_model *m, iv_err *err);

@@ -14,9 +14,11 @@
 
 #include "base/utf8.h"
 #include "decisions/answer.h"
+#include "decisions/clef.h"
 #include "decisions/contract.h"
 #include "decisions/laya.h"
 #include "decisions/letters.h"
+#include "decisions/pplx.h"
 #include "server/routes_common.h"
 
 typedef struct decision_job {
@@ -24,6 +26,7 @@ typedef struct decision_job {
     int **markers;      /* Laya: per question */
     cJSON **messages;   /* letters: per question */
     cJSON *chat_kwargs; /* letters: {"enable_thinking": false} */
+    iv_clef_record clef; /* Clef: the joint sequence */
     int extended;
 } decision_job;
 
@@ -36,6 +39,7 @@ static void decision_job_free(void *p)
     for (int i = 0; d->messages && i < d->req.n_questions; i++) cJSON_Delete(d->messages[i]);
     free(d->messages);
     cJSON_Delete(d->chat_kwargs);
+    iv_clef_record_free(&d->clef);
     iv_dq_request_free(&d->req);
     free(d);
 }
@@ -157,10 +161,13 @@ static void submit_laya(iv_req *r, iv_model_slot *m, decision_job *d)
     iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_laya);
 }
 
-static void finish_letters(iv_req *r)
+/* Letters and pplx-decider v1: one classify output per question (the
+ * option-token or readout logits at its last token). */
+static void finish_last_token(iv_req *r)
 {
     if (iv_req_fail_if_job_failed(r)) return;
     decision_job *d = r->route_data;
+    const iv_pplx *P = iv_engine_pplx(r->model->engine);
     iv_strbuf b;
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"model\":");
@@ -170,12 +177,14 @@ static void finish_letters(iv_req *r)
     for (int i = 0; i < d->req.n_questions; i++) {
         const iv_dq_question *q = &d->req.questions[i];
         const iv_job_item *it = &r->job.items[i];
-        double p[IV_LETTERS_MAX];
-        iv_letters_probabilities(q, it->out, p);
+        double p[IV_PPLX_MAX_CODES > IV_LETTERS_MAX ? IV_PPLX_MAX_CODES : IV_LETTERS_MAX];
+        if (P) iv_pplx_probabilities(P, q, it->out, p);
+        else iv_letters_probabilities(q, it->out, p);
         if (i) iv_sb_putc(&b, ',');
         iv_sb_json_string(&b, q->id, strlen(q->id));
         iv_sb_putc(&b, ':');
-        iv_dq_extras x = {.temperature = 1.0, .tokens = it->n_tokens, .logits = it->out, .act_probability = -1};
+        iv_dq_extras x = {.temperature = P ? P->temperature : 1.0, .tokens = it->n_tokens, .logits = it->out,
+                          .act_probability = -1};
         iv_dq_answer_json(&b, q, p, d->extended, &x);
         tokens += it->n_tokens;
     }
@@ -204,16 +213,19 @@ static int check_state_tokens(iv_req *r, const iv_tokenizer *tok, const char *te
     return -1;
 }
 
-/* One conversation per question, rendered by the chat template (letters). */
+/* One conversation per question, rendered by the chat template (letters,
+ * pplx-decider v1). */
 static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
 {
     const iv_dq_request *q = &d->req;
+    const iv_pplx *P = iv_engine_pplx(m->engine);
+    const int max_options = P ? P->n_codes : iv_engine_decision_letters(m->engine);
     if (check_state_tokens(r, iv_engine_tokenizer(m->engine), q->state_text)) return;
     for (int i = 0; i < q->n_questions; i++)
-        if (q->questions[i].n_options > iv_engine_decision_letters(m->engine)) {
+        if (q->questions[i].n_options > max_options) {
             char msg[200];
-            snprintf(msg, sizeof msg, "this model reads at most %d options (letters A..Z, a..z)",
-                     iv_engine_decision_letters(m->engine));
+            if (P) snprintf(msg, sizeof msg, "this model reads at most %d options (its answer codes)", max_options);
+            else snprintf(msg, sizeof msg, "this model reads at most %d options (letters A..Z, a..z)", max_options);
             fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "questions", q->questions[i].id, "criteria", NULL});
             return;
         }
@@ -226,14 +238,90 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     }
     cJSON_AddFalseToObject(d->chat_kwargs, "enable_thinking");
     for (int i = 0; i < q->n_questions; i++) {
-        d->messages[i] = iv_letters_messages(q, &q->questions[i]);
+        d->messages[i] = P ? iv_pplx_messages(P, q, &q->questions[i]) : iv_letters_messages(q, &q->questions[i]);
         r->inputs.items[r->inputs.n++] = (iv_input){.messages = d->messages[i]};
     }
     iv_input_opts o = iv_input_opts_default();
     o.truncate = 0;
     o.generation_prompt = IV_GEN_PROMPT_ON;
     o.chat_kwargs = d->chat_kwargs;
-    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_letters);
+    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
+}
+
+/* Clef: every question read off one joint sequence by the joint head. */
+static void finish_clef(iv_req *r)
+{
+    if (iv_req_fail_if_job_failed(r)) return;
+    decision_job *d = r->route_data;
+    const iv_clef *C = iv_engine_clef(r->model->engine);
+    const iv_job_item *it = &r->job.items[0];
+    int n_opt = 0;
+    for (int i = 0; i < d->req.n_questions; i++) n_opt += d->req.questions[i].n_options;
+    float *logits = malloc(sizeof(float) * (size_t)n_opt);
+    double *p = malloc(sizeof(double) * (size_t)n_opt);
+    iv_err err = {0};
+    if (!logits || !p || it->rows != d->clef.len || iv_clef_answer(C, &d->clef, it->out, logits, p, &err)) {
+        free(logits), free(p);
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_INTERNAL, "decision head failed: %s", err.msg[0] ? err.msg : "out of memory");
+        iv_req_fail(r, &e);
+        return;
+    }
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"model\":");
+    iv_sb_json_string(&b, r->model->served_name, strlen(r->model->served_name));
+    iv_sb_puts(&b, ",\"answers\":{");
+    int k = 0;
+    for (int i = 0; i < d->req.n_questions; i++) {
+        const iv_dq_question *q = &d->req.questions[i];
+        if (i) iv_sb_putc(&b, ',');
+        iv_sb_json_string(&b, q->id, strlen(q->id));
+        iv_sb_putc(&b, ':');
+        /* tokens: the joint sequence every answer was read from. */
+        iv_dq_extras x = {.temperature = 1.0, .tokens = d->clef.len, .logits = logits + k, .act_probability = -1};
+        iv_dq_answer_json(&b, q, p + k, d->extended, &x);
+        k += q->n_options;
+    }
+    iv_sb_printf(&b, "},\"usage\":{\"input_tokens\":%d,\"output_tokens\":0}}", d->clef.len);
+    free(logits), free(p);
+    iv_req_reply_json(r, &b);
+}
+
+/* Clef: the request as one joint sequence (decisions/clef.h). */
+static void submit_clef(iv_req *r, iv_model_slot *m, decision_job *d)
+{
+    iv_err err = {0};
+    /* encode_record's max_length (16384), or the model's limit when lower:
+     * the state is cut to fit either way. */
+    const int cap = iv_engine_max_input_length(m->engine);
+    const int max_length = cap > 0 && cap < IV_CLEF_MAX_LENGTH ? cap : IV_CLEF_MAX_LENGTH;
+    if (iv_clef_encode(iv_engine_tokenizer(m->engine), &d->req, max_length, &d->clef, &err)) {
+        const int big = err.code == IV_E_TOO_LARGE;
+        fail_one(r, big ? 413 : 422, big ? "too_long" : "value_error", err.msg,
+                 (const char *const[]){"body", big ? "questions" : "state", NULL});
+        return;
+    }
+    if (d->clef.state_tokens > r->srv->o.decision_max_state_tokens) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the state has %d tokens; this server reads at most %d", d->clef.state_tokens,
+                 r->srv->o.decision_max_state_tokens);
+        fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "state", NULL});
+        return;
+    }
+    /* The inputs own their ids (freed with the request); the head reads the record's. */
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)d->clef.len);
+    r->inputs.items = calloc(1, sizeof *r->inputs.items);
+    if (!r->inputs.items || !ids) {
+        free(ids);
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    memcpy(ids, d->clef.ids, sizeof(int32_t) * (size_t)d->clef.len);
+    r->inputs.items[r->inputs.n++] = (iv_input){.ids = ids, .n_ids = d->clef.len};
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 0;
+    iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_clef);
 }
 
 void iv_route_decisions(iv_req *r)
@@ -265,11 +353,11 @@ void iv_route_decisions(iv_req *r)
     }
     r->model = m;
     iv_req_count(r, d->req.n_questions == 1);
-    if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine)) {
+    if (!iv_engine_decision_family(m->engine)) {
         char msg[600];
         snprintf(msg, sizeof msg,
-                 "the model `%s` does not answer typed decisions (a Laya checkpoint does, or a chat LM served "
-                 "with --decision-letters)",
+                 "the model `%s` does not answer typed decisions (a Laya, Clef or pplx-decider checkpoint does, or a "
+                 "chat LM served with --decision-letters)",
                  m->served_name);
         fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "model", NULL});
         return;
@@ -280,5 +368,6 @@ void iv_route_decisions(iv_req *r)
         return;
     }
     if (iv_engine_laya(m->engine)) submit_laya(r, m, d);
+    else if (iv_engine_clef(m->engine)) submit_clef(r, m, d);
     else submit_letters(r, m, d);
 }

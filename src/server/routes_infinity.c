@@ -312,7 +312,7 @@ void iv_route_models(iv_req *r)
         if ((m->caps & IV_CAN(IV_TASK_EMBED)) || mv) iv_sb_puts(&b, "\"embed\""), first = 0;
         if (m->caps & IV_CAN(IV_TASK_CLASSIFY))
             iv_sb_puts(&b, first ? "" : ","), iv_sb_puts(&b, m->num_labels == 1 ? "\"rerank\"" : "\"classify\""), first = 0;
-        if (iv_engine_laya(m->engine) || iv_engine_decision_letters(m->engine))
+        if (iv_engine_decision_family(m->engine))
             iv_sb_puts(&b, first ? "\"systemone\"" : ",\"systemone\"");
         iv_sb_putc(&b, ']');
         if (mv) iv_sb_printf(&b, ",\"multi_vector\":{\"dim\":%d}", mv->dim);
@@ -329,12 +329,17 @@ void iv_route_models(iv_req *r)
         int n_dec = 0;
         for (int i = 0; i < s->n_models; i++) {
             const iv_model_slot *m = &s->models[i];
-            if (!iv_engine_laya(m->engine) && !iv_engine_decision_letters(m->engine)) continue;
+            const char *fam = iv_engine_decision_family(m->engine);
+            if (!fam) continue;
             iv_sb_puts(&b, n_dec++ ? ",{\"name\":" : ",\"models\":[{\"name\":");
             iv_sb_json_string(&b, m->served_name, strlen(m->served_name));
-            iv_sb_puts(&b, iv_engine_laya(m->engine)
+            iv_sb_puts(&b, !strcmp(fam, "laya")
                                ? ",\"description\":\"Laya typed-decision model (noul, choice, score)\",\"release_date\":"
-                               : ",\"description\":\"chat LM read at option letters (noul, choice, score)\",\"release_date\":");
+                           : !strcmp(fam, "clef")
+                               ? ",\"description\":\"Clef joint typed-decision model (noul, choice, score)\",\"release_date\":"
+                           : !strcmp(fam, "letters")
+                               ? ",\"description\":\"chat LM read at option letters (noul, choice, score)\",\"release_date\":"
+                               : ",\"description\":\"pplx-decider v1 typed-decision model (noul, choice, score)\",\"release_date\":");
             /* YYYY-MM-DD (the SDK requires a string): the date of the checkpoint's weights. */
             char path[4200], date[16] = "1970-01-01";
             struct stat st;

@@ -1,17 +1,21 @@
 /* libFuzzer target for the typed-decision contract (`make fuzz`):
  *   build/fuzz/fuzz_decisions -max_total_time=60 tests/fuzz/seeds/decisions
- * The first byte picks the parser: odd, Laya's rl_agent_config.json; even,
- * a /v1/systemone body (bit 1: lenient), then every answer of a valid
- * request written in both reply shapes and each letters prompt built. Any
- * input must parse or fail with detail items, never crash or leak. */
+ * The first byte picks the parser: odd, a sidecar (bits 1-2: 0 Laya's
+ * rl_agent_config.json, 1 pplx-decider's decision_config.json, 2 Clef's
+ * joint_head_config.json); even, a /v1/systemone body (bit 1: lenient),
+ * then every answer of a valid request written in both reply shapes and
+ * each letters and pplx-decider prompt built. Any input must parse or fail
+ * with detail items, never crash or leak. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "decisions/answer.h"
+#include "decisions/clef.h"
 #include "decisions/contract.h"
 #include "decisions/laya_config.h"
 #include "decisions/letters.h"
+#include "decisions/pplx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,6 +25,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int mode = data[0];
     const char *text = (const char *)data + 1;
     size--;
+    if ((mode & 1) && (mode >> 1) % 4 != 0) {
+        cJSON *j = cJSON_ParseWithLength(text, size);
+        iv_err err;
+        if ((mode >> 1) % 4 == 1) {
+            iv_pplx *p = calloc(1, sizeof *p);
+            if (p) (void)iv_pplx_parse(p, j, NULL, &err);
+            iv_pplx_free(p);
+        } else {
+            iv_clef_head_config c;
+            (void)iv_clef_parse_config(j, &c, &err);
+        }
+        cJSON_Delete(j);
+        return 0;
+    }
     if (mode & 1) {
         iv_laya_config c;
         iv_err err;
@@ -37,6 +55,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     iv_dq_request req;
     iv_dq_errors e;
     iv_dq_errors_init(&e);
+    /* Codes A..Z, AA..ZZ as pplx-decider lists them (no tokenizer check). */
+    static iv_pplx pplx;
+    static char codes[IV_PPLX_MAX_CODES][3];
+    if (!pplx.n_codes) {
+        for (int i = 0; i < IV_PPLX_MAX_CODES; i++) {
+            if (i < 26) codes[i][0] = (char)('A' + i);
+            else codes[i][0] = (char)('A' + (i - 26) / 26), codes[i][1] = (char)('A' + (i - 26) % 26);
+            pplx.codes[i] = codes[i];
+        }
+        pplx.n_codes = IV_PPLX_MAX_CODES;
+        pplx.temperature = 1.3;
+    }
     if (iv_dq_parse(j, &lim, &req, &e) == 0) {
         iv_strbuf b;
         iv_sb_init(&b);
@@ -58,6 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 cJSON_Delete(m);
                 iv_letters_probabilities(q, l, p);
             }
+            cJSON *m = iv_pplx_messages(&pplx, &req, q);
+            cJSON_Delete(m);
+            iv_pplx_probabilities(&pplx, q, l, p);
             free(p), free(l);
         }
         iv_sb_free(&b);

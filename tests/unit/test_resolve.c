@@ -381,6 +381,21 @@ TEST(resolve_file_selection)
         CHECK_MSG(iv_strlist_has(&first, want[i]), "%s not selected", want[i]);
     CHECK(!iv_strlist_has(&first, "vocab.txt"));
 
+    /* The decision sidecars of a Clef or pplx-decider repository come with the weights. */
+    {
+        const char *dec[] = {"config.json", "tokenizer.json", "model.safetensors.index.json",
+                             "model-00001-of-00002.safetensors", "joint_head_config.json", "joint_head.safetensors",
+                             "joint_schema_model.py", "decision_config.json", "readout.safetensors"};
+        iv_strlist df = {0}, dsel = {0};
+        list_of(&df, dec, (int)(sizeof dec / sizeof *dec));
+        REQUIRE(iv_hub_select_first(&df, "o/clef", &dsel, &err) == 0);
+        CHECK(iv_strlist_has(&dsel, "joint_head_config.json") && iv_strlist_has(&dsel, "joint_head.safetensors"));
+        CHECK(iv_strlist_has(&dsel, "decision_config.json") && iv_strlist_has(&dsel, "readout.safetensors"));
+        CHECK(!iv_strlist_has(&dsel, "joint_schema_model.py"));
+        iv_strlist_free(&df);
+        iv_strlist_free(&dsel);
+    }
+
     /* Module folders come from modules.json once it is in the snapshot. */
     char tmp[64], p[PATH_MAX + 20];
     REQUIRE(rt_tmpdir(tmp) == 0);
