@@ -373,3 +373,55 @@ TEST(audio_sources)
     CHECK_EQ_INT(err.code, IV_E_TOO_LARGE);
     CHECK(iv_audio_load_file("/nonexistent/a.wav", 16000, NULL, &a, &err) == -1);
 }
+
+/* The audio tower fixture (tools/fixtures/synthetic_gemma4_audio.py): its
+ * input features are what src/audio computes from the same files, and the
+ * soft-token count we derive from the valid mel frames is the number of
+ * valid positions the real Gemma4AudioModel returned. */
+TEST(audio_gemma4_tower_fixture_inputs)
+{
+    char dir[4096], p[4200];
+    snprintf(dir, sizeof dir, "%s/models/embedding_gemma2_audio", iv_test_fixtures_dir());
+    cJSON *cases = NULL;
+    iv_weights *w = NULL;
+    iv_err err = {0};
+    snprintf(p, sizeof p, "%s/audio_cases.json", dir);
+    REQUIRE(iv_json_load_file(p, 1 << 20, &cases, &err) == 0);
+    snprintf(p, sizeof p, "%s/audio_expected.safetensors", dir);
+    if (iv_weights_open_file(&w, p, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        cJSON_Delete(cases);
+        return;
+    }
+    iv_gemma4_fe_config cfg;
+    iv_gemma4_fe_config_default(&cfg);
+    const cJSON *c;
+    int n = 0;
+    cJSON_ArrayForEach(c, iv_json_get(cases, "clips"))
+    {
+        iv_audio a;
+        REQUIRE(iv_audio_load_file(fixture_path(p, sizeof p, iv_json_str(c, "file", "")), cfg.sampling_rate, NULL,
+                                   &a, &err) == 0);
+        iv_gemma4_features feat;
+        REQUIRE(iv_gemma4_features_compute(&cfg, a.samples, a.n, &feat, &err) == 0);
+        int frames = (int)iv_json_int(c, "mel_frames", -1);
+        CHECK_EQ_INT(feat.n_valid, frames);
+        CHECK_EQ_INT(iv_gemma4_audio_num_tokens(feat.n_valid), (int)iv_json_int(c, "soft_tokens", -1));
+        char name[64];
+        snprintf(name, sizeof name, "%s.features", iv_json_str(c, "key", ""));
+        const iv_tensor *t;
+        int64_t shape[2] = {frames, cfg.feature_size};
+        if (iv_weights_f32(w, name, 2, shape, &t, &err) == 0 && feat.n_valid == frames) {
+            double d = max_abs(feat.data, t->data, (int64_t)frames * cfg.feature_size);
+            CHECK_MSG(d <= 1e-4, "%s: max abs %.3g", name, d);
+        } else {
+            iv_test_fail(__FILE__, __LINE__, "%s: %s", name, err.msg);
+        }
+        iv_gemma4_features_free(&feat);
+        iv_audio_free(&a);
+        n++;
+    }
+    CHECK_EQ_INT(n, 2);
+    iv_weights_close(w);
+    cJSON_Delete(cases);
+}
