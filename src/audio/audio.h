@@ -6,8 +6,9 @@
  * frames, channels are averaged (numpy mean over the channel axis in
  * float32), and a clip at another rate is resampled with soxr at "soxr_hq"
  * and padded/trimmed to ceil(n * rate / src_rate) samples. We do the same
- * with the Debian libraries: libsndfile (WAV, FLAC, OGG/Vorbis/Opus and,
- * since 1.1, MP3 through libmpg123) and libsoxr at SOXR_HQ. */
+ * with the Debian libraries: libsndfile (WAV, FLAC, AIFF and, since 1.1,
+ * MP3 through libmpg123; Ogg is refused, see decode.c) and libsoxr at
+ * SOXR_HQ. */
 #ifndef IV_AUDIO_AUDIO_H
 #define IV_AUDIO_AUDIO_H
 
@@ -38,8 +39,8 @@ typedef struct iv_audio_limits {
 
 /* Decodes p[0..n) into *out, mono at the file's own rate (zeroed on
  * failure). Errors: IV_E_INVALID for empty, corrupt, truncated-to-nothing
- * or unknown-format bytes and for clips with no samples; IV_E_TOO_LARGE
- * over a limit. limits may be NULL (defaults). */
+ * or unknown-format bytes and for clips with no samples; IV_E_UNSUPPORTED
+ * for Ogg; IV_E_TOO_LARGE over a limit. limits may be NULL (defaults). */
 int iv_audio_decode(const uint8_t *p, size_t n, const iv_audio_limits *limits, iv_audio *out, iv_err *err);
 void iv_audio_free(iv_audio *a);
 

@@ -86,6 +86,11 @@ int iv_audio_decode(const uint8_t *p, size_t n, const iv_audio_limits *limits, i
     if (n > max_bytes)
         return iv_errf(err, IV_E_TOO_LARGE, "audio is %zu bytes, over the limit of %zu", n, max_bytes);
 
+    /* libsndfile 1.2.0 leaks libvorbis state when an Ogg stream is
+     * malformed (a truncated upload is enough), so a server that read Ogg
+     * would lose memory to bad requests: Ogg is refused. */
+    if (n >= 4 && !memcmp(p, "OggS", 4))
+        return iv_errf(err, IV_E_UNSUPPORTED, "Ogg audio (Vorbis, Opus) is not read: send WAV, FLAC or MP3");
     mem_reader m = {p, (sf_count_t)n, 0};
     SF_VIRTUAL_IO io = {mem_len, mem_seek, mem_read, mem_write, mem_tell};
     SF_INFO info;
@@ -93,7 +98,7 @@ int iv_audio_decode(const uint8_t *p, size_t n, const iv_audio_limits *limits, i
     SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &info, &m);
     if (!sf)
         return iv_errf(err, IV_E_INVALID,
-                       "audio is corrupt or in an unknown format (WAV, FLAC, OGG and MP3 are read): %s",
+                       "audio is corrupt or in an unknown format (WAV, FLAC and MP3 are read): %s",
                        sf_strerror(NULL));
     int rc = -1;
     float *frames = NULL;
