@@ -3,7 +3,7 @@
 # tests/integration is linked into one test runner. New files need no edits here.
 CC      ?= cc
 PKGS    := openblas libcjson libmicrohttpd libutf8proc libpcre2-8 libcurl \
-	libjpeg libpng libwebp libwebpdemux
+	libjpeg libpng libwebp libwebpdemux sndfile soxr
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

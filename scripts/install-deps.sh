@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config libopenblas-openmp-dev libcjson-dev libmicrohttpd-dev
       libutf8proc-dev libpcre2-dev libcurl4-openssl-dev python3 unzip curl
-      libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev)
+      libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev
+      libsndfile1-dev libsoxr-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
