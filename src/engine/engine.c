@@ -24,6 +24,7 @@
 #include "models/model.h"
 #include "models/pack_weights.h"
 #include "models/vision_qwen3vl.h"
+#include "engine/image_inputs.h"
 #include "models/quantize.h"
 #include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/gemm_panel.h"
@@ -56,6 +57,7 @@ struct iv_engine {
     int cpu_threads;        /* 0: every core */
     iv_laya *laya;          /* a Laya decision checkpoint (decisions/laya.h), or NULL */
     int letters;            /* option letters of the letters decision head, or 0 */
+    iv_image_proc images;   /* how the model takes images (model NULL: it takes none) */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -269,6 +271,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     if (opts && opts->rerank_tokens && causal_lm_rerank(e, opts->rerank_tokens, err)) goto fail;
     if (opts && opts->decision_letters && letters_head(e, opts, err)) goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
+    if (iv_image_proc_load(&e->images, model_dir, e->model, opts ? opts->max_image_pixels : 0, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU
      * kernel's panels. */
@@ -576,6 +579,11 @@ int iv_engine_vocab_size(const iv_engine *e) { return (int)e->model->embed.word-
 const char *iv_engine_architecture(const iv_engine *e) { return e->model->cfg.architecture; }
 const char *iv_engine_model_type(const iv_engine *e) { return e->model->cfg.model_type; }
 const iv_st_meta *iv_engine_st_meta(const iv_engine *e) { return &e->meta; }
+const iv_image_proc *iv_engine_image_proc(const iv_engine *e)
+{
+    return e->images.model ? &e->images : NULL;
+}
+
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
 {
     return e->colbert.layout != IV_COLBERT_NONE ? &e->colbert.info : NULL;

@@ -229,6 +229,15 @@ int64_t iv_qwen3vl_image_tokens(const iv_qwen3vl_vision *v, const iv_image_input
     return (int64_t)img->grid_t * img->grid_h * img->grid_w / ((int64_t)v->merge * v->merge);
 }
 
+int64_t iv_qwen3vl_image_token_run(const iv_model *m, const iv_image_input *img, int32_t *out,
+                                   int64_t *feature_start)
+{
+    const int64_t n = iv_qwen3vl_image_tokens(m->vision, img);
+    for (int64_t i = 0; out && i < n; i++) out[i] = m->image_token_id;
+    *feature_start = 0;
+    return n;
+}
+
 /* Host FP32 rows into an activation view of the table's dtype. */
 static int upload_rows(const iv_ops *ops, iv_view y, const float *host, iv_arena *arena)
 {
