@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "base/strbuf.h"
@@ -256,4 +258,55 @@ TEST(srv_images_limits_and_no_tower)
     }
     free(b);
     free(c);
+}
+
+/* infinity_v3 embed reads image files: {"image": PATH} lines and
+ * conversations whose image_url parts name files (file://), with the same
+ * matrices as the fixture; a missing file is that line's error. */
+TEST(cli_embed_images)
+{
+    const char *dir = srv_fixture("colqwen3_tiny");
+    if (!dir) return;
+    char path[4096], tmp[] = "/tmp/iv_cli_images_XXXXXX", in_path[4200], out_path[4200], cmd[16384];
+    REQUIRE(mkdtemp(tmp));
+    snprintf(in_path, sizeof in_path, "%s/in.jsonl", tmp);
+    snprintf(out_path, sizeof out_path, "%s/out.jsonl", tmp);
+    FILE *f = fopen(in_path, "w");
+    REQUIRE(f);
+    fprintf(f, "{\"image\":\"%s/images/a.png\"}\n", dir);
+    fprintf(f, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"find the page with a chart\"},"
+               "{\"type\":\"image_url\",\"image_url\":{\"url\":\"file://%s/images/b.jpg\"}},{\"type\":\"text\",\"text\":"
+               "\"and the table\"},{\"type\":\"image\",\"image\":\"%s/images/c.png\"}]}]}\n",
+            dir, dir);
+    fprintf(f, "{\"image\":\"%s/no_such_image.png\"}\n", tmp);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' embed --model-id '%s' < '%s' > '%s' 2>/dev/null", iv_test_binary(), dir, in_path,
+             out_path);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1); /* one line failed */
+    char *out = NULL;
+    size_t len;
+    iv_err err = {0};
+    REQUIRE(iv_file_read_all(out_path, 1 << 22, &out, &len, &err) == 0);
+    iv_path_join(path, sizeof path, dir, "vlm_expected.safetensors");
+    iv_weights *want = NULL;
+    REQUIRE(iv_weights_open_file(&want, path, &err) == 0);
+    char *line = out, *nl;
+    int k = 0;
+    const int cases[2] = {1, 2};
+    while ((nl = strchr(line, '\n')) && k < 3) {
+        *nl = 0;
+        cJSON *j = cJSON_Parse(line);
+        if (k < 2) check_matrix(k ? "embed conversation with files" : "embed {\"image\": path}", j, want_matrix(want, cases[k]));
+        else CHECK_CONTAINS(line, "cannot open");
+        cJSON_Delete(j);
+        line = nl + 1;
+        k++;
+    }
+    CHECK_EQ_INT(k, 3);
+    iv_weights_close(want);
+    free(out);
+    remove(in_path);
+    remove(out_path);
+    rmdir(tmp);
 }
