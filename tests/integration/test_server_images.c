@@ -130,6 +130,26 @@ TEST(srv_images_colqwen3)
     http_resp_free(&r);
     iv_sb_free(&q);
 
+    /* One request, a text and a conversation with images: both inputs go
+     * through the batcher as one job and run in one packed batch. */
+    iv_sb_init(&q);
+    iv_sb_printf(&q,
+                 "{\"input\":[\"what is in this picture ?\",[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                 "\"text\":\"find the page with a chart\"},{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}},"
+                 "{\"type\":\"text\",\"text\":\"and the table\"},{\"type\":\"image_url\",\"image_url\":{\"url\":"
+                 "\"%s\"}}]}]]}",
+                 b, c);
+    REQUIRE(http_post(&s, "/v1/embeddings", q.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(r.json, "data");
+    CHECK_EQ_INT(cJSON_GetArraySize(data), 2);
+    check_matrix("/v1/embeddings batch: text",
+                 cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, 0), "embedding"), want_matrix(want, 0));
+    check_matrix("/v1/embeddings batch: conversation",
+                 cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, 1), "embedding"), want_matrix(want, 2));
+    http_resp_free(&r);
+    iv_sb_free(&q);
+
     /* Infinity: modality image, a bare image (fixture input 1: the image and
      * "Describe the image."). */
     iv_sb_init(&q);
