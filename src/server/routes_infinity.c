@@ -331,6 +331,7 @@ void iv_route_models(iv_req *r)
         if ((m->caps & IV_CAN(IV_TASK_EMBED)) || mv) iv_sb_puts(&b, "\"embed\""), first = 0;
         if (m->caps & IV_CAN(IV_TASK_CLASSIFY))
             iv_sb_puts(&b, first ? "" : ","), iv_sb_puts(&b, m->num_labels == 1 ? "\"rerank\"" : "\"classify\""), first = 0;
+        if (mv) iv_sb_puts(&b, first ? "\"rerank\"" : ",\"rerank\""), first = 0; /* MaxSim */
         if (iv_engine_laya(m->engine) || iv_engine_decision_letters(m->engine))
             iv_sb_puts(&b, first ? "\"systemone\"" : ",\"systemone\"");
         iv_sb_putc(&b, ']');
