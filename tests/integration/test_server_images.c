@@ -161,6 +161,28 @@ TEST(srv_images_colqwen3)
     http_resp_free(&r);
     iv_sb_free(&q);
 
+    /* OpenAI-style multimodal embedding items (no role): each one a bare
+     * image input, the same as Infinity's modality image; TEI /embed too. */
+    iv_sb_init(&q);
+    iv_sb_printf(&q, "{\"input\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}},{\"image\":\"%s\"}]}", a,
+                 a);
+    REQUIRE(http_post(&s, "/v1/embeddings", q.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    for (int k = 0; k < 2; k++)
+        check_matrix("/v1/embeddings image items",
+                     cJSON_GetObjectItemCaseSensitive(
+                         cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r.json, "data"), k), "embedding"),
+                     want_matrix(want, 1));
+    http_resp_free(&r);
+    iv_sb_free(&q);
+    iv_sb_init(&q);
+    iv_sb_printf(&q, "{\"inputs\":[{\"image\":\"%s\"}]}", a);
+    REQUIRE(http_post(&s, "/embed", q.data, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    check_matrix("/embed image item", cJSON_GetArrayItem(r.json, 0), want_matrix(want, 1));
+    http_resp_free(&r);
+    iv_sb_free(&q);
+
     /* Bad images: a 4xx naming the problem, and the server serves on. */
     expect(&s, "/embeddings", "{\"modality\":\"image\",\"input\":[\"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg\"]}",
            422, "image 0");
@@ -268,6 +290,10 @@ TEST(srv_images_limits_and_no_tower)
         iv_sb_printf(&q, "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":"
                          "\"%s\"}}]}]}",
                      b);
+        expect(&s, "/v1/embeddings", q.data, 422, "no vision tower");
+        iv_sb_free(&q);
+        iv_sb_init(&q);
+        iv_sb_printf(&q, "{\"input\":[{\"image\":\"%s\"}]}", b);
         expect(&s, "/v1/embeddings", q.data, 422, "no vision tower");
         iv_sb_free(&q);
         iv_sb_init(&q);
