@@ -187,6 +187,13 @@ bench-ops: $(BUILD)/bench_ops
 $(BUILD)/bench_ops: $(BUILD)/bench/bench_ops.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# The gated delta rule, chunked vs token by token, ns/token from 1 to 4096 tokens (bench/bench_deltanet.c).
+bench-deltanet: $(BUILD)/bench_deltanet
+	$(BUILD)/bench_deltanet
+
+$(BUILD)/bench_deltanet: $(BUILD)/bench/bench_deltanet.o $(BUILD)/libiv.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 # CPU int8 vs FP32: the linear op per kernel and MiniLM end to end (bench/bench_int8.c).
 bench-int8: $(BUILD)/bench_int8
 	$(BUILD)/bench_int8

@@ -23,7 +23,7 @@
 #include "models/lm_score_head.h"
 #include "models/model.h"
 #include "models/pack_weights.h"
-#include "models/vision_qwen3vl.h"
+#include "models/vision.h"
 #include "engine/image_inputs.h"
 #include "models/quantize.h"
 #include "ops/cpu/cpu_isa.h"
@@ -456,7 +456,7 @@ static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch
     iv_seq_images *si = iv_arena_alloc(&e->arena, (size_t)n * sizeof *si);
     if (!si) return iv_errf(err, IV_E_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) si[i] = (iv_seq_images){seqs[i].n_images > 0 ? seqs[i].n_images : 0, seqs[i].images};
-    return iv_qwen3vl_forward(e->model, b, si, &e->mem, hidden, err);
+    return iv_model_forward_images(e->model, b, si, &e->mem, hidden, err);
 }
 
 static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out, iv_err *err)

@@ -28,9 +28,20 @@ void iv_block_deltanet(const iv_ops *ops, const iv_deltanet *d, const iv_batch *
         .b = iv_view_cols(p, cc + value, Hv), .a = iv_view_cols(p, cc + value + Hv, Hv),
         .a_log = d->a_log, .dt_bias = d->dt_bias,
         .n_k_heads = d->n_k_heads, .n_v_heads = d->n_v_heads, .k_head_dim = d->k_head_dim, .v_head_dim = d->v_head_dim,
-        .cu_seqlens = b->cu_seqlens, .cu_seqlens_dev = b->cu_seqlens_dev, .n_seqs = b->n_seqs,
+        .cu_seqlens = b->cu_seqlens, .cu_seqlens_dev = b->cu_seqlens_dev, .n_seqs = b->n_seqs, .chunk = 64, /* transformers' chunk_size */
     };
-    ops->delta_rule(ops, &da);
+    /* The chunked form wherever the table has it: it is the reference's own
+     * prefill path (transformers' chunk of 64), and on the CPU it pays at
+     * every length (bench/bench_deltanet.c, Qwen3.5-0.8B's heads): a first
+     * chunk reads no state and a last one writes none, so sequences up to
+     * 64 tokens run 2-5x faster than token by token, and longer ones turn
+     * the state traffic into small matrix products (about 1.1x at 1-4k
+     * tokens). Decided per table, never per batch, so a sequence's bits do
+     * not depend on its batch mates. */
+    if (ops->delta_chunk)
+        ops->delta_chunk(ops, &da);
+    else
+        ops->delta_rule(ops, &da);
     /* Qwen3_5RMSNormGated: w * rms_norm(core) per value head, times silu(z). */
     ops->head_rms_norm(ops, o, d->n_v_heads, d->v_head_dim, d->norm_w, d->norm_eps, 0.0f);
     ops->gate_mul(ops, o, o, z, IV_ACT_SILU);

@@ -27,6 +27,11 @@ static int ld_norm(iv_model *m, const char *base, int64_t dim, int bias_required
                    iv_weights_find(m->weights, w) ? "bias" : "beta");
 }
 
+int iv_ld_biased_layer_norm(iv_model *m, const char *base, int64_t dim, iv_norm *out, iv_err *err)
+{
+    return ld_norm(m, base, dim, 1, out, err);
+}
+
 int iv_encoder_block_spec(iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;

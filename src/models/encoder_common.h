@@ -22,6 +22,10 @@ typedef struct iv_encoder_names {
     int biases_required;
 } iv_encoder_names;
 
+/* A LayerNorm (base.weight/.bias or .gamma/.beta under m->prefix) whose
+ * bias the reference module always has: absent is an error naming it. */
+int iv_ld_biased_layer_norm(iv_model *m, const char *base, int64_t dim, iv_norm *out, iv_err *err);
+
 /* Which of the optional tables iv_load_bert_embeddings reads. */
 enum { IV_EMBED_POSITIONS = 1, IV_EMBED_TOKEN_TYPES = 2 };
 /* BERT-style embeddings (under m->prefix): embeddings.word_embeddings

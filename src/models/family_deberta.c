@@ -26,6 +26,7 @@ static const iv_encoder_names k_names = {
     .q = "attention.self.query_proj", .k = "attention.self.key_proj", .v = "attention.self.value_proj",
     .o = "attention.output.dense", .attn_norm = "attention.output.LayerNorm",
     .up = "intermediate.dense", .down = "output.dense", .mlp_norm = "output.LayerNorm",
+    .biases_required = 1, /* transformers' DebertaV2 builds every linear and LayerNorm with a bias */
 };
 
 static const char *const k_archs[] = {
@@ -183,7 +184,7 @@ static int load_embeddings(iv_model *m, const deberta_cfg *d, iv_err *err)
                                         &e->token_type, err))
         return -1;
     if (E != H && iv_ld(m, "embeddings.embed_proj.weight", H, E, &e->proj, err)) return -1;
-    return iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err);
+    return iv_ld_biased_layer_norm(m, "embeddings.LayerNorm", H, &e->norm, err);
 }
 
 /* Rows [0, 2 span) of encoder.rel_embeddings, through encoder.LayerNorm when
@@ -198,7 +199,7 @@ static int load_rel_embeddings(iv_model *m, const deberta_cfg *d, int span, cons
         return 0;
     }
     iv_norm ln;
-    if (iv_ld_layer_norm(m, "encoder.LayerNorm", H, 0, &ln, err)) return -1;
+    if (iv_ld_biased_layer_norm(m, "encoder.LayerNorm", H, &ln, err)) return -1;
     iv_tensor *normed = iv_model_new_tensor(m, 2 * (int64_t)span, H);
     if (!normed) return iv_errf(err, IV_E_NOMEM, "out of memory for relative embeddings");
     m->ops->layer_norm(m->ops, iv_view_of(normed), iv_view_of(rel), NULL, ln.w, ln.b, m->block.norm_eps);
@@ -229,7 +230,7 @@ static int layer_rel_projection(iv_model *m, const deberta_cfg *d, int layer, in
         snprintf(name, sizeof name, "encoder.layer.%d.attention.self.%s.weight", layer, proj);
         if (iv_ld(m, name, W, H, &wp, err)) return -1;
         snprintf(name, sizeof name, "encoder.layer.%d.attention.self.%s.bias", layer, proj);
-        if (iv_ld_opt(m, name, W, -1, &bp, err)) return -1;
+        if (iv_ld(m, name, W, -1, &bp, err)) return -1; /* both nn.Linear(bias=True) */
     }
     return iv_deberta_project_rel(m, rel, wp, bp, m->block.n_heads, m->block.head_dim, out, err);
 }
@@ -273,8 +274,8 @@ static int load_conv(iv_model *m, const deberta_cfg *d, iv_err *err)
     iv_token_conv *c = &m->conv;
     c->act = d->conv_act;
     if (iv_token_conv_weight(m, c, w, d->conv_groups, err) ||
-        iv_ld_opt(m, "encoder.conv.conv.bias", H, -1, &c->b, err) ||
-        iv_ld_layer_norm(m, "encoder.conv.LayerNorm", H, 0, &c->norm, err))
+        iv_ld(m, "encoder.conv.conv.bias", H, -1, &c->b, err) || /* nn.Conv1d's default bias */
+        iv_ld_biased_layer_norm(m, "encoder.conv.LayerNorm", H, &c->norm, err))
         return -1;
     return 0;
 }
@@ -327,6 +328,7 @@ static int deberta_load(iv_model *m, iv_err *err)
     if (parse_config(c, &d, err)) return -1;
     static const char *const prefixes[] = {"deberta.", "", NULL};
     if (iv_detect_prefix(m, prefixes, "embeddings.word_embeddings.weight", err)) return -1;
+    m->biases_required = 1; /* the heads' linears and LayerNorms too */
     if (iv_load_encoder_layers(m, &k_names, err)) return -1;
     /* transformers divides q.k and both relative terms by sqrt(head_dim * scale_factor),
      * scale_factor = 1 + #pos_att_type, whether or not relative_attention is on. */

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "models/bias_rules.h"
 #include "models/decoder_common.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
@@ -67,7 +68,22 @@ static int load_embeddings(iv_model *m, int rope, iv_err *err)
         iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 1, &e->token_type, err))
         return -1;
     if (!rope && iv_ld_table(m, "embeddings.position_embeddings.weight", H, 1, &e->position, err)) return -1;
-    return iv_ld_layer_norm(m, "embeddings.LayerNorm", H, 0, &e->norm, err);
+    return iv_ld_biased_layer_norm(m, "embeddings.LayerNorm", H, &e->norm, err);
+}
+
+/* new-impl and transformers' port alike: biased q/k/v/o (qkv_proj), a GLU
+ * whose up and gate projections have no bias and whose down_proj has one,
+ * LayerNorms with biases (RMSNorms without), biased heads. */
+static int check_biases(iv_model *m, iv_err *err)
+{
+    const iv_bias_rule has = {1, "the reference module"}, none = {0, ""};
+    const iv_layer_bias_rules rules = {.qkv = has, .o = has, .up = none, .down = has,
+                                       .norms = m->block.norm_kind == IV_NORM_LAYER ? has : none};
+    iv_bias_audit a = {"GTE", 0};
+    if (iv_bias_check_layers(&a, m, &rules, err)) return -1;
+    iv_bias_audit_report(&a);
+    m->biases_required = 1;
+    return 0;
 }
 
 /* One rotary table for all layers: plain or the remote code's NTK scaling. */
@@ -162,7 +178,7 @@ static int gte_native_load(iv_model *m, iv_err *err)
     char probe[160];
     snprintf(probe, sizeof probe, "%sencoder.layer.0.attention.qkv_proj.weight", m->prefix);
     const iv_encoder_names *names = iv_weights_find(m->weights, probe) ? &k_packed : &k_native_split;
-    if (iv_load_encoder_layer_weights(m, names, err) || native_rope(m, err)) return -1;
+    if (iv_load_encoder_layer_weights(m, names, err) || check_biases(m, err) || native_rope(m, err)) return -1;
     if (iv_arch_has_suffix(c, "ForMaskedLM")) {
         /* lm_head.norm as saved in the original format, lm_head.layer_norm otherwise. */
         const char *norm = iv_weights_find(m->weights, "lm_head.norm.weight") ? "lm_head.norm" : "lm_head.layer_norm";
@@ -197,7 +213,8 @@ static int gte_load(iv_model *m, iv_err *err)
         s->logn_clip1 = iv_json_bool(c->json, "logn_attention_clip1", 0);
         if (s->logn_base < 2) return iv_errf(err, IV_E_FORMAT, "logn_attention_scale needs max_position_embeddings > 1");
     }
-    if (iv_load_encoder_layer_weights(m, iv_json_bool(c->json, "pack_qkv", 1) ? &k_packed : &k_unpacked, err))
+    if (iv_load_encoder_layer_weights(m, iv_json_bool(c->json, "pack_qkv", 1) ? &k_packed : &k_unpacked, err) ||
+        check_biases(m, err))
         return -1;
     if (rope && load_rope(m, err)) return -1;
     return load_task_heads(m, err);

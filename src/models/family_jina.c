@@ -22,6 +22,7 @@
 
 #include "base/json.h"
 #include "models/alibi.h"
+#include "models/bias_rules.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
@@ -53,12 +54,27 @@ static int load_code_norms(iv_model *m, iv_err *err)
         iv_layer *L = &m->layers[l];
         char name[256];
         snprintf(name, sizeof name, "encoder.layer.%d.attention.self.layer_norm_q", l);
-        if (iv_ld_layer_norm(m, name, H, 0, &L->q_full_norm, err)) return -1;
+        if (iv_ld_biased_layer_norm(m, name, H, &L->q_full_norm, err)) return -1;
         snprintf(name, sizeof name, "encoder.layer.%d.attention.self.layer_norm_k", l);
-        if (iv_ld_layer_norm(m, name, H, 0, &L->k_full_norm, err)) return -1;
+        if (iv_ld_biased_layer_norm(m, name, H, &L->k_full_norm, err)) return -1;
         snprintf(name, sizeof name, "encoder.layer.%d.layer_norm_1", l);
-        if (iv_ld_layer_norm(m, name, H, 0, &L->attn_outer_norm, err)) return -1;
+        if (iv_ld_biased_layer_norm(m, name, H, &L->attn_outer_norm, err)) return -1;
     }
+    return 0;
+}
+
+/* The remote code's modules: BERT's biased q/k/v/o and LayerNorms, a GLU
+ * MLP whose fused up projection (gated_layers / up_gated_layer) is
+ * nn.Linear(bias=False) and whose down projection (wo / down_layer) is
+ * biased; biased heads. */
+static int check_biases(iv_model *m, iv_err *err)
+{
+    const iv_bias_rule has = {1, "the remote code's module"}, none = {0, ""};
+    const iv_layer_bias_rules rules = {.qkv = has, .o = has, .up = none, .down = has, .norms = has};
+    iv_bias_audit a = {"Jina BERT", 0};
+    if (iv_bias_check_layers(&a, m, &rules, err)) return -1;
+    iv_bias_audit_report(&a);
+    m->biases_required = 1;
     return 0;
 }
 
@@ -106,6 +122,7 @@ static int jina_load(iv_model *m, iv_err *err)
     if (!slopes) return iv_errf(err, IV_E_NOMEM, "out of memory");
     iv_alibi_slopes(c->num_heads, slopes->data);
     m->alibi_slopes = slopes->data;
+    if (check_biases(m, err)) return -1;
     return load_heads(m, err);
 }
 

@@ -1,8 +1,10 @@
-/* Mistral3 (mistral3: Mistral3Model, ...ForConditionalGeneration) is run as
- * its text backbone only: the Mistral or Ministral3 model of text_config
- * (text_config.model_type decides which), tensors under
- * language_model.model. (or model.language_model.); the Pixtral vision tower
- * and the patch merger are not run, so image inputs are not accepted.
+/* Mistral3 (mistral3: Mistral3Model, ...ForConditionalGeneration) is the
+ * Mistral or Ministral3 model of text_config (text_config.model_type decides
+ * which), tensors under language_model.model. (or model.language_model.),
+ * plus, when the checkpoint has one, the Pixtral vision tower and the
+ * multimodal projector (models/vision_pixtral.c): images then run through
+ * iv_mistral3_forward, their features replacing the [IMG] token embeddings
+ * (config.json image_token_index). A text-only export runs text only.
  *
  * NVIDIA's reranker export (Nemotron Rerank; Mistral3ForSequenceClassification,
  * remote code that NeMo Automodel's exporter copies beside the weights as
@@ -26,6 +28,7 @@
 #include "models/decoder_common.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
+#include "models/vision_pixtral.h"
 #include "tensor/safetensors.h"
 
 static const char *const k_mistral_archs[] = {
@@ -168,11 +171,24 @@ static int mistral_load(iv_model *m, iv_err *err)
     int64_t window = iv_json_int(c->json, "sliding_window", 0);
     if (window < 0) return iv_errf(err, IV_E_FORMAT, "config.json: sliding_window must be positive");
     if (window > 0) iv_decoder_windows(m, NULL, (int)window, m->block.causal ? IV_WINDOW_CAUSAL : IV_WINDOW_SYMMETRIC);
-    if (ministral3) return ministral3_rope(m, err);
-    iv_rope_params rope;
-    if (iv_rope_params_from_config(c->json, NULL, c->head_dim, 10000.0, c->max_position_embeddings, &rope, err))
-        return -1;
-    return iv_decoder_rope(m, &rope, NULL, err);
+    if (ministral3) {
+        if (ministral3_rope(m, err)) return -1;
+    } else {
+        iv_rope_params rope;
+        if (iv_rope_params_from_config(c->json, NULL, c->head_dim, 10000.0, c->max_position_embeddings, &rope, err) ||
+            iv_decoder_rope(m, &rope, NULL, err))
+            return -1;
+    }
+    if (!mistral3) return 0;
+    /* Mistral3Config's attribute_map: image_token_id is image_token_index. */
+    const cJSON *img = iv_json_get(c->root, "image_token_index");
+    if (!img) img = iv_json_get(c->root, "image_token_id");
+    if (img && (!iv_json_is_integer(img) || img->valuedouble < 0 || img->valuedouble >= c->vocab_size))
+        return iv_errf(err, IV_E_FORMAT, "config.json: image_token_index must be a token id below the vocabulary "
+                                         "size %d",
+                       c->vocab_size);
+    m->image_token_id = img ? (int)img->valuedouble : 10;
+    return iv_pixtral_vision_load(m, &m->pixtral, err);
 }
 
 static const char *const k_types[] = {"mistral", "ministral3", "mistral3", NULL};

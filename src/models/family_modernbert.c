@@ -15,6 +15,7 @@
 
 #include "base/json.h"
 #include "base/log.h"
+#include "models/bias_rules.h"
 #include "models/decoder_common.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
@@ -76,66 +77,37 @@ static int type_rope(iv_model *m, int kind, const unsigned char *which, iv_err *
     return iv_decoder_rope(m, &p, which, err);
 }
 
-/* One bias as a config switch says: required when on (transformers would
- * run a missing one with random values), unused when off even if the file
- * holds one (transformers leaves such a tensor unread). */
-static int bias_switch(const iv_tensor **b, int on, const char *what, const char *key, int *dropped, iv_err *err)
-{
-    if (on && !*b) return iv_errf(err, IV_E_NOTFOUND, "%s requires a %s bias, and the checkpoint has none", key, what);
-    if (!on && *b) {
-        *b = NULL;
-        ++*dropped;
-    }
-    return 0;
-}
-
 /* attention_bias, mlp_bias, norm_bias, classifier_bias, decoder_bias
  * (transformers' ModernBertConfig; defaults false, false, false, false,
- * true). The loaders took each bias the file has; this keeps exactly the
- * ones the reference module has. */
+ * true) decide which biases the reference module has (bias_rules.h). */
 static int apply_bias_switches(iv_model *m, iv_err *err)
 {
     const cJSON *j = m->cfg.json;
-    const int attn = iv_json_bool(j, "attention_bias", 0), mlp = iv_json_bool(j, "mlp_bias", 0),
-              norm = iv_json_bool(j, "norm_bias", 0), cls = iv_json_bool(j, "classifier_bias", 0),
-              dec = iv_json_bool(j, "decoder_bias", 1);
-    int dropped = 0;
-#define SW(ptr, on, what, key)                                              \
-    do {                                                                    \
-        if (bias_switch(&(ptr), on, what, key, &dropped, err)) return -1;   \
-    } while (0)
-    SW(m->embed.norm.b, norm, "embeddings.norm", "norm_bias");
-    SW(m->final_norm.b, norm, "final_norm", "norm_bias");
-    for (int l = 0; l < m->n_layers; l++) {
-        iv_layer *L = &m->layers[l];
-        SW(L->qkv_b, attn, "attention", "attention_bias");
-        SW(L->o_b, attn, "attention output", "attention_bias");
-        SW(L->up_b, mlp, "mlp.Wi", "mlp_bias");
-        SW(L->down_b, mlp, "mlp.Wo", "mlp_bias");
-        if (L->attn_norm.present) {
-            SW(L->attn_norm.b, norm, "attn_norm", "norm_bias");
-        }
-        SW(L->mlp_norm.b, norm, "mlp_norm", "norm_bias");
-    }
+    const iv_bias_rule attn = {iv_json_bool(j, "attention_bias", 0), "config.json's attention_bias"},
+                       mlp = {iv_json_bool(j, "mlp_bias", 0), "config.json's mlp_bias"},
+                       norm = {iv_json_bool(j, "norm_bias", 0), "config.json's norm_bias"},
+                       cls = {iv_json_bool(j, "classifier_bias", 0), "config.json's classifier_bias"},
+                       dec = {iv_json_bool(j, "decoder_bias", 1), "config.json's decoder_bias"},
+                       linear = {1, "the classifier's nn.Linear default"};
+    iv_bias_audit a = {"ModernBERT", 0};
+    const iv_layer_bias_rules layers = {attn, attn, mlp, mlp, norm};
+    if (iv_bias_check_norm(&a, &m->embed.norm, norm, "embeddings.norm", err) ||
+        iv_bias_check_norm(&a, &m->final_norm, norm, "final_norm", err) ||
+        iv_bias_check_layers(&a, m, &layers, err))
+        return -1;
     /* Heads: head.dense (classifier_bias) with head.norm (norm_bias), then
      * the MLM decoder (decoder_bias) or the classifier (always biased). */
     iv_head *heads[] = {&m->seq_head, &m->token_head, &m->mlm_head};
     for (int h = 0; h < 3; h++) {
         iv_head *hd = heads[h];
         if (hd->n_steps < 2) continue;
-        SW(hd->steps[0].b, cls, "head.dense", "classifier_bias");
-        SW(hd->steps[0].ln_b, norm, "head.norm", "norm_bias");
-        if (hd == &m->mlm_head) {
-            SW(hd->steps[1].b, dec, "decoder", "decoder_bias");
-        } else { /* nn.Linear(hidden, num_labels): always biased */
-            SW(hd->steps[1].b, 1, "classifier", "the classifier's nn.Linear default");
-        }
+        const int mlm = hd == &m->mlm_head;
+        if (iv_bias_check(&a, &hd->steps[0].b, cls, "head.dense", err) ||
+            iv_bias_check(&a, &hd->steps[0].ln_b, norm, "head.norm", err) ||
+            iv_bias_check(&a, &hd->steps[1].b, mlm ? dec : linear, mlm ? "decoder" : "classifier", err))
+            return -1;
     }
-#undef SW
-    if (dropped)
-        IV_WARN("ModernBERT: %d bias tensors in the checkpoint are left unused, as config.json's bias switches say "
-                "(transformers does not read them either)",
-                dropped);
+    iv_bias_audit_report(&a);
     return 0;
 }
 

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "models/bias_rules.h"
 #include "models/decoder_common.h"
 #include "models/encoder_common.h"
 #include "models/family.h"
@@ -60,6 +61,28 @@ static const iv_encoder_names k_v5 = {
 };
 
 static const char *const k_archs[] = {"NomicBertModel", "NomicBertForSequenceClassification", NULL};
+
+/* The hub code builds Wqkv and out_proj with qkv_proj_bias, fc1 (fc11,
+ * fc12) with mlp_fc1_bias and fc2 with mlp_fc2_bias (each true by default);
+ * transformers' port has no linear biases at all. LayerNorms and heads are
+ * biased in both. */
+static int check_biases(iv_model *m, int hub_config_keys, iv_err *err)
+{
+    const cJSON *j = m->cfg.json;
+    const iv_bias_rule none = {0, ""}, has = {1, "the reference module"};
+    iv_layer_bias_rules rules = {none, none, none, none, has};
+    if (hub_config_keys) {
+        const iv_bias_rule qkv = {iv_json_bool(j, "qkv_proj_bias", 1), "config.json's qkv_proj_bias"},
+                           fc1 = {iv_json_bool(j, "mlp_fc1_bias", 1), "config.json's mlp_fc1_bias"},
+                           fc2 = {iv_json_bool(j, "mlp_fc2_bias", 1), "config.json's mlp_fc2_bias"};
+        rules = (iv_layer_bias_rules){qkv, qkv, fc1, fc2, has};
+    }
+    iv_bias_audit a = {"Nomic BERT", 0};
+    if (iv_bias_check_layers(&a, m, &rules, err)) return -1;
+    iv_bias_audit_report(&a);
+    m->biases_required = 1;
+    return 0;
+}
 
 /* Contrastors switches this family does not implement: each must be off. */
 static int reject_hub_switches(const cJSON *j, iv_err *err)
@@ -251,7 +274,7 @@ static int nomic_load(iv_model *m, iv_err *err)
     iv_embed_spec *e = &m->embed;
     if (iv_ld_table(m, "embeddings.word_embeddings.weight", H, 1, &e->word, err) ||
         iv_ld_table(m, "embeddings.token_type_embeddings.weight", H, 0, &e->token_type, err) ||
-        iv_ld_layer_norm(m, hub_weights ? "emb_ln" : "embeddings.LayerNorm", H, 0, &e->norm, err))
+        iv_ld_biased_layer_norm(m, hub_weights ? "emb_ln" : "embeddings.LayerNorm", H, &e->norm, err))
         return -1;
     const iv_encoder_names *names = !hub_weights ? &k_v5 : s->gated ? &k_hub_gated : &k_hub_plain;
     if (!hub_weights && !s->gated)
@@ -264,6 +287,7 @@ static int nomic_load(iv_model *m, iv_err *err)
         rc = iv_errf(err, IV_E_UNSUPPORTED, "Nomic MoE needs the hub tensor names (encoder.layers.N.mlp.experts...)");
     if (!rc) rc = iv_load_encoder_layer_weights_routed(m, names, routed, err);
     if (!rc && experts.n_experts) rc = load_experts(m, &experts, routed, err);
+    if (!rc) rc = check_biases(m, hub_config_keys, err);
     free(routed);
     if (rc || iv_decoder_rope(m, &rope, NULL, err)) return -1;
     /* Hub checkpoints accept n_positions tokens whatever the dynamic NTK trained length. */

@@ -98,40 +98,13 @@ static int qwen_windows(iv_model *m, int pplx, iv_err *err)
     return rc;
 }
 
-/* Qwen3-VL's interleaved mRoPE (Qwen3VLTextRotaryEmbedding.recomposition_frequencies):
- * frequency i turns with the height position when i % 3 == 1 and i < 3 * s_h,
- * with the width position when i % 3 == 2 and i < 3 * s_w, else with time;
- * mrope_section [s_t, s_h, s_w] defaults to [24, 20, 20] as there. Then the
- * vision tower, when the checkpoint has one. */
+/* Qwen3-VL's interleaved mRoPE (sections default [24, 20, 20]), the
+ * image token and the vision tower with its DeepStack mergers
+ * (models/vision_qwen3vl.h). */
 static int qwen3_vl_extras(iv_model *m, iv_err *err)
 {
-    const cJSON *j = m->cfg.json;
-    const cJSON *rp = iv_json_get(j, "rope_parameters");
-    if (!cJSON_IsObject(rp)) rp = iv_json_get(j, "rope_scaling");
-    const cJSON *sec = cJSON_IsObject(rp) ? iv_json_get(rp, "mrope_section") : NULL;
-    int s[3] = {24, 20, 20};
-    if (sec) {
-        if (!cJSON_IsArray(sec) || cJSON_GetArraySize(sec) != 3)
-            return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
-        for (int i = 0; i < 3; i++) {
-            const cJSON *v = cJSON_GetArrayItem(sec, i);
-            if (!iv_json_is_integer(v) || v->valuedouble < 0)
-                return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
-            s[i] = (int)v->valuedouble;
-        }
-    }
-    const int half = m->block.rot_dim / 2;
-    uint8_t *axis = iv_model_alloc(m, (size_t)(half > 0 ? half : 1));
-    if (!axis) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    for (int i = 0; i < half; i++) axis[i] = i % 3 == 1 && i < 3 * s[1] ? 1 : i % 3 == 2 && i < 3 * s[2] ? 2 : 0;
-    m->block.rope_freq_section = axis;
-    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", 151655);
-    if (iv_qwen3vl_vision_load(m, &m->vision, err)) return -1;
-    if (m->vision) {
-        m->image_token_run = iv_qwen3vl_image_token_run;
-        m->image_placeholder_id = m->image_token_id;
-    }
-    return 0;
+    static const int sections[3] = {24, 20, 20};
+    return iv_qwen3vl_mm_load(m, sections, 151655, 1, err);
 }
 
 /* TomoroAI's ColQwen3 (remote code ColQwen3: a Qwen3-VL `vlm` whose final

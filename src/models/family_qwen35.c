@@ -27,8 +27,12 @@
  * mlp_only_layers, norm_topk_prob), each routed MLP with the shared expert.
  *
  * Qwen3_5ForConditionalGeneration checkpoints (config nesting text_config,
- * tensors under model.language_model.) load their text model only: the
- * vision tower is not run, so inputs are text. Heads are the decoders'
+ * tensors under model.language_model.) load their text model and, when the
+ * checkpoint has one (model.visual.), the vision tower: Qwen3-VL's without
+ * DeepStack (models/vision_qwen3vl.h), whose image rows the mixed forward
+ * puts at the image pad tokens, with get_rope_index's three-axis positions
+ * on the full-attention layers' interleaved mRoPE (mrope_section, default
+ * [11, 11, 10], over the partial rotary dims). Heads are the decoders'
  * `score` ones (sequence and token classification). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +42,7 @@
 #include "models/decoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
+#include "models/vision_qwen3vl.h"
 
 static const char *const k_archs[] = {
     "Qwen3_5TextModel", "Qwen3_5Model", "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration",
@@ -254,6 +259,9 @@ static int qwen35_load(iv_model *m, iv_err *err)
         if (!rc) rc = iv_rope_params_from_config(c->json, NULL, rot & ~1, 10000.0, c->max_position_embeddings, &rope, err);
         if (!rc) rc = iv_decoder_rope(m, &rope, full, err);
     }
+    /* Qwen3.5's text rotary is mRoPE (Qwen3_5TextRotaryEmbedding); Qwen3-Next's is not. */
+    static const int sections[3] = {11, 11, 10};
+    if (!rc && !next) rc = iv_qwen3vl_mm_load(m, sections, 248056, 0, err);
     free(linear);
     free(moe_layers);
     return rc ? -1 : 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "models/loader.h"
+#include "models/vision_pixtral.h"
 #include "models/vision_qwen3vl.h"
 #include "tensor/safetensors.h"
 
@@ -181,6 +182,39 @@ static int swap_vision(walk *wk, iv_qwen3vl_vision *v, unsigned kinds, iv_err *e
     return rc;
 }
 
+/* Mistral3's Pixtral tower and projector, as Qwen3-VL's: linears with the
+ * layer matmuls, norms and biases with the vectors. */
+static int swap_pixtral(walk *wk, iv_pixtral_vision *v, unsigned kinds, iv_err *err)
+{
+    int rc = 0;
+    for (int l = 0; l < v->depth && !rc; l++) {
+        iv_layer *L = &v->layers[l];
+        if (kinds & IV_LW_LAYER_MATMULS)
+            rc = swap(wk, &L->qkv_w, l, "vision attention QKV", err) ||
+                 swap(wk, &L->o_w, l, "vision attention output", err) || swap(wk, &L->up_w, l, "vision MLP up", err) ||
+                 swap(wk, &L->down_w, l, "vision MLP down", err);
+        if ((kinds & IV_LW_VECTORS) && !rc) {
+            wk->vectors = 1;
+            rc = swap_layer_vectors(wk, L, l, err);
+            wk->vectors = 0;
+        }
+    }
+    if ((kinds & IV_LW_LAYER_MATMULS) && !rc)
+        rc = swap(wk, &v->patch_w, -1, "vision patch embedding", err) ||
+             swap(wk, &v->merge_w, -1, "vision patch merger", err) ||
+             swap(wk, &v->l1_w, -1, "vision projector linear_1", err) ||
+             swap(wk, &v->l2_w, -1, "vision projector linear_2", err);
+    if ((kinds & IV_LW_VECTORS) && !rc) {
+        wk->vectors = 1;
+        rc = swap_norm(wk, &v->ln_pre, -1, "vision ln_pre", err) ||
+             swap_norm(wk, &v->proj_norm, -1, "vision projector norm", err) ||
+             swap(wk, &v->l1_b, -1, "vision projector linear_1 bias", err) ||
+             swap(wk, &v->l2_b, -1, "vision projector linear_2 bias", err);
+        wk->vectors = 0;
+    }
+    return rc;
+}
+
 int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weight_fn fn, void *ctx, iv_err *err)
 {
     walk wk = {.m = m, .fn = fn, .ctx = ctx};
@@ -219,6 +253,7 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
         if (tied) m->embed.word = tied;
     }
     if (m->vision && !rc) rc = swap_vision(&wk, m->vision, kinds, err);
+    if (m->pixtral && !rc) rc = swap_pixtral(&wk, m->pixtral, kinds, err);
     if ((kinds & IV_LW_VECTORS) && !rc) {
         wk.vectors = 1;
         rc = swap_vectors(&wk, err);

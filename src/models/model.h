@@ -139,6 +139,9 @@ typedef struct iv_model {
     int64_t (*image_token_run)(const struct iv_model *m, const struct iv_image_input *img, int32_t *out,
                                int64_t *feature_start);
     int image_placeholder_id;
+    /* Mistral3's Pixtral tower and projector (models/vision_pixtral.h), or
+     * NULL; image_token_id is then config.json's image_token_index ([IMG]). */
+    struct iv_pixtral_vision *pixtral;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;
@@ -164,7 +167,7 @@ int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err 
  * (iv_model_check_batch). */
 int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
 /* What a multimodal forward changes in the text model's pass (built by
- * models/vision_qwen3vl.c): the embeddings of some token rows are replaced
+ * models/vision_qwen3vl.c and vision_pixtral.c): the embeddings of some token rows are replaced
  * by feature rows, positions come on several axes, and DeepStack features
  * are added to those rows after the first layers. */
 typedef struct iv_visual_inject {

@@ -24,11 +24,11 @@ int iv_model_to_device(iv_model *m, const iv_ops *ops, iv_err *err)
         return 0;
     }
     for (int l = 0; l < m->n_layers; l++)
-        if ((m->layers[l].deltanet && (!ops->causal_conv1d || !ops->delta_rule || !ops->gate_mul)) ||
+        if ((m->layers[l].deltanet && (!ops->causal_conv1d || (!ops->delta_rule && !ops->delta_chunk) || !ops->gate_mul)) ||
             (m->layers[l].attn_out_gate && !ops->gate_mul))
             return iv_errf(err, IV_E_UNSUPPORTED,
                            "model_type \"%s\": the %s device has no Gated DeltaNet / gated attention kernels yet "
-                           "(causal_conv1d, delta_rule, gate_mul); run it with --device cpu",
+                           "(causal_conv1d, delta_rule or delta_chunk, gate_mul); run it with --device cpu",
                            m->cfg.model_type, ops->name);
     const unsigned kinds = IV_LW_LAYER_MATMULS | IV_LW_AUX | IV_LW_HEADS | IV_LW_VECTORS;
     if (iv_model_replace_linear_weights(m, kinds, prepare, (void *)ops, err)) return -1;

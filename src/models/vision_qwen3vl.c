@@ -172,7 +172,7 @@ static int vision_geometry(const iv_model *m, const cJSON *vc, iv_qwen3vl_vision
     return 0;
 }
 
-int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, iv_err *err)
+int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, int deepstack, iv_err *err)
 {
     *out = NULL;
     const char *pre = NULL;
@@ -186,6 +186,7 @@ int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, iv_err *err)
     if (!v) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int inter = 0;
     if (vision_geometry(m, vc, v, &inter, err)) return -1;
+    if (!deepstack) v->n_deepstack = 0;
     const int act = iv_act_from_name(iv_json_str(vc, "hidden_act", "gelu_pytorch_tanh"));
     if (act < 0)
         return iv_errf(err, IV_E_UNSUPPORTED, "vision_config hidden_act \"%s\" is not supported",
@@ -222,6 +223,40 @@ int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, iv_err *err)
     return 0;
 }
 
+int iv_qwen3vl_mm_load(iv_model *m, const int default_sections[3], int default_image_token, int deepstack,
+                       iv_err *err)
+{
+    const cJSON *j = m->cfg.json;
+    const cJSON *rp = iv_json_get(j, "rope_parameters");
+    if (!cJSON_IsObject(rp)) rp = iv_json_get(j, "rope_scaling");
+    const cJSON *sec = cJSON_IsObject(rp) ? iv_json_get(rp, "mrope_section") : NULL;
+    int s[3] = {default_sections[0], default_sections[1], default_sections[2]};
+    if (sec) {
+        if (!cJSON_IsArray(sec) || cJSON_GetArraySize(sec) != 3)
+            return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
+        for (int i = 0; i < 3; i++) {
+            const cJSON *v = cJSON_GetArrayItem(sec, i);
+            if (!iv_json_is_integer(v) || v->valuedouble < 0)
+                return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
+            s[i] = (int)v->valuedouble;
+        }
+    }
+    const int half = m->block.rot_dim / 2;
+    uint8_t *axis = iv_model_alloc(m, (size_t)(half > 0 ? half : 1));
+    if (!axis) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int i = 0; i < half; i++) axis[i] = i % 3 == 1 && i < 3 * s[1] ? 1 : i % 3 == 2 && i < 3 * s[2] ? 2 : 0;
+    m->block.rope_freq_section = axis;
+    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", default_image_token);
+    if (iv_qwen3vl_vision_load(m, &m->vision, deepstack, err)) return -1;
+    /* The processor's placeholder expansion, for the request path
+     * (engine/image_inputs.c). */
+    if (m->vision) {
+        m->image_token_run = iv_qwen3vl_image_token_run;
+        m->image_placeholder_id = m->image_token_id;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- the tower */
 
 int64_t iv_qwen3vl_image_tokens(const iv_qwen3vl_vision *v, const iv_image_input *img)
@@ -236,28 +271,6 @@ int64_t iv_qwen3vl_image_token_run(const iv_model *m, const iv_image_input *img,
     for (int64_t i = 0; out && i < n; i++) out[i] = m->image_token_id;
     *feature_start = 0;
     return n;
-}
-
-/* Host FP32 rows into an activation view of the table's dtype. */
-static int upload_rows(const iv_ops *ops, iv_view y, const float *host, iv_arena *arena)
-{
-    const size_t es = iv_dtype_size(y.dtype);
-    const size_t bytes = (size_t)((y.rows - 1) * y.ld + y.cols) * es;
-    char *buf = iv_arena_alloc(arena, bytes);
-    if (!buf) return -1;
-    memset(buf, 0, bytes);
-    for (int64_t r = 0; r < y.rows; r++) {
-        const float *src = host + r * y.cols;
-        char *dst = buf + (size_t)(r * y.ld) * es;
-        if (y.dtype == IV_F32) memcpy(dst, src, (size_t)y.cols * sizeof(float));
-        else if (y.dtype == IV_BF16)
-            for (int64_t c = 0; c < y.cols; c++) ((uint16_t *)dst)[c] = iv_f32_to_bf16(src[c]);
-        else if (y.dtype == IV_F16)
-            for (int64_t c = 0; c < y.cols; c++) ((uint16_t *)dst)[c] = iv_f32_to_f16(src[c]);
-        else return -1;
-    }
-    ops->upload(ops, y.data, buf, bytes);
-    return 0;
 }
 
 /* Patch j of a frame of h x w patches in merge-block order: its grid row and
@@ -393,7 +406,7 @@ int iv_qwen3vl_vision_forward(const iv_model *m, const iv_image_input *imgs, int
     const iv_view x = iv_act_alloc(ops, mem->dev, N, H, H);
     const iv_view pe = iv_act_alloc(ops, mem->dev, N, H, H);
     if (!taps_dev || !weights_dev || !pos_dev || !cu_dev || !pv.data || !x.data || !pe.data) goto oom;
-    if (upload_rows(ops, pv, pix, mem->host)) goto oom;
+    if (iv_ops_upload_f32(ops, pv, pix, mem->host)) goto oom;
 
     /* Patch embedding plus the resampled position grid. */
     ops->linear(ops, x, pv, v->patch_w, v->patch_b, IV_ACT_NONE, NULL);

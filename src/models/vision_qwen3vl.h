@@ -21,11 +21,18 @@
  * Mixed forward (Qwen3VLModel.forward): each image's merged rows replace
  * the embeddings of its image pad tokens; the text model runs with the
  * three-axis positions of get_rope_index (interleaved mRoPE), and DeepStack
- * feature k is added to the image token rows after decoder layer k. */
+ * feature k is added to the image token rows after decoder layer k.
+ *
+ * Qwen3.5 (Qwen3_5Model) uses the same tower without DeepStack, the same
+ * get_rope_index for images, and runs its hybrid text model (Gated DeltaNet
+ * layers take no positions) over the same injected rows: its family file
+ * loads the tower through iv_qwen3vl_mm_load with deepstack 0, and the
+ * mixed forward below is the same function. */
 #ifndef IV_MODELS_VISION_QWEN3VL_H
 #define IV_MODELS_VISION_QWEN3VL_H
 
 #include "models/model.h"
+#include "models/vision.h"
 
 /* LayerNorm (eps 1e-6) -> fc1 -> GELU -> fc2 over 2x2-merged rows. */
 typedef struct iv_vision_merger {
@@ -52,27 +59,30 @@ typedef struct iv_qwen3vl_vision {
     iv_vision_merger deepstack[IV_QWEN3VL_MAX_DEEPSTACK];
 } iv_qwen3vl_vision;
 
-/* One image (or a clip of grid_t frames): pixel_values as the Qwen3-VL
- * processor returns them, with its image_grid_thw row. */
-typedef struct iv_image_input {
-    const float *pixel_values; /* host [grid_t * grid_h * grid_w, patch_dim] */
-    int grid_t, grid_h, grid_w;
-    /* Mixed forward only: where, within its sequence, the image's run of
-     * grid_t * grid_h * grid_w / merge^2 image pad tokens starts. */
-    int token_offset;
-} iv_image_input;
-
-/* The images of one sequence, in token order. */
-typedef struct iv_seq_images {
-    int n;
-    const iv_image_input *images;
-} iv_seq_images;
+/* Images come as iv_image_input (models/vision.h): pixel_values as the
+ * Qwen3-VL processor returns them, with its image_grid_thw row; a run is
+ * grid_t * grid_h * grid_w / merge^2 image pad tokens. */
 
 /* Reads vision_config and the tower's tensors (prefix "model.visual.",
  * "visual." or "vlm.model.visual."); *out NULL when the checkpoint holds no
  * visual tensors (a text-only export). A tower that is present but
- * incomplete, or uses switches not implemented, is an error. */
-int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, iv_err *err);
+ * incomplete, or uses switches not implemented, is an error. deepstack 0:
+ * the tower has no DeepStack mergers whatever vision_config says (Qwen3.5's
+ * Qwen3_5VisionModel never reads deepstack_visual_indexes). */
+int iv_qwen3vl_vision_load(iv_model *m, iv_qwen3vl_vision **out, int deepstack, iv_err *err);
+
+/* The multimodal parts of a Qwen3-VL-style checkpoint, after its text
+ * model's rotary table: the interleaved mRoPE of the text model
+ * (recomposition_frequencies: frequency i < rot_dim / 2 turns with the
+ * height position when i % 3 == 1 and i < 3 * s_h, with the width position
+ * when i % 3 == 2 and i < 3 * s_w, else with time; mrope_section [s_t, s_h,
+ * s_w] from rope_parameters / rope_scaling, else default_sections), the
+ * image token id (config.json's image_token_id, else default_image_token)
+ * and the vision tower (deepstack as in iv_qwen3vl_vision_load). Qwen3-VL:
+ * sections [24, 20, 20], DeepStack; Qwen3.5: [11, 11, 10] over its partial
+ * rotary dims, no DeepStack. */
+int iv_qwen3vl_mm_load(iv_model *m, const int default_sections[3], int default_image_token, int deepstack,
+                       iv_err *err);
 
 /* Merged tokens of one image: grid_t * grid_h * grid_w / merge^2. */
 int64_t iv_qwen3vl_image_tokens(const iv_qwen3vl_vision *v, const iv_image_input *img);

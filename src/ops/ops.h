@@ -235,7 +235,13 @@ typedef struct iv_causal_conv_args {
  *   S = S * exp(g_t)                          S [k_head_dim, v_head_dim]
  *   S = S + k_t (beta_t (v_t - S^T k_t))^T
  *   out_t = S^T q_t
- * all in FP32. */
+ * all in FP32. delta_rule runs exactly that, token by token (the reference);
+ * delta_chunk computes the same outputs in the chunked (WY / UT transform)
+ * form of flash-linear-attention's chunk_gated_delta_rule, `chunk` tokens at
+ * a time (the last chunk of each sequence shorter), which turns the
+ * per-token state reads and writes into a few small matrix products per
+ * chunk and agrees with delta_rule to rounding. Each (sequence, value head)
+ * is computed alone, so a sequence's outputs are the same bits in any batch. */
 typedef struct iv_delta_rule_args {
     iv_view out;                   /* [T, n_v_heads * v_head_dim] */
     iv_view q, k;                  /* [T, n_k_heads * k_head_dim] */
@@ -246,7 +252,9 @@ typedef struct iv_delta_rule_args {
     const int32_t *cu_seqlens;     /* host, n_seqs + 1 entries covering all T rows */
     const int32_t *cu_seqlens_dev; /* dev, the same values */
     int n_seqs;
+    int chunk;                     /* delta_chunk: tokens per chunk, 1..IV_DELTA_CHUNK_MAX; delta_rule ignores it */
 } iv_delta_rule_args;
+#define IV_DELTA_CHUNK_MAX 256
 
 typedef struct iv_ops iv_ops;
 struct iv_ops {
@@ -348,6 +356,9 @@ struct iv_ops {
      * which then refuse models with such layers at load. */
     void (*causal_conv1d)(const iv_ops *ops, const iv_causal_conv_args *a);
     void (*delta_rule)(const iv_ops *ops, const iv_delta_rule_args *a);
+    /* The same rule in chunks (iv_delta_rule_args.chunk); NULL on tables
+     * without it, where the model runs delta_rule. */
+    void (*delta_chunk)(const iv_ops *ops, const iv_delta_rule_args *a);
 
     /* Row stride, in elements, for a scratch activation of `cols` columns
      * that a linear op will read (>= cols); NULL: cols. */
@@ -370,6 +381,11 @@ void *iv_dev_upload_new(const iv_ops *ops, iv_arena *dev, const void *host, size
 /* Copies view v into host as dense FP32 rows [v.rows, v.cols] (converting
  * 16-bit storage). Synchronous: host is ready on return. */
 void iv_ops_download_f32(const iv_ops *ops, iv_view v, float *host);
+/* Copies dense host FP32 rows [y.rows, y.cols] into view y in the table's
+ * activation dtype (BF16 / FP16 storage rounded), staging through host
+ * memory from arena. -1 when arena is out of memory or the dtype is not an
+ * activation dtype. */
+int iv_ops_upload_f32(const iv_ops *ops, iv_view y, const float *host, iv_arena *arena);
 /* v's rows as host FP32: v's own memory on host-visible FP32 tables (no
  * copy; *ld = v.ld), else a dense copy into scratch [v.rows * v.cols]
  * (*ld = v.cols). */

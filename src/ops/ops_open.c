@@ -113,6 +113,28 @@ void iv_ops_download_f32(const iv_ops *ops, iv_view v, float *host)
     free(raw);
 }
 
+int iv_ops_upload_f32(const iv_ops *ops, iv_view y, const float *host, iv_arena *arena)
+{
+    if (y.rows <= 0 || y.cols <= 0) return 0;
+    const size_t es = iv_dtype_size(y.dtype);
+    const size_t bytes = (size_t)((y.rows - 1) * y.ld + y.cols) * es;
+    char *buf = iv_arena_alloc(arena, bytes);
+    if (!buf) return -1;
+    memset(buf, 0, bytes);
+    for (int64_t r = 0; r < y.rows; r++) {
+        const float *src = host + r * y.cols;
+        char *dst = buf + (size_t)(r * y.ld) * es;
+        if (y.dtype == IV_F32) memcpy(dst, src, (size_t)y.cols * sizeof(float));
+        else if (y.dtype == IV_BF16)
+            for (int64_t c = 0; c < y.cols; c++) ((uint16_t *)dst)[c] = iv_f32_to_bf16(src[c]);
+        else if (y.dtype == IV_F16)
+            for (int64_t c = 0; c < y.cols; c++) ((uint16_t *)dst)[c] = iv_f32_to_f16(src[c]);
+        else return -1;
+    }
+    ops->upload(ops, y.data, buf, bytes);
+    return 0;
+}
+
 const float *iv_ops_read_f32(const iv_ops *ops, iv_view v, float *scratch, int64_t *ld)
 {
     if (ops->host_visible && v.dtype == IV_F32) {

@@ -33,9 +33,11 @@ static void account(figures *f, const float *got, const float *want, int64_t row
     }
 }
 
-/* Runs inputs order[0..n) as one batch; compares each with its expected hidden states. */
+/* Runs inputs order[0..n) as one batch; compares each with its expected
+ * hidden states, and with its states run alone (alone[i], kept when n is 1):
+ * the same bits, whatever the batch. */
 static void run_hidden(iv_engine *e, golden_case *g, const int *order, int n, figures *f, const char *what,
-                       const char *fixture)
+                       const char *fixture, float **alone)
 {
     iv_seq_input *seqs = calloc((size_t)n, sizeof *seqs);
     for (int j = 0; j < n; j++) {
@@ -59,6 +61,14 @@ static void run_hidden(iv_engine *e, golden_case *g, const int *order, int n, fi
         snprintf(name, sizeof name, "%s %s hidden.%d (%d tokens)", fixture, what, order[j], g->lens[order[j]]);
         golden_compare(name, out.data + out.offsets[j], want->data, out.rows[j], out.cols, MIN_COS, MAX_ABS);
         account(f, out.data + out.offsets[j], want->data, out.rows[j], out.cols);
+        const size_t bytes = (size_t)(out.rows[j] * out.cols) * sizeof(float);
+        if (n == 1) {
+            alone[order[j]] = malloc(bytes);
+            memcpy(alone[order[j]], out.data + out.offsets[j], bytes);
+        } else if (alone[order[j]]) {
+            CHECK_MSG(memcmp(alone[order[j]], out.data + out.offsets[j], bytes) == 0,
+                      "%s %s: input %d is not the same bits as alone", fixture, what, order[j]);
+        }
     }
     iv_outputs_free(&out);
     free(seqs);
@@ -87,12 +97,15 @@ TEST(golden_qwen35_packed_batches)
         }
         CHECK_MSG(longest > 128, "%s: no input crosses two DeltaNet chunks of 64", names[k]);
         figures alone = {0, 1}, packed = {0, 1};
-        for (int i = 0; i < g.n; i++) run_hidden(e, &g, &i, 1, &alone, "alone", names[k]);
-        run_hidden(e, &g, fwd, g.n, &packed, "packed", names[k]);
-        run_hidden(e, &g, rev, g.n, &packed, "packed reversed", names[k]);
-        printf("    %-14s hidden alone: max abs %.2e, 1 - min cos %.1e; packed (%d seqs, %d..%d tokens): max abs %.2e, "
-               "1 - min cos %.1e\n",
+        float **bits = calloc((size_t)g.n, sizeof *bits);
+        for (int i = 0; i < g.n; i++) run_hidden(e, &g, &i, 1, &alone, "alone", names[k], bits);
+        run_hidden(e, &g, fwd, g.n, &packed, "packed", names[k], bits);
+        run_hidden(e, &g, rev, g.n, &packed, "packed reversed", names[k], bits);
+        printf("    %-14s hidden alone: max abs %.2e, 1 - min cos %.1e; packed (%d seqs, %d..%d tokens, same bits as "
+               "alone): max abs %.2e, 1 - min cos %.1e\n",
                names[k], alone.max_abs, 1 - alone.min_cos, g.n, 2, longest, packed.max_abs, 1 - packed.min_cos);
+        for (int i = 0; i < g.n; i++) free(bits[i]);
+        free(bits);
         free(fwd);
         free(rev);
         iv_engine_free(e);
@@ -228,6 +241,7 @@ TEST(qwen35_device_without_deltanet_ops_refuses)
     fake.host_visible = 0;
     fake.name = "nodeltanet";
     fake.delta_rule = NULL;
+    fake.delta_chunk = NULL;
     CHECK(iv_model_to_device(m, &fake, &err) != 0);
     CHECK_CONTAINS(err.msg, "Gated DeltaNet");
     CHECK_CONTAINS(err.msg, "nodeltanet");

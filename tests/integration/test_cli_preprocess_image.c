@@ -54,3 +54,34 @@ TEST(cli_preprocess_image)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
     tmp_rmtree(tmp);
 }
+
+/* A Mistral3 checkpoint's processor files pick the Pixtral processor: the
+ * resized size, patch grid, [IMG] rows and columns and the run length, the
+ * processor's refusal of an image that resizes to an empty side, and
+ * --dump writing pixel_values [3, H, W]. */
+TEST(cli_preprocess_image_pixtral)
+{
+    char tmp[256], cmd[8192], out_path[512], dump[512];
+    REQUIRE(tmp_dir(tmp, sizeof tmp, "preprocess_pixtral") == 0);
+    const char *fx = iv_test_fixtures_dir();
+    snprintf(out_path, sizeof out_path, "%s/out.jsonl", tmp);
+    snprintf(dump, sizeof dump, "%s/pv.bin", tmp);
+    snprintf(cmd, sizeof cmd,
+             "'%s' preprocess-image --model-id '%s/images/configs/pixtral_small' --dump '%s' "
+             "'%s/images/tall_5x900.jpg' '%s/images/rocket.jpg' > '%s' 2>/dev/null",
+             iv_test_binary(), fx, dump, fx, fx, out_path);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    char *out = NULL;
+    size_t len;
+    iv_err err;
+    REQUIRE(iv_file_read_all(out_path, 1 << 20, &out, &len, &err) == 0);
+    /* transformers: image_sizes [112, 168] for rocket.jpg at longest_edge 150, patch 14, merge 2. */
+    CHECK_CONTAINS(out, "\"width\":640,\"height\":427,\"transparency\":false,\"resized\":[112,168],\"grid\":[8,12],"
+                        "\"tokens\":24,\"token_rows\":4,\"token_cols\":6,\"run\":28,\"pixel_values\":[3,112,168]}");
+    CHECK_CONTAINS(out, "tall_5x900.jpg\",\"error\":\"image is 5x900: it resizes to 0x150");
+    struct stat sb;
+    CHECK(stat(dump, &sb) == 0 && sb.st_size == 3 * 112 * 168 * 4);
+    free(out);
+    tmp_rmtree(tmp);
+}

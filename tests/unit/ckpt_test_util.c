@@ -84,7 +84,7 @@ static int dropped(const char *name, const char *const *drop)
 /* safetensors: u64 header length, JSON header {name: {dtype, shape,
  * data_offsets [begin, end)}}, then the data; offsets are rebuilt here. */
 static int write_weights(const char *dir, const char *fixture, const char *const *drop, const char *extra_name,
-                         const long long *extra_shape, int extra_ndim)
+                         const long long *extra_shape, int extra_ndim, float extra_fill)
 {
     char src[4096];
     snprintf(src, sizeof src, "%s/models/%s/model.safetensors", iv_test_fixtures_dir(), fixture);
@@ -121,7 +121,8 @@ static int write_weights(const char *dir, const char *fixture, const char *const
         for (int i = 0; i < extra_ndim; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)extra_shape[i]));
         cJSON_AddItemToObject(t, "data_offsets", cJSON_CreateDoubleArray(
                                                      (const double[]){(double)used, (double)(used + extra_elems * 4)}, 2));
-        used += (size_t)extra_elems * 4; /* calloc'd: zeros */
+        for (long long i = 0; i < extra_elems; i++) memcpy(body + used + 4 * (size_t)i, &extra_fill, 4);
+        used += (size_t)extra_elems * 4;
     }
     char *txt = rc ? NULL : cJSON_PrintUnformatted(out);
     if (txt) {
@@ -146,7 +147,13 @@ static int write_weights(const char *dir, const char *fixture, const char *const
 int ckpt_write_weights(const char *dir, const char *fixture, const char *const *drop, const char *extra_name,
                        const long long *extra_shape, int extra_ndim)
 {
-    if (write_weights(dir, fixture, drop, extra_name, extra_shape, extra_ndim)) {
+    return ckpt_write_weights_filled(dir, fixture, drop, extra_name, extra_shape, extra_ndim, 0.0f);
+}
+
+int ckpt_write_weights_filled(const char *dir, const char *fixture, const char *const *drop, const char *extra_name,
+                              const long long *extra_shape, int extra_ndim, float extra_fill)
+{
+    if (write_weights(dir, fixture, drop, extra_name, extra_shape, extra_ndim, extra_fill)) {
         iv_test_fail(__FILE__, __LINE__, "cannot write %s/model.safetensors from %s", dir, fixture);
         return -1;
     }

@@ -33,6 +33,11 @@ int ckpt_write(const char *dir, const char *name, const void *data, size_t n);
 int ckpt_write_weights(const char *dir, const char *fixture, const char *const *drop, const char *extra_name,
                        const long long *extra_shape, int extra_ndim);
 
+/* The same with the added tensor filled with extra_fill: a tensor the model
+ * must leave unused is seen as used when it changes the outputs. */
+int ckpt_write_weights_filled(const char *dir, const char *fixture, const char *const *drop, const char *extra_name,
+                              const long long *extra_shape, int extra_ndim, float extra_fill);
+
 /* Sets cfg[key] = v (taking v), replacing a value already there in place. */
 void ckpt_set(cJSON *cfg, const char *key, cJSON *v);
 

@@ -279,3 +279,62 @@ TEST(ckpt_rejects_missing_biases_and_token_types)
     expect_bad("bert_splade", (const char *const[]){"cls.predictions.transform.LayerNorm.bias", NULL}, NULL, NULL, 0,
                "checkpoint is missing tensor \"cls.predictions.transform.LayerNorm.bias\"", IV_E_NOTFOUND);
 }
+
+/* Issue 22, the other encoder families: each bias as the reference module
+ * has it (models/bias_rules.h). A bias the reference has is required. */
+static void nomic_qkv_bias_on(cJSON *c) { ckpt_set(c, "qkv_proj_bias", cJSON_CreateTrue()); }
+static void modernbert_mlp_bias_on(cJSON *c) { ckpt_set(c, "mlp_bias", cJSON_CreateTrue()); }
+
+TEST(ckpt_rejects_biases_the_reference_has)
+{
+    expect_bad("deberta_v3", (const char *const[]){"encoder.layer.0.attention.self.query_proj.bias", NULL}, NULL, NULL,
+               0, "missing tensor \"encoder.layer.0.attention.self.query_proj.bias\"", IV_E_NOTFOUND);
+    expect_bad("deberta_v3", (const char *const[]){"embeddings.LayerNorm.bias", NULL}, NULL, NULL, 0,
+               "missing tensor \"embeddings.LayerNorm.bias\"", IV_E_NOTFOUND);
+    expect_bad("deberta_v2_conv", (const char *const[]){"encoder.conv.conv.bias", NULL}, NULL, NULL, 0,
+               "missing tensor \"encoder.conv.conv.bias\"", IV_E_NOTFOUND);
+    expect_bad("jina_bert_v2", (const char *const[]){"encoder.layer.0.mlp.wo.bias", NULL}, NULL, NULL, 0,
+               "Jina BERT: the checkpoint has no layer 0 MLP down projection bias, which the remote code's module "
+               "requires",
+               IV_E_NOTFOUND);
+    expect_bad("jina_code", (const char *const[]){"encoder.layer.0.attention.self.layer_norm_q.bias", NULL}, NULL,
+               NULL, 0, "missing tensor \"encoder.layer.0.attention.self.layer_norm_q.bias\"", IV_E_NOTFOUND);
+    expect_bad("gte_new", (const char *const[]){"encoder.layer.1.attention.qkv_proj.bias", NULL}, NULL, NULL, 0,
+               "GTE: the checkpoint has no layer 1 attention projection bias", IV_E_NOTFOUND);
+    expect_bad("gte_native", (const char *const[]){"encoder.layer.0.mlp.down_proj.bias", NULL}, NULL, NULL, 0,
+               "GTE: the checkpoint has no layer 0 MLP down projection bias", IV_E_NOTFOUND);
+    expect_bad("gte_new", (const char *const[]){"embeddings.LayerNorm.bias", NULL}, NULL, NULL, 0,
+               "missing tensor \"embeddings.LayerNorm.bias\"", IV_E_NOTFOUND);
+    CKPT_REJECT("nomic_bert_hub", nomic_qkv_bias_on,
+                "Nomic BERT: the checkpoint has no layer 0 attention projection bias, which config.json's "
+                "qkv_proj_bias requires",
+                IV_E_NOTFOUND);
+    CKPT_REJECT("modernbert", modernbert_mlp_bias_on,
+                "ModernBERT: the checkpoint has no layer 0 MLP up projection bias, which config.json's mlp_bias "
+                "requires",
+                IV_E_NOTFOUND);
+}
+
+/* A bias the reference lacks is never read there: one added to the file
+ * (0.5 everywhere, so using it would show) leaves the outputs unchanged. */
+static void expect_unused_bias(const char *fixture, const char *name, long long n)
+{
+    char dir[256];
+    REQUIRE(ckpt_make(dir, sizeof dir, fixture, NULL, 0) == 0);
+    if (!ckpt_write_weights_filled(dir, fixture, NULL, name, (const long long[]){n}, 1, 0.5f)) {
+        iv_engine *e = load_or_fail(dir), *ref = load_fixture(fixture);
+        if (e && ref) expect_same(e, ref, IV_TASK_EMBED_ALL);
+        if (e) iv_engine_free(e);
+        if (ref) iv_engine_free(ref);
+    }
+    tmp_rmtree(dir);
+}
+
+TEST(ckpt_leaves_biases_the_reference_lacks_unused)
+{
+    expect_unused_bias("gte_new", "encoder.layer.0.mlp.up_gate_proj.bias", 96);
+    expect_unused_bias("jina_bert_v2", "encoder.layer.0.mlp.gated_layers.bias", 96);
+    expect_unused_bias("nomic_bert_hub", "encoder.layers.0.attn.Wqkv.bias", 96);
+    expect_unused_bias("nomic_bert_v5names", "layers.0.mlp.down_proj.bias", 32);
+    expect_unused_bias("modernbert", "layers.0.mlp.Wo.bias", 32);
+}

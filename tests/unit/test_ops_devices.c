@@ -1141,6 +1141,56 @@ TEST(devices_im2col)
     FOR_EACH_TABLE("im2col", run_im2col, kernels);
 }
 
+/* ---- Gated DeltaNet's delta rule, token by token and chunked ---- */
+
+typedef struct delta_case {
+    int chunked, chunk;
+} delta_case;
+
+static void run_delta(dctx *d, const void *cv)
+{
+    const delta_case *c = cv;
+    void (*op)(const iv_ops *, const iv_delta_rule_args *) = c->chunked ? d->ops->delta_chunk : d->ops->delta_rule;
+    if (!op) return; /* a table without it (CUDA today): the model refuses such layers at load */
+    static const int lens[] = {5, 1, 40, 3};
+    enum { N_SEQS = 4, HK = 2, HV = 4, DK = 8, DV = 6 };
+    ops_rng r = {16000 + (uint64_t)c->chunk};
+    case_begin(d, "%s chunk %d", c->chunked ? "delta_chunk" : "delta_rule", c->chunk);
+    int32_t cu[N_SEQS + 1] = {0};
+    for (int s = 0; s < N_SEQS; s++) cu[s + 1] = cu[s] + lens[s];
+    const int64_t T = cu[N_SEQS];
+    abuf *q = abuf_new(d, &r, "q", T, HK * DK, 1, HK * DK + 2, -1.0f, 1.0f);
+    abuf *k = abuf_new(d, &r, "k", T, HK * DK, 0, HK * DK + 1, -1.0f, 1.0f);
+    abuf *v = abuf_new(d, &r, "v", T, HV * DV, 2, HV * DV + 3, -2.0f, 2.0f);
+    abuf *a = abuf_new(d, &r, "a", T, HV, 1, HV + 1, -3.0f, 1.0f);
+    abuf *b = abuf_new(d, &r, "b", T, HV, 0, HV + 2, -2.0f, 2.0f);
+    abuf *out = abuf_new(d, &r, "out", T, HV * DV, 1, HV * DV + 1, -1.0f, 1.0f);
+    wbuf *a_log = wbuf_new(d, &r, 0, HV, -0.5f, 0.5f, 0), *dt = wbuf_new(d, &r, 0, HV, -0.5f, 0.5f, 0);
+    const int32_t *cu_dev = dev_put(d, cu, sizeof cu);
+    if (!d->broken) {
+        iv_delta_rule_args h = {
+            .out = hview(out), .q = hview(q), .k = hview(k), .v = hview(v), .a = hview(a), .b = hview(b),
+            .a_log = &a_log->ht, .dt_bias = &dt->ht, .n_k_heads = HK, .n_v_heads = HV, .k_head_dim = DK,
+            .v_head_dim = DV, .cu_seqlens = cu, .cu_seqlens_dev = cu, .n_seqs = N_SEQS, .chunk = c->chunk,
+        };
+        if (c->chunked)
+            d->cpu->delta_chunk(d->cpu, &h);
+        else
+            d->cpu->delta_rule(d->cpu, &h);
+        iv_delta_rule_args g = h;
+        g.out = dview(d, out), g.q = dview(d, q), g.k = dview(d, k), g.v = dview(d, v), g.a = dview(d, a);
+        g.b = dview(d, b), g.a_log = a_log->dev, g.dt_bias = dt->dev, g.cu_seqlens_dev = cu_dev;
+        op(d->ops, &g);
+    }
+    case_end(d);
+}
+
+TEST(devices_delta_rule)
+{
+    static const delta_case cases[] = {{0, 0}, {1, 1}, {1, 16}, {1, 64}};
+    FOR_EACH_TABLE("delta_rule", run_delta, cases);
+}
+
 /* ---- add on FP32 views (attention bias blocks) ---- */
 
 static void run_add_f32(dctx *d, const void *cv)

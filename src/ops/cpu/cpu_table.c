@@ -67,6 +67,7 @@ static const iv_ops cpu_ops = {
     .gate_mul = iv_cpu_gate_mul,
     .causal_conv1d = iv_cpu_causal_conv1d,
     .delta_rule = iv_cpu_delta_rule,
+    .delta_chunk = iv_cpu_delta_chunk,
     .act_stride = iv_cpu_act_stride,
 };
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/deltanet_math.h"
 
 void iv_cpu_causal_conv1d(const iv_ops *ops, const iv_causal_conv_args *a)
 {
@@ -36,18 +37,6 @@ void iv_cpu_causal_conv1d(const iv_ops *ops, const iv_causal_conv_args *a)
     }
 }
 
-/* torch.nn.functional.softplus (beta 1, threshold 20). */
-static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-/* x * rsqrt(sum x^2 + 1e-6) * scale into dst (transformers' l2norm, as FLA). */
-static void l2norm_scaled(float *dst, const float *x, int n, float scale)
-{
-    float ss = 0;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
-    const float inv = 1.0f / sqrtf(ss + 1e-6f);
-    for (int i = 0; i < n; i++) dst[i] = x[i] * inv * scale;
-}
-
 void iv_cpu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a)
 {
     const int Hk = a->n_k_heads, Hv = a->n_v_heads, Dk = a->k_head_dim, Dv = a->v_head_dim;
@@ -67,12 +56,12 @@ void iv_cpu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a)
             const float A = -expf(a_log[h]);
             memset(S, 0, (size_t)Dk * Dv * sizeof(float));
             for (int64_t t = a->cu_seqlens[s]; t < a->cu_seqlens[s + 1]; t++) {
-                l2norm_scaled(qn, (const float *)a->q.data + t * a->q.ld + (int64_t)hk * Dk, Dk, q_scale);
-                l2norm_scaled(kn, (const float *)a->k.data + t * a->k.ld + (int64_t)hk * Dk, Dk, 1.0f);
+                iv_dn_l2norm_scaled(qn, (const float *)a->q.data + t * a->q.ld + (int64_t)hk * Dk, Dk, q_scale);
+                iv_dn_l2norm_scaled(kn, (const float *)a->k.data + t * a->k.ld + (int64_t)hk * Dk, Dk, 1.0f);
                 const float *v = (const float *)a->v.data + t * a->v.ld + (int64_t)h * Dv;
-                const float g = A * softplus(((const float *)a->a.data)[t * a->a.ld + h] + dt_bias[h]);
+                const float g = iv_dn_log_decay(A, ((const float *)a->a.data)[t * a->a.ld + h], dt_bias[h]);
                 const float decay = expf(g);
-                const float beta = 1.0f / (1.0f + expf(-((const float *)a->b.data)[t * a->b.ld + h]));
+                const float beta = iv_dn_beta(((const float *)a->b.data)[t * a->b.ld + h]);
                 /* S *= exp(g); delta = beta (v - S^T k) */
                 float *restrict dl = delta;
                 for (int j = 0; j < Dv; j++) dl[j] = 0;

@@ -1036,7 +1036,9 @@ static void emu_causal_conv1d(const iv_ops *ops, const iv_causal_conv_args *a)
     free(yf);
 }
 
-static void emu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a)
+/* Both forms of the delta rule: the CPU's `chunked` or token-by-token kernel
+ * on the FP32 copies of the inputs, the output rounded to storage. */
+static void emu_delta_rule_with(const iv_ops *ops, const iv_delta_rule_args *a, int chunked)
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
@@ -1053,6 +1055,8 @@ static void emu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a)
         a->v.cols != (int64_t)Hv * a->v_head_dim || a->out.cols != a->v.cols || a->a.cols != Hv || a->b.cols != Hv ||
         iv_tensor_numel(a->a_log) != Hv || iv_tensor_numel(a->dt_bias) != Hv)
         emu_die("delta_rule", "shapes do not match");
+    if (chunked && (a->chunk < 1 || a->chunk > IV_DELTA_CHUNK_MAX))
+        emu_die("delta_chunk", "chunk %d is not in 1..%d", a->chunk, IV_DELTA_CHUNK_MAX);
     if (a->out.rows == 0) return;
     check_cu_seqlens(c, a->cu_seqlens, a->cu_seqlens_dev, a->n_seqs, a->out.rows, "delta_rule");
     if (a->n_seqs <= 0 || a->cu_seqlens[0] != 0 || a->cu_seqlens[a->n_seqs] != a->out.rows)
@@ -1071,13 +1075,19 @@ static void emu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a)
     float *of = iv_cpu_scratch((size_t)(a->out.rows * a->out.cols) * sizeof(float));
     h.out = dense(of, a->out.rows, a->out.cols);
     h.cu_seqlens_dev = a->cu_seqlens;
-    cpu->delta_rule(cpu, &h);
+    if (chunked)
+        cpu->delta_chunk(cpu, &h);
+    else
+        cpu->delta_rule(cpu, &h);
     write_view(c, a->out, of, "delta_rule", "out");
     for (int i = 0; i < 5; i++) free(f[i]);
     free(al);
     free(dt);
     free(of);
 }
+
+static void emu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a) { emu_delta_rule_with(ops, a, 0); }
+static void emu_delta_chunk(const iv_ops *ops, const iv_delta_rule_args *a) { emu_delta_rule_with(ops, a, 1); }
 
 /* ---- the table ---- */
 
@@ -1131,6 +1141,7 @@ const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
         .gate_mul = emu_gate_mul,
         .causal_conv1d = emu_causal_conv1d,
         .delta_rule = emu_delta_rule,
+        .delta_chunk = emu_delta_chunk,
         .act_stride = NULL,
     };
     return &c->ops;

@@ -1,0 +1,35 @@
+/* Images into a model: the inputs every vision tower takes once its
+ * processor has run (src/image/), and the one entry point the engine calls
+ * for a batch with images, whichever tower the checkpoint has (Qwen3-VL:
+ * models/vision_qwen3vl.h; Pixtral / Mistral3: models/vision_pixtral.h). */
+#ifndef IV_MODELS_VISION_H
+#define IV_MODELS_VISION_H
+
+#include "models/model.h"
+
+/* One image (or a clip of grid_t frames) as its processor prepared it.
+ * pixel_values: host [grid_t * grid_h * grid_w, patch_dim] patches, rows in
+ * the merge-block order of the tower (each merge^2 consecutive rows one
+ * merged token); grid in patches. */
+typedef struct iv_image_input {
+    const float *pixel_values;
+    int grid_t, grid_h, grid_w;
+    /* Mixed forward only: where, within its sequence, the image's run of
+     * tokens starts (the tower's docs say what the run holds). */
+    int token_offset;
+} iv_image_input;
+
+/* The images of one sequence, in token order. */
+typedef struct iv_seq_images {
+    int n;
+    const iv_image_input *images;
+} iv_seq_images;
+
+/* The text model over a packed, uploaded batch whose sequence s has
+ * images[s] (images NULL or images[s].n 0: text only), through the
+ * checkpoint's tower; IV_E_UNSUPPORTED when it has none and some sequence
+ * brings images. *hidden: [T, hidden] final states. */
+int iv_model_forward_images(const iv_model *m, const iv_batch *b, const iv_seq_images *images,
+                            const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
+
+#endif
