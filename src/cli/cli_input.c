@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include "base/file.h"
 #include "base/json.h"
+#include "image/image.h"
 #include "engine/resolve.h"
 #include "server/codec.h"
 
@@ -70,11 +73,82 @@ static int is_conversation(const cJSON *j)
     return 1;
 }
 
+/* An image as the CLI takes it: a data URL as is, else a file path
+ * ("file://" optional) read here and sent on as base64: the server never
+ * reads files, the offline commands do. NULL (error set) on failure. */
+static char *image_source(iv_cli_item *it, const char *s)
+{
+    if (!strncasecmp(s, "data:", 5)) return dup_n(s, strlen(s));
+    if (!strncasecmp(s, "file://", 7)) s += 7;
+    char *bytes;
+    size_t n;
+    iv_err err = {0};
+    if (iv_file_read_all(s, IV_IMAGE_DEFAULT_MAX_BYTES, &bytes, &n, &err)) {
+        char msg[sizeof err.msg + 32];
+        snprintf(msg, sizeof msg, "image: %s", err.msg);
+        set_error(it, msg);
+        return NULL;
+    }
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_codec_base64(&b, (const unsigned char *)bytes, n);
+    free(bytes);
+    if (b.oom || !b.data) {
+        iv_sb_free(&b);
+        set_error(it, "out of memory");
+        return NULL;
+    }
+    return b.data;
+}
+
+/* Image parts of a conversation that name files get the files' bytes. */
+static void load_image_parts(iv_cli_item *it, cJSON *conv)
+{
+    cJSON *m;
+    cJSON_ArrayForEach(m, conv)
+    {
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content"), *part;
+        if (!cJSON_IsArray(content)) continue;
+        cJSON_ArrayForEach(part, content)
+        {
+            const char *type = iv_json_str(part, "type", "");
+            if (strcmp(type, "image_url") && strcmp(type, "image")) continue;
+            cJSON *holder = part, *v = cJSON_GetObjectItemCaseSensitive(part, type);
+            const char *key = type;
+            if (cJSON_IsObject(v)) holder = v, key = "url", v = cJSON_GetObjectItemCaseSensitive(v, "url");
+            if (!cJSON_IsString(v) || !strncasecmp(v->valuestring, "data:", 5)) continue;
+            char *src = image_source(it, v->valuestring);
+            if (!src) return;
+            cJSON *repl = cJSON_CreateString(src);
+            free(src);
+            if (!repl || !cJSON_ReplaceItemInObjectCaseSensitive(holder, key, repl)) {
+                cJSON_Delete(repl);
+                set_error(it, "out of memory");
+                return;
+            }
+        }
+    }
+}
+
 static void take_messages(iv_cli_item *it, const cJSON *j)
 {
     it->messages = cJSON_Duplicate(j, 1);
     if (!it->messages) set_error(it, "out of memory");
+    else load_image_parts(it, it->messages);
     it->in.messages = it->messages;
+}
+
+static void take_image(iv_cli_item *it, const cJSON *image, const cJSON *text)
+{
+    if (!cJSON_IsString(image)) {
+        set_error(it, "\"image\" must be a file path or a data URL");
+        return;
+    }
+    it->image = image_source(it, image->valuestring);
+    if (!it->image) return;
+    it->in.image = it->image;
+    it->in.image_len = strlen(it->image);
+    if (cJSON_IsString(text)) take_text(it, text, 0);
 }
 
 static void parse_json(const cJSON *j, iv_cli_item *it)
@@ -101,11 +175,13 @@ static void parse_json(const cJSON *j, iv_cli_item *it)
     } else if (cJSON_IsObject(j)) {
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(j, "ids");
         const cJSON *text = iv_json_get(j, "text"), *pair = iv_json_get(j, "pair");
-        if (cJSON_IsArray(ids)) take_ids(it, ids);
+        const cJSON *image = cJSON_GetObjectItemCaseSensitive(j, "image");
+        if (image) take_image(it, image, text);
+        else if (cJSON_IsArray(ids)) take_ids(it, ids);
         else if (cJSON_IsString(text)) {
             take_text(it, text, 0);
             if (cJSON_IsString(pair)) take_text(it, pair, 1);
-        } else set_error(it, "object inputs need \"text\", \"ids\" or \"messages\"");
+        } else set_error(it, "object inputs need \"text\", \"ids\", \"image\" or \"messages\"");
     } else {
         set_error(it, "expected a string, [text, pair], an array of token ids or a list of messages");
     }
@@ -141,6 +217,7 @@ void iv_cli_item_free(iv_cli_item *it)
     free(it->text);
     free(it->pair);
     free(it->ids);
+    free(it->image);
     free(it->error);
     cJSON_Delete(it->messages);
     memset(it, 0, sizeof *it);
@@ -258,6 +335,15 @@ int iv_cli_common_arg(iv_cli_common *c, int argc, char **argv, int *i)
     if (!strcmp(a, "--revision")) TAKE(c->revision);
     if (!strcmp(a, "--chat-template")) TAKE(c->engine.chat_template);
 #undef TAKE
+    if (!strcmp(a, "--max-image-pixels") && next) {
+        c->engine.max_image_pixels = atoll(next);
+        if (c->engine.max_image_pixels <= 0) {
+            fprintf(stderr, "infinity_v3: --max-image-pixels must be positive\n");
+            return -1;
+        }
+        *i += 2;
+        return 0;
+    }
     if (!strcmp(a, "--batch-tokens") && next) {
         c->batch_tokens = atoi(next);
         if (c->batch_tokens <= 0) {

@@ -51,6 +51,8 @@ static void usage(FILE *f)
             "  --pooling cls|mean|max|last-token|splade   override the model's pooling\n"
             "  --causal-lm-rerank YES,NO    score a *ForCausalLM checkpoint by logit(YES) - logit(NO) at\n"
             "                               the last token (Qwen3-Reranker without sentence-transformers files)\n"
+            "  --max-image-pixels N         images in requests: the most pixels one may have, checked in\n"
+            "                               its header before decoding (89478485, PIL's limit); over: 413\n"
             "  --chat-template FILE         a Jinja chat template instead of the checkpoint's; rerank and\n"
             "                               predict pairs are rendered through it as query/document messages\n"
             "  --device cpu|cuda|cuda:N|emulated   where the model runs (cpu); a comma list runs one\n"
@@ -295,6 +297,8 @@ static int serve(int argc, char **argv)
             rc = parse_pooling(val, &o.engine.pooling_override, &splade);
         } else if (!strcmp(a, "--chat-template")) {
             o.engine.chat_template = val;
+        } else if (!strcmp(a, "--max-image-pixels")) {
+            if (!(rc = parse_int(a, val, 1, (long)1 << 40, &x))) o.engine.max_image_pixels = x;
         } else if (!strcmp(a, "--causal-lm-rerank")) {
             o.engine.rerank_tokens = val;
         } else if (!strcmp(a, "--device")) {
@@ -371,6 +375,7 @@ static const char *const k_env_flags[] = {
     "--api-key", "--payload-limit", "--max-concurrent-requests", "--max-batch-tokens", "--max-batch-requests",
     "--max-client-batch-size", "--max-client-batch-size-openai", "--url-prefix", "--auto-truncate",
     "--default-prompt-name", "--default-prompt", "--tokenization-workers", "--pooling", "--chat-template",
+    "--max-image-pixels",
     "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
     "--otlp-endpoint", "--otlp-service-name", "--read-timeout", "--decision-max-questions",
     "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", NULL};

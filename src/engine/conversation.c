@@ -10,7 +10,7 @@
 
 int iv_conversation_wanted(const iv_engine *e, const iv_input *in)
 {
-    return in->messages != NULL || iv_engine_st_meta(e)->messages.enabled ||
+    return in->messages != NULL || in->image != NULL || iv_engine_st_meta(e)->messages.enabled ||
            (in->pair != NULL && iv_engine_pairs_as_messages(e));
 }
 
@@ -77,15 +77,24 @@ static int normalize_content(const iv_engine *e, cJSON *msg)
     return repl && cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", repl) ? 0 : -1;
 }
 
-/* A part that is not text: what only a vision (or audio) tower can read. */
-static const char *media_part(const cJSON *msg)
+/* OpenAI's {"type": "image_url", "image_url": {"url": ...}} (or the url as
+ * a string), and the transformers form {"type": "image", "image": ...}. */
+static int is_image_part(const char *type)
+{
+    return !strcmp(type, "image_url") || !strcmp(type, "image");
+}
+
+/* A part that is not text and that the model cannot read: what only a
+ * vision (or audio) tower can read. */
+static const char *media_part(const iv_engine *e, const cJSON *msg)
 {
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content"), *part;
     if (!cJSON_IsArray(content)) return NULL;
     cJSON_ArrayForEach(part, content)
     {
         const char *type = iv_json_str(part, "type", "text");
-        if (strcmp(type, "text")) return type;
+        if (!strcmp(type, "text") || (iv_engine_image_proc(e) && is_image_part(type))) continue;
+        return type;
     }
     return NULL;
 }
@@ -110,17 +119,93 @@ static int copy_messages(const iv_engine *e, const cJSON *given, cJSON *conv, iv
                                                               !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(part, "type")))
                 return iv_errf(err, IV_E_INVALID, "message %d: every content part must be an object with a string `type`",
                                i);
-        const char *media = media_part(m);
+        const char *media = media_part(e, m);
+        if (media && is_image_part(media))
+            return iv_errf(err, IV_E_INVALID,
+                           "message %d has a \"%.32s\" part, but model `%s` reads text only (it has no vision "
+                           "tower)",
+                           i, media, iv_engine_model_type(e));
         if (media)
             return iv_errf(err, IV_E_INVALID,
-                           "message %d has a \"%.32s\" part, but model `%s` reads text only (it has no vision or "
-                           "audio tower)",
-                           i, media, iv_engine_model_type(e));
+                           "message %d has a \"%.32s\" part, which model `%s` cannot read (it takes text%s)", i,
+                           media, iv_engine_model_type(e), iv_engine_image_proc(e) ? " and images" : " only");
         cJSON *copy = cJSON_Duplicate(m, 1);
         if (!copy) return iv_errf(err, IV_E_NOMEM, "out of memory");
         cJSON_AddItemToArray(conv, copy);
         if (normalize_content(e, copy)) return iv_errf(err, IV_E_NOMEM, "out of memory");
         i++;
+    }
+    return 0;
+}
+
+/* A bare image input as one user message: the image, then the model's
+ * image_doc_text (ColQwen3's "Describe the image.") or the input's text
+ * when either is set. */
+static int add_image_message(const iv_engine *e, cJSON *conv, const iv_input *in, iv_err *err)
+{
+    const iv_image_proc *ip = iv_engine_image_proc(e);
+    if (!ip)
+        return iv_errf(err, IV_E_INVALID, "model `%s` reads text only (it has no vision tower): it takes no images",
+                       iv_engine_model_type(e));
+    cJSON *parts = cJSON_CreateArray(), *img = cJSON_CreateObject();
+    char *src = malloc(in->image_len + 1);
+    int bad = !parts || !img || !src;
+    if (!bad) {
+        memcpy(src, in->image, in->image_len);
+        src[in->image_len] = 0;
+        cJSON_AddItemToArray(parts, img);
+        bad = !cJSON_AddStringToObject(img, "type", "image") || !cJSON_AddStringToObject(img, "image", src);
+    } else {
+        cJSON_Delete(img);
+    }
+    free(src);
+    const char *text = in->text && in->text_len ? NULL : ip->image_doc_text;
+    if (!bad && (text || (in->text && in->text_len))) {
+        cJSON *t = cJSON_CreateObject();
+        char *dup = text ? NULL : malloc(in->text_len + 1);
+        if (dup) memcpy(dup, in->text, in->text_len), dup[in->text_len] = 0;
+        if (t) cJSON_AddItemToArray(parts, t);
+        bad = !t || (!text && !dup) || !cJSON_AddStringToObject(t, "type", "text") ||
+              !cJSON_AddStringToObject(t, "text", text ? text : dup);
+        free(dup);
+    }
+    if (bad) {
+        cJSON_Delete(parts);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    if (add_message(conv, "user", parts)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    return 0;
+}
+
+/* Decodes every image part of conv in order into out and turns each into
+ * {"type": "image"}, what chat templates render as the placeholder. */
+static int take_images(const iv_engine *e, cJSON *conv, iv_image_set *out, iv_err *err)
+{
+    const iv_image_proc *ip = iv_engine_image_proc(e);
+    cJSON *m;
+    cJSON_ArrayForEach(m, conv)
+    {
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content"), *part;
+        if (!cJSON_IsArray(content)) continue;
+        cJSON_ArrayForEach(part, content)
+        {
+            const char *type = iv_json_str(part, "type", "text");
+            if (!is_image_part(type)) continue;
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(part, type);
+            if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "url");
+            if (!cJSON_IsString(v))
+                return iv_errf(err, IV_E_INVALID,
+                               "image %d: an \"%s\" part needs its image as a string (a data URL or base64)%s",
+                               out->n, type, !strcmp(type, "image_url") ? " in image_url.url" : " in \"image\"");
+            if (iv_image_set_add(ip, out, v->valuestring, strlen(v->valuestring), err)) return -1;
+            cJSON *repl = cJSON_CreateObject();
+            if (!repl || !cJSON_AddStringToObject(repl, "type", "image")) {
+                cJSON_Delete(repl);
+                return iv_errf(err, IV_E_NOMEM, "out of memory");
+            }
+            cJSON_ReplaceItemViaPointer(content, part, repl);
+            part = repl;
+        }
     }
     return 0;
 }
@@ -149,6 +234,8 @@ static cJSON *build(const iv_engine *e, const iv_input *in, const char *prompt, 
         rc = add_message(conv, "query", text_content(e, in->text, in->text_len)) ||
              add_message(conv, "document", text_content(e, in->pair, in->pair_len));
         if (rc) iv_errf(err, IV_E_NOMEM, "out of memory");
+    } else if (in->image) {
+        rc = add_image_message(e, conv, in, err);
     } else if (add_message(conv, "user", text_content(e, in->text ? in->text : "", in->text_len))) {
         rc = iv_errf(err, IV_E_NOMEM, "out of memory");
     }
@@ -289,6 +376,22 @@ static int restore_suffix(const iv_engine *e, const cJSON *conv, const iv_input_
     return rc ? -1 : 0;
 }
 
+/* The images' placeholders replaced by their runs (the model's
+ * image_token_run), then the length rule: runs are kept whole. */
+static int expand_images(const iv_engine *e, const iv_input_opts *o, int max_tokens, iv_prepared *out, iv_err *err)
+{
+    int len;
+    if (iv_image_expand(iv_engine_image_proc(e), &out->images, out->enc.ids, out->enc.len, &out->own_ids, &len, err) ||
+        iv_image_truncate(&out->images, out->own_ids, &len, max_tokens, o->truncate, o->truncate_left, err))
+        return -1;
+    out->seq.ids = out->own_ids;
+    out->seq.type_ids = NULL;
+    out->seq.len = len;
+    out->seq.images = out->images.in;
+    out->seq.n_images = out->images.n;
+    return 0;
+}
+
 int iv_conversation_prepare(const iv_engine *e, const iv_input *in, const iv_input_opts *o, int max_tokens,
                             iv_prepared *out, iv_err *err)
 {
@@ -299,15 +402,24 @@ int iv_conversation_prepare(const iv_engine *e, const iv_input *in, const iv_inp
      * pooling (sentence-transformers keeps no prompt length for them). */
     cJSON *conv = build(e, in, o->prompt, err);
     if (!conv) return -1;
+    if (take_images(e, conv, &out->images, err)) {
+        cJSON_Delete(conv);
+        return -1;
+    }
+    const int images = out->images.n > 0;
     iv_strbuf text;
     iv_sb_init(&text);
-    int rc = render(e, conv, o, &text, err) || tokenize(e, &text, o->truncate ? max_tokens : 0, o->truncate_left,
-                                                     &out->enc, err);
-    if (!rc && out->enc.n_truncated > 0 && iv_engine_st_meta(e)->messages.restore_suffix && !o->truncate_left)
+    /* With images the text is cut after their runs are expanded (never
+     * through one), so it is tokenized whole. */
+    int rc = render(e, conv, o, &text, err) ||
+             tokenize(e, &text, o->truncate && !images ? max_tokens : 0, o->truncate_left, &out->enc, err);
+    if (!rc && !images && out->enc.n_truncated > 0 && iv_engine_st_meta(e)->messages.restore_suffix &&
+        !o->truncate_left)
         rc = restore_suffix(e, conv, o, &out->enc, err);
     iv_sb_free(&text);
     cJSON_Delete(conv);
     if (rc) return -1;
+    if (images) return expand_images(e, o, max_tokens, out, err);
     if (out->enc.len > max_tokens)
         return iv_errf(err, IV_E_INVALID, "input has %d tokens, more than the model's maximum of %d", out->enc.len,
                        max_tokens);

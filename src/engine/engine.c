@@ -26,6 +26,7 @@
 #include "models/model.h"
 #include "models/pack_weights.h"
 #include "models/vision.h"
+#include "engine/image_inputs.h"
 #include "models/quantize.h"
 #include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/gemm_panel.h"
@@ -60,6 +61,7 @@ struct iv_engine {
     int letters;            /* option letters of the letters decision head, or 0 */
     iv_pplx *pplx;          /* a pplx-decider v1 checkpoint (decisions/pplx.h), or NULL */
     iv_clef *clef;          /* a Clef checkpoint (decisions/clef.h), or NULL */
+    iv_image_proc images;   /* how the model takes images (model NULL: it takes none) */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -331,6 +333,7 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     } else if (opts && opts->decision_letters && letters_head(e, opts, err))
         goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
+    if (iv_image_proc_load(&e->images, model_dir, e->model, opts ? opts->max_image_pixels : 0, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU
      * kernel's panels. */
@@ -640,6 +643,11 @@ int iv_engine_vocab_size(const iv_engine *e) { return (int)e->model->embed.word-
 const char *iv_engine_architecture(const iv_engine *e) { return e->model->cfg.architecture; }
 const char *iv_engine_model_type(const iv_engine *e) { return e->model->cfg.model_type; }
 const iv_st_meta *iv_engine_st_meta(const iv_engine *e) { return &e->meta; }
+const iv_image_proc *iv_engine_image_proc(const iv_engine *e)
+{
+    return e->images.model ? &e->images : NULL;
+}
+
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e)
 {
     return e->colbert.layout != IV_COLBERT_NONE ? &e->colbert.info : NULL;

@@ -46,6 +46,9 @@ typedef struct iv_engine_opts {
      * the letters A..Z, a..z at the next position after the rendered prompt
      * (decisions/letters.h). 0: off. */
     int decision_letters;
+    /* Images in requests: the most pixels a decoded image may have (checked
+     * in its header, before decoding); 0: IV_IMAGE_DEFAULT_MAX_PIXELS. */
+    int64_t max_image_pixels;
 } iv_engine_opts;
 
 typedef struct iv_engine iv_engine;
@@ -117,6 +120,10 @@ const char *iv_engine_architecture(const iv_engine *e); /* e.g. "BertModel" */
 const char *iv_engine_model_type(const iv_engine *e);   /* e.g. "bert" */
 const iv_st_meta *iv_engine_st_meta(const iv_engine *e);
 
+/* How the model takes images (engine/image_inputs.h), or NULL when it has
+ * no vision tower. */
+struct iv_image_proc;
+const struct iv_image_proc *iv_engine_image_proc(const iv_engine *e);
 /* NULL for models that are not multi-vector. */
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e);
 /* The checkpoint's tokenizer, or NULL when it has no tokenizer.json. */

@@ -5,6 +5,7 @@
 #define IV_ENGINE_INPUTS_H
 
 #include "engine/engine.h"
+#include "engine/image_inputs.h"
 
 typedef struct iv_input {
     const char *text;      /* UTF-8, or NULL when ids are given */
@@ -16,6 +17,11 @@ typedef struct iv_input {
     /* A conversation (a JSON array of messages, owned by the caller) rendered
      * by the chat template instead of text (engine/conversation.h), or NULL. */
     const struct cJSON *messages;
+    /* A bare image (a data URL or base64, owned by the caller) for models
+     * with a vision tower: it becomes one user message holding the image
+     * (and the model's image_doc_text), rendered by the chat template. */
+    const char *image;
+    size_t image_len;
 } iv_input;
 
 /* add_generation_prompt for a conversation. */
@@ -42,7 +48,8 @@ iv_input_opts iv_input_opts_default(void);
 typedef struct iv_prepared {
     iv_seq_input seq;      /* points into the owned buffers below */
     iv_encoding enc;       /* when tokenized */
-    int32_t *own_ids;      /* when ids were given */
+    int32_t *own_ids;      /* when ids were given, or the ids with image runs expanded */
+    iv_image_set images;   /* the images of a conversation (seq.images points here) */
 } iv_prepared;
 
 /* Errors: IV_E_INVALID for empty inputs, invalid UTF-8, ids out of range,

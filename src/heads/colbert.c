@@ -1,3 +1,4 @@
+#include <float.h>
 /* Multi-vector (ColBERT) settings and output; see colbert.h. The rules
  * follow colbert-ai (colbert/modeling/colbert.py and tokenization/) and PyLate
  * (pylate/models/colbert.py), read from their public code:
@@ -218,11 +219,29 @@ static int check_same_projection(const iv_colbert *c, const iv_st_meta *meta, in
     return 0;
 }
 
+static int pylate_or_dense(const iv_st_meta *meta)
+{
+    return meta->pylate.present || meta->n_dense > 0;
+}
+
 int iv_colbert_load(iv_colbert *c, const char *model_dir, const iv_model *m, const iv_st_meta *meta,
                     const iv_tokenizer *tok, iv_err *err)
 {
     memset(c, 0, sizeof *c);
     c->info.query_marker = c->info.doc_marker = c->info.mask_id = c->pad_id = -1;
+    c->norm_eps = 1e-12f; /* F.normalize */
+    const char *type = m->cfg.model_type;
+    if (!strcmp(type, "colqwen3") || !strcmp(type, "qwen3_vl_nemotron_embed")) {
+        if (pylate_or_dense(meta))
+            return iv_errf(err, IV_E_UNSUPPORTED,
+                           "%s checkpoint with sentence-transformers Dense / PyLate modules: ambiguous projection", type);
+        c->layout = IV_COLBERT_VLM;
+        c->proj = m->token_proj.n_steps ? &m->token_proj : NULL;
+        c->info.dim = c->proj ? c->proj->out_dim : iv_model_out_width(m);
+        /* ColQwen3 divides by norm.clamp_min(finfo(float32).eps). */
+        if (c->proj) c->norm_eps = FLT_EPSILON;
+        return 0;
+    }
     const int stanford = m->token_proj.n_steps > 0, pylate = meta->pylate.present;
     if (!stanford && !pylate) return 0;
     if (!tok)
@@ -286,8 +305,9 @@ int iv_colbert_apply(const iv_colbert *c, const iv_ops *ops, const iv_batch *b, 
     /* The projection runs on the device; skipping and normalising run on
      * the host over the one download of the projected tokens. */
     iv_view pv = {0};
-    int rc = c->proj ? iv_head_apply(ops, c->proj, hidden, mem->dev, &pv)
-                     : iv_st_dense_apply(ops, &c->dense, hidden, mem->dev, &pv);
+    int rc = c->proj                        ? iv_head_apply(ops, c->proj, hidden, mem->dev, &pv)
+             : c->layout == IV_COLBERT_VLM ? (pv = hidden, 0)
+                                            : iv_st_dense_apply(ops, &c->dense, hidden, mem->dev, &pv);
     float *proj = iv_arena_alloc(mem->host, (size_t)(T * dim) * sizeof(float));
     if (rc || !proj) return -1;
     iv_ops_download_f32(ops, pv, proj);
@@ -303,7 +323,7 @@ int iv_colbert_apply(const iv_colbert *c, const iv_ops *ops, const iv_batch *b, 
             for (int i = 0; i < dim; i++) ss += (double)v[i] * v[i];
             /* F.normalize: x / max(||x||, 1e-12) */
             float norm = (float)sqrt(ss);
-            if (norm < 1e-12f) norm = 1e-12f;
+            if (norm < c->norm_eps) norm = c->norm_eps;
             for (int i = 0; i < dim; i++) dst[i] = v[i] / norm;
             dst += dim;
             rows[s]++;

@@ -28,6 +28,11 @@ typedef enum iv_colbert_layout {
     IV_COLBERT_NONE = 0, /* not a multi-vector model */
     IV_COLBERT_STANFORD,
     IV_COLBERT_PYLATE,
+    /* Vision-language retrievers on Qwen3-VL (ColQwen3: the model's
+     * token_proj; Nemotron ColEmbed V2: no projection): every token kept,
+     * no markers, no skiplist; queries and documents differ only in what
+     * the client sends. */
+    IV_COLBERT_VLM,
 } iv_colbert_layout;
 
 /* Multi-vector (ColBERT) models: how inputs are told apart and how long the
@@ -51,7 +56,8 @@ typedef struct iv_colbert {
     int32_t pad_id;            /* dropped from documents (Stanford layout); -1 when none */
     int n_skip;
     int32_t *skip;             /* sorted, unique skiplist ids */
-    const iv_head *proj;       /* Stanford: the model's token_proj */
+    const iv_head *proj;       /* Stanford, ColQwen3: the model's token_proj */
+    float norm_eps;            /* rows are divided by max(||x||, norm_eps) */
     iv_st_dense_stack dense;   /* PyLate: the token-level Dense chain */
 } iv_colbert;
 

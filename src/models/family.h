@@ -19,6 +19,8 @@ const iv_family *iv_family_find(const char *model_type);
  * code a family implements (a table in registry.c) goes to that family,
  * anything else by model_type. NULL when none. */
 const iv_family *iv_family_for_config(const iv_hf_config *cfg);
+/* Why a checkpoint we recognise is not run (what it would need), or NULL. */
+const char *iv_family_known_refusal(const iv_hf_config *cfg);
 /* Comma-separated list of supported model types, for error messages. */
 const char *iv_family_supported_list(void);
 

@@ -21,6 +21,7 @@
 
 #include "base/json.h"
 #include "models/decoder_common.h"
+#include "models/encoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
 #include "models/vision_qwen3vl.h"
@@ -39,7 +40,12 @@ static const char *const k_pplx_archs[] = {"PPLXQwen3Model", NULL};
 static const char *const k_qwen3_vl_archs[] = {
     "Qwen3VLModel", "Qwen3VLForConditionalGeneration", "Qwen3VLTextModel", NULL,
 };
-static const char *const k_qwen3_vl_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
+static const char *const k_colqwen3_archs[] = {"ColQwen3", "ColQwen3ForRetrieval", NULL};
+static const char *const k_nemotron_archs[] = {
+    "Qwen3VLNemotronEmbedModel", "Qwen3VLNemotronEmbedForConditionalGeneration", NULL,
+};
+static const char *const k_qwen3_vl_prefixes[] = {"vlm.model.language_model.", "model.language_model.",
+                                                  "language_model.", "model.", "", NULL};
 
 /* Qwen3MoeDecoderLayer: routed iff not in mlp_only_layers, num_experts > 0 and
  * (layer + 1) % decoder_sparse_step == 0. transformers 5 saves num_experts as
@@ -101,13 +107,52 @@ static int qwen3_vl_extras(iv_model *m, iv_err *err)
     return iv_qwen3vl_mm_load(m, sections, 151655, 1, err);
 }
 
+/* TomoroAI's ColQwen3 (remote code ColQwen3: a Qwen3-VL `vlm` whose final
+ * hidden states go through embedding_proj_layer, Linear(hidden, embed_dim)
+ * with bias, then L2 per token; the ColPali naming custom_text_proj is
+ * the same layer). The multi-vector head (heads/colbert.c) applies it. */
+static int colqwen3_head(iv_model *m, iv_err *err)
+{
+    const int H = m->cfg.hidden_size;
+    const char *name = iv_weights_has_prefix(m->weights, "custom_text_proj.") ? "custom_text_proj"
+                                                                               : "embedding_proj_layer";
+    if (iv_load_linear_head(m, &m->token_proj, name, H, err)) return -1;
+    if (!m->token_proj.n_steps)
+        return iv_errf(err, IV_E_NOTFOUND, "colqwen3 checkpoint without its projection embedding_proj_layer.weight");
+    const int64_t dim = iv_json_int(m->cfg.root, "embed_dim", m->token_proj.out_dim);
+    if (dim != m->token_proj.out_dim)
+        return iv_errf(err, IV_E_FORMAT, "config.json: embed_dim %lld disagrees with embedding_proj_layer's %d rows",
+                       (long long)dim, m->token_proj.out_dim);
+    m->missing_head[0] = 0;
+    return 0;
+}
+
+/* NVIDIA Nemotron ColEmbed V2 (qwen3_vl_nemotron_embed, remote code
+ * Qwen3VLNemotronEmbed*): the Qwen3-VL text model with is_causal = False on
+ * every layer, and token states taken before the final norm (the model
+ * coverage spec; docs/vision.md says what the remote code shows). Only the
+ * ColBERT pooling exists. */
+static int nemotron_states(iv_model *m, iv_err *err)
+{
+    const char *pooling = iv_json_str(m->cfg.root, "pooling", "colbert");
+    if (strcmp(pooling, "colbert"))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json: qwen3_vl_nemotron_embed with pooling \"%s\": only \"colbert\" (token vectors) is "
+                       "implemented",
+                       pooling);
+    m->block.causal = 0;
+    m->final_norm.present = 0;
+    return 0;
+}
+
 static int qwen_load(iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
     const char *t = c->model_type;
     const int qwen2 = !strcmp(t, "qwen2"), moe = !strcmp(t, "qwen3_moe"), pplx = !strcmp(t, "bidirectional_pplx_qwen3");
-    const int vl = !strcmp(t, "qwen3_vl") || !strcmp(t, "qwen3_vl_text");
-    if (c->has_auto_map && !pplx)
+    const int colqwen3 = !strcmp(t, "colqwen3"), nemotron = !strcmp(t, "qwen3_vl_nemotron_embed");
+    const int vl = !strcmp(t, "qwen3_vl") || !strcmp(t, "qwen3_vl_text") || colqwen3 || nemotron;
+    if (c->has_auto_map && !pplx && !colqwen3 && !nemotron)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "config.json references custom code (auto_map) for model_type \"%s\"; only plain transformers "
                        "checkpoints are supported",
@@ -116,6 +161,8 @@ static int qwen_load(iv_model *m, iv_err *err)
         .archs = qwen2  ? k_qwen2_archs
                  : moe  ? k_qwen3_moe_archs
                  : pplx ? k_pplx_archs
+                 : colqwen3 ? k_colqwen3_archs
+                 : nemotron ? k_nemotron_archs
                  : vl   ? k_qwen3_vl_archs
                         : k_qwen3_archs,
         .prefixes = vl ? k_qwen3_vl_prefixes : NULL,
@@ -139,9 +186,10 @@ static int qwen_load(iv_model *m, iv_err *err)
     if (iv_rope_params_from_config(c->json, NULL, c->head_dim, 10000.0, c->max_position_embeddings, &rope, err))
         return -1;
     if (iv_decoder_rope(m, &rope, NULL, err)) return -1;
-    return vl ? qwen3_vl_extras(m, err) : 0;
+    if (vl && qwen3_vl_extras(m, err)) return -1;
+    return colqwen3 ? colqwen3_head(m, err) : nemotron ? nemotron_states(m, err) : 0;
 }
 
-static const char *const k_types[] = {"qwen2", "qwen3", "qwen3_moe", "bidirectional_pplx_qwen3", "qwen3_vl",
-                                      "qwen3_vl_text", NULL};
+static const char *const k_types[] = {"qwen2",         "qwen3",    "qwen3_moe", "bidirectional_pplx_qwen3", "qwen3_vl",
+                                      "qwen3_vl_text", "colqwen3", "qwen3_vl_nemotron_embed", NULL};
 const iv_family iv_family_qwen = {"qwen", k_types, qwen_load};

@@ -4,11 +4,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/file.h"
+#include "base/json.h"
 #include "models/family.h"
 
 int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err)
 {
     return iv_model_load_split(out, model_dir, model_dir, ops, err);
+}
+
+/* A PEFT adapter release (adapter_config.json beside adapter weights, as
+ * vidore's ColQwen2 / ColQwen2.5 ship): the adapter applies to a base
+ * model this loader would have to merge it into. */
+static int refuse_adapter(const char *dir, iv_err *err)
+{
+    char path[4096];
+    iv_path_join(path, sizeof path, dir, "adapter_config.json");
+    if (!iv_file_exists(path)) return 0;
+    cJSON *j = NULL;
+    iv_err ignored = {0};
+    const char *base = "?";
+    if (!iv_json_load_file(path, 1 << 20, &j, &ignored)) base = iv_json_str(j, "base_model_name_or_path", "?");
+    iv_errf(err, IV_E_UNSUPPORTED,
+            "%s holds a PEFT adapter (adapter_config.json) for base model \"%s\": adapters are not applied here; "
+            "merge it into its base model first (ColQwen2 / ColQwen2.5 adapters also need the Qwen2-VL backbone, "
+            "which is not implemented)",
+            dir, base);
+    cJSON_Delete(j);
+    return -1;
 }
 
 int iv_model_load_split(iv_model **out, const char *config_dir, const char *model_dir, const iv_ops *ops, iv_err *err)
@@ -17,7 +40,13 @@ int iv_model_load_split(iv_model **out, const char *config_dir, const char *mode
     iv_model *m = calloc(1, sizeof *m);
     if (!m) return iv_errf(err, IV_E_NOMEM, "out of memory");
     m->ops = ops;
-    if (iv_hf_config_load(&m->cfg, config_dir, err)) goto fail;
+    if (refuse_adapter(model_dir, err) || iv_hf_config_load(&m->cfg, config_dir, err)) goto fail;
+    const char *refusal = iv_family_known_refusal(&m->cfg);
+    if (refusal) {
+        iv_errf(err, IV_E_UNSUPPORTED, "model_type \"%s\" (architecture \"%s\"): %s", m->cfg.model_type,
+                m->cfg.architecture[0] ? m->cfg.architecture : "(none)", refusal);
+        goto fail;
+    }
     m->family = iv_family_for_config(&m->cfg);
     if (!m->family) {
         iv_errf(err, IV_E_UNSUPPORTED,

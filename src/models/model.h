@@ -78,6 +78,7 @@ typedef enum iv_seq_pool {
     IV_SEQ_POOL_LAST_NON_PAD
 } iv_seq_pool;
 
+struct iv_image_input;
 typedef struct iv_model {
     iv_hf_config cfg;
     const struct iv_family *family;
@@ -128,6 +129,16 @@ typedef struct iv_model {
      * memory is the model's. image_token_id: config.json's image pad token. */
     struct iv_qwen3vl_vision *vision;
     int image_token_id;
+    /* The family's processor expansion of one image (docs/vision.md, "The
+     * image placeholder hook"): the chat template writes one placeholder
+     * token (image_placeholder_id) per image; the processor replaces it by
+     * the run this returns. It writes the run into out (NULL: count only),
+     * sets *feature_start to where, within the run, the tower's feature rows
+     * begin (they then fill the image's tokens of the run in order), and
+     * returns the run's length. NULL: the model takes no images. */
+    int64_t (*image_token_run)(const struct iv_model *m, const struct iv_image_input *img, int32_t *out,
+                               int64_t *feature_start);
+    int image_placeholder_id;
     /* Mistral3's Pixtral tower and projector (models/vision_pixtral.h), or
      * NULL; image_token_id is then config.json's image_token_index ([IMG]). */
     struct iv_pixtral_vision *pixtral;

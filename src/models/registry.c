@@ -1,4 +1,5 @@
 #include <string.h>
+#include <strings.h>
 
 #include "models/family.h"
 
@@ -72,4 +73,23 @@ const char *iv_family_supported_list(void)
         }
     buf[off] = 0;
     return buf;
+}
+
+/* Checkpoints we know and do not run, with what they would need: better
+ * than "unsupported model_type" for the retrievers users ask for most. */
+const char *iv_family_known_refusal(const iv_hf_config *cfg)
+{
+    const char *t = cfg->model_type, *a = cfg->architecture;
+    if (!strcmp(t, "colqwen2") || !strcmp(t, "colqwen2_5") || strstr(a, "ColQwen2"))
+        return "ColQwen2 / ColQwen2.5 checkpoints need the Qwen2-VL / Qwen2.5-VL backbone (its vision tower, "
+               "windowed attention and 3-section mRoPE) with the ColQwen2 projection, and their adapter releases a "
+               "merged base model; only the Qwen3-VL retrievers (colqwen3, qwen3_vl_nemotron_embed) are implemented";
+    if (!strcmp(t, "colpali") || strstr(a, "ColPali"))
+        return "ColPali needs the PaliGemma backbone (SigLIP tower, Gemma decoder), which is not implemented";
+    if (strcasestr(t, "eagle") || strcasestr(a, "eagle") || strcasestr(t, "nemoretriever") ||
+        strcasestr(a, "nemoretriever"))
+        return "this is the Eagle-based Nemotron ColEmbed (3B: a SigLIP tower with a Llama 3.2 decoder), a different "
+               "architecture from the Qwen3-VL based ColEmbed V2 4B / 8B (qwen3_vl_nemotron_embed), which alone is "
+               "implemented";
+    return NULL;
 }

@@ -247,7 +247,14 @@ int iv_qwen3vl_mm_load(iv_model *m, const int default_sections[3], int default_i
     for (int i = 0; i < half; i++) axis[i] = i % 3 == 1 && i < 3 * s[1] ? 1 : i % 3 == 2 && i < 3 * s[2] ? 2 : 0;
     m->block.rope_freq_section = axis;
     m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", default_image_token);
-    return iv_qwen3vl_vision_load(m, &m->vision, deepstack, err);
+    if (iv_qwen3vl_vision_load(m, &m->vision, deepstack, err)) return -1;
+    /* The processor's placeholder expansion, for the request path
+     * (engine/image_inputs.c). */
+    if (m->vision) {
+        m->image_token_run = iv_qwen3vl_image_token_run;
+        m->image_placeholder_id = m->image_token_id;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- the tower */
@@ -255,6 +262,15 @@ int iv_qwen3vl_mm_load(iv_model *m, const int default_sections[3], int default_i
 int64_t iv_qwen3vl_image_tokens(const iv_qwen3vl_vision *v, const iv_image_input *img)
 {
     return (int64_t)img->grid_t * img->grid_h * img->grid_w / ((int64_t)v->merge * v->merge);
+}
+
+int64_t iv_qwen3vl_image_token_run(const iv_model *m, const iv_image_input *img, int32_t *out,
+                                   int64_t *feature_start)
+{
+    const int64_t n = iv_qwen3vl_image_tokens(m->vision, img);
+    for (int64_t i = 0; out && i < n; i++) out[i] = m->image_token_id;
+    *feature_start = 0;
+    return n;
 }
 
 /* Patch j of a frame of h x w patches in merge-block order: its grid row and

@@ -87,6 +87,13 @@ int iv_qwen3vl_mm_load(iv_model *m, const int default_sections[3], int default_i
 /* Merged tokens of one image: grid_t * grid_h * grid_w / merge^2. */
 int64_t iv_qwen3vl_image_tokens(const iv_qwen3vl_vision *v, const iv_image_input *img);
 
+/* Qwen3VLProcessor's expansion (iv_model.image_token_run): the chat
+ * template's single <|image_pad|> becomes grid_t * grid_h * grid_w / merge^2
+ * of them (the <|vision_start|> / <|vision_end|> around it are the
+ * template's); feature rows start at the run's first token. */
+int64_t iv_qwen3vl_image_token_run(const iv_model *m, const iv_image_input *img, int32_t *out,
+                                   int64_t *feature_start);
+
 /* Runs the tower over n images packed into one batch (attention never
  * crosses images or frames). *merged receives [sum of image tokens,
  * out_hidden] rows, image after image; deepstack[k] (k < n_deepstack, the

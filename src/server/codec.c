@@ -461,6 +461,31 @@ static int is_conversation(const cJSON *a)
     return 1;
 }
 
+/* A multimodal embedding input item that is an image, not a message (no
+ * "role"): {"type": "image_url", "image_url": {"url": URL}} (or the URL as
+ * the string), or {"image": URL}. Returns the URL string, else NULL. */
+static const cJSON *image_item(const cJSON *x)
+{
+    if (!cJSON_IsObject(x) || cJSON_GetObjectItemCaseSensitive(x, "role")) return NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "image_url");
+    if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "url");
+    if (!v) v = cJSON_GetObjectItemCaseSensitive(x, "image");
+    return cJSON_IsString(v) ? v : NULL;
+}
+
+static int all_image_items(const cJSON *a)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) if (!image_item(x)) return 0;
+    return cJSON_GetArraySize(a) > 0;
+}
+
+static void set_image(iv_input *it, const cJSON *url)
+{
+    it->image = url->valuestring;
+    it->image_len = iv_codec_str_len(url);
+}
+
 /* The messages are checked where they are rendered (engine/conversation.c);
  * here only their text counts toward the characters of the request. */
 static void set_conversation(iv_inputs *out, iv_input *it, const cJSON *a)
@@ -566,6 +591,15 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
         return -1;
     }
     int n = cJSON_GetArraySize(v);
+    if (all_image_items(v)) {
+        /* A list of image items: one input each (models with a vision tower). */
+        if (alloc_items(out, n, err)) return -1;
+        out->n = n;
+        int i = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, v) set_image(&out->items[i++], image_item(x));
+        return 0;
+    }
     if (is_conversation(v)) return one_conversation(out, v, err);
     if (n == 0 || is_id_array(v)) {
         /* One pre-tokenized input (an empty list is one empty input, as TEI reads it). */
@@ -586,6 +620,8 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
             if (take_ids(out, it, x, key, i, err)) return -1;
         } else if (is_conversation(x)) {
             set_conversation(out, it, x);
+        } else if (image_item(x)) {
+            set_image(it, image_item(x));
         } else {
             char d[96], iloc[128];
             describe(x, d, sizeof d);

@@ -130,7 +130,7 @@ void iv_model_routes(const iv_model_slot *m, char *buf, size_t cap)
         if (off < cap) off += (size_t)snprintf(buf + off, cap - off, "%s%s", off ? ", " : "", s); \
     } while (0)
     if (m->caps & IV_CAN(IV_TASK_EMBED)) ADD("/embed, /v1/embeddings, /embeddings, /similarity");
-    if (iv_engine_multivector(m->engine)) ADD("/embed, /v1/embeddings, /embeddings (multi-vector)");
+    if (iv_engine_multivector(m->engine)) ADD("/embed, /v1/embeddings, /embeddings (multi-vector), /rerank (MaxSim)");
     if (m->caps & IV_CAN(IV_TASK_EMBED_ALL)) ADD("/embed_all");
     if (m->caps & IV_CAN(IV_TASK_SPARSE)) ADD("/embed_sparse");
     if (m->caps & IV_CAN(IV_TASK_CLASSIFY)) ADD(m->num_labels == 1 ? "/rerank, /predict, /classify" : "/predict, /classify");
@@ -150,6 +150,7 @@ void iv_model_capability_set(const iv_model_slot *m, char *buf, size_t cap)
     } while (0)
     if ((m->caps & IV_CAN(IV_TASK_EMBED)) || iv_engine_multivector(m->engine)) ADD("embed");
     if (m->caps & IV_CAN(IV_TASK_CLASSIFY)) ADD(m->num_labels == 1 ? "rerank" : "classify");
+    if (iv_engine_multivector(m->engine)) ADD("rerank"); /* MaxSim */
 #undef ADD
     if (off < cap) snprintf(buf + off, cap - off, "}");
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <stdlib.h>
 #include "base/utf8.h"
@@ -114,7 +115,7 @@ int iv_route_check_nonempty(iv_req *r, const char *what)
     const int texts_may_be_empty = r->flavour == IV_FLAVOUR_INFINITY;
     for (int i = 0; i < r->inputs.n; i++) {
         const iv_input *in = &r->inputs.items[i];
-        int empty = in->messages ? 0 /* checked where it is rendered */
+        int empty = in->messages || in->image ? 0 /* checked where it is rendered / decoded */
                     : in->ids    ? in->n_ids == 0
                                  : !texts_may_be_empty && in->text_len == 0 && (!in->pair || in->pair_len == 0);
         if (empty) {
@@ -246,6 +247,7 @@ iv_model_slot *iv_route_reranker(iv_req *r)
     iv_model_slot *m = iv_req_pick_model(r, "model");
     if (!m) return NULL;
     r->model = m;
+    if (iv_route_is_multivector(m)) return m; /* scored by MaxSim (iv_route_submit_rerank) */
     if (!(m->caps & IV_CAN(IV_TASK_CLASSIFY)) || m->num_labels != 1) {
         iv_req_not_supported(r, "model is not a re-ranker model", "rerank");
         return NULL;
@@ -253,9 +255,106 @@ iv_model_slot *iv_route_reranker(iv_req *r)
     return m;
 }
 
+/* ---- MaxSim rerank for multi-vector models ----
+ * The documents and then the query run as one job of token matrices; each
+ * document's score is ColBERT's late interaction, the sum over query rows
+ * of the best dot product with any document row (rows are L2-normalised),
+ * reported raw (no sigmoid). A document given as a data URL
+ * ("data:image/...") is an image document on models that take images. */
+typedef struct maxsim_job {
+    iv_finish_fn finish; /* the route's own reply builder */
+} maxsim_job;
+
+static float maxsim(const float *q, int nq, const float *d, int nd, int cols)
+{
+    double total = 0;
+    for (int i = 0; i < nq; i++) {
+        float best = nd ? -INFINITY : 0;
+        for (int j = 0; j < nd; j++) {
+            float dot = 0;
+            for (int k = 0; k < cols; k++) dot += q[(int64_t)i * cols + k] * d[(int64_t)j * cols + k];
+            if (dot > best) best = dot;
+        }
+        total += best;
+    }
+    return (float)total;
+}
+
+static void finish_maxsim(iv_req *r)
+{
+    maxsim_job *mj = r->route_data;
+    const int n = r->job.n_items - 1; /* the query is the last item */
+    if (r->job.stage == IV_JOB_OK) {
+        const iv_job_item *q = &r->job.items[n];
+        for (int i = 0; i < n; i++) {
+            iv_job_item *d = &r->job.items[i];
+            const float s = maxsim(q->out, q->rows, d->out, d->rows, r->job.cols);
+            /* The reply builders read a score at out[0] (a matrix of no
+             * rows has no buffer). */
+            if (!d->out && !(d->out = malloc(sizeof(float)))) {
+                iv_api_error e;
+                iv_api_errorf(&e, IV_API_INTERNAL, "out of memory");
+                iv_req_fail(r, &e);
+                return;
+            }
+            d->out[0] = s;
+            iv_input *in = &r->inputs.items[i];
+            in->pair = in->image ? in->image : in->text;
+            in->pair_len = in->image ? in->image_len : in->text_len;
+        }
+    }
+    r->p.raw_scores = 1;
+    r->job.n_items = n;
+    r->inputs.n = n;
+    mj->finish(r);
+    r->job.n_items = n + 1;
+    r->inputs.n = n + 1;
+}
+
+static void submit_maxsim(iv_req *r, iv_model_slot *m, const cJSON *query, const char *field, int truncate, int left,
+                          iv_finish_fn finish)
+{
+    iv_api_error e;
+    if (iv_route_check_nonempty(r, field)) return;
+    maxsim_job *mj = calloc(1, sizeof *mj);
+    iv_input *items = realloc(r->inputs.items, (size_t)(r->inputs.n + 1) * sizeof *items);
+    if (!mj || !items) {
+        free(mj);
+        iv_api_errorf(&e, IV_API_INTERNAL, "out of memory");
+        iv_req_fail(r, &e);
+        return;
+    }
+    r->inputs.items = items;
+    const int takes_images = iv_engine_image_proc(m->engine) != NULL;
+    for (int i = 0; i < r->inputs.n; i++) {
+        iv_input *in = &items[i];
+        if (takes_images && in->text && in->text_len > 11 && !strncasecmp(in->text, "data:image/", 11)) {
+            in->image = in->text;
+            in->image_len = in->text_len;
+            in->text = NULL;
+            in->text_len = 0;
+        }
+    }
+    items[r->inputs.n] = (iv_input){.text = query->valuestring, .text_len = iv_codec_str_len(query)};
+    r->inputs.n_chars += iv_utf8_count(query->valuestring, iv_codec_str_len(query));
+    r->inputs.n++;
+    r->inputs.single = 0;
+    mj->finish = finish;
+    r->route_data = mj;
+    r->route_data_free = free;
+    iv_input_opts o;
+    if (iv_route_input_opts(r, truncate, left, NULL, 0, &o)) return;
+    r->p.metric_task = "embed";
+    iv_req_submit(r, m, IV_TASK_MULTIVECTOR, &o, finish_maxsim);
+}
+
 void iv_route_submit_rerank(iv_req *r, iv_model_slot *m, const cJSON *query, const char *field, int truncate, int left,
                             iv_finish_fn finish)
 {
+    if (iv_route_is_multivector(m)) {
+        submit_maxsim(r, m, query, field, truncate, left, finish);
+        return;
+    }
     iv_rerank_pairs(r, query);
     iv_input_opts o;
     if (iv_route_check_nonempty(r, field)) return;

@@ -93,8 +93,27 @@ void iv_route_infinity_embeddings(iv_req *r)
         r->inputs.n = 0;
     }
     if (iv_route_check_nonempty(r, "input")) return;
-    if (iv_req_check_batch(r, r->inputs.n) || check_string_lengths(r, "input")) return;
-    if (modality && strcmp(modality, "text")) {
+    if (iv_req_check_batch(r, r->inputs.n) ||
+        (!(modality && !strcmp(modality, "image")) && check_string_lengths(r, "input")))
+        return;
+    /* modality "image": every input string is an image (a data URL or
+     * base64), for models with a vision tower. */
+    const int image_modality = modality && !strcmp(modality, "image") && iv_engine_image_proc(m->engine);
+    if (image_modality) {
+        for (int i = 0; i < r->inputs.n; i++) {
+            iv_input *in = &r->inputs.items[i];
+            if (!in->text) {
+                iv_api_errorf(&e, IV_API_JSON_DATA, "input %d: an image must be a string (a data URL or base64)", i);
+                iv_req_fail(r, &e);
+                return;
+            }
+            in->image = in->text;
+            in->image_len = in->text_len;
+            in->text = NULL;
+            in->text_len = 0;
+        }
+    }
+    if (modality && strcmp(modality, "text") && !image_modality) {
         char caps[128];
         iv_model_capability_set(m, caps, sizeof caps);
         iv_api_errorf(&e, IV_API_NOT_SUPPORTED,
@@ -312,6 +331,7 @@ void iv_route_models(iv_req *r)
         if ((m->caps & IV_CAN(IV_TASK_EMBED)) || mv) iv_sb_puts(&b, "\"embed\""), first = 0;
         if (m->caps & IV_CAN(IV_TASK_CLASSIFY))
             iv_sb_puts(&b, first ? "" : ","), iv_sb_puts(&b, m->num_labels == 1 ? "\"rerank\"" : "\"classify\""), first = 0;
+        if (mv) iv_sb_puts(&b, first ? "\"rerank\"" : ",\"rerank\""), first = 0; /* MaxSim */
         if (iv_engine_decision_family(m->engine))
             iv_sb_puts(&b, first ? "\"systemone\"" : ",\"systemone\"");
         iv_sb_putc(&b, ']');

@@ -237,10 +237,9 @@ TEST(srv_colbert_rejections)
               "`normalize` is not supported by multi-vector model");
     mv_expect(&s, "/similarity", "{\"inputs\":{\"source_sentence\":\"a\",\"sentences\":[\"b\"]}}", 422,
               "is multi-vector (one matrix per input)");
-    mv_expect(&s, "/rerank", "{\"query\":\"a\",\"texts\":[\"b\"]}", 424, "model is not a re-ranker model");
     mv_expect(&s, "/predict", "{\"inputs\":\"a\"}", 424, "Model is not a classifier model");
     mv_expect(&s, "/embed_sparse", "{\"inputs\":\"a\"}", 424, "SPLADE");
-    mv_expect(&s, "/rerank", "{\"query\":\"a\",\"documents\":[\"b\"]}", 400, "does not support `rerank`");
+    /* /rerank scores by MaxSim (test_server_images.c). */
 
     /* /info and /models describe the model as multi-vector with its dim. */
     http_resp r;

@@ -1,0 +1,169 @@
+#include "engine/image_inputs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int iv_image_proc_load(iv_image_proc *p, const char *dir, const iv_model *m, int64_t max_pixels, iv_err *err)
+{
+    memset(p, 0, sizeof *p);
+    if (!m->vision || !m->image_token_run) return 0;
+    p->model = m;
+    /* ColQwen3's processor puts an image document in a user message with
+     * this text after the image (issue 17 / the model card). */
+    if (!strcmp(m->cfg.model_type, "colqwen3")) p->image_doc_text = "Describe the image.";
+    p->limits.max_pixels = max_pixels > 0 ? max_pixels : IV_IMAGE_DEFAULT_MAX_PIXELS;
+    if (iv_qwen_vl_config_load(&p->qwen, dir, err)) {
+        if (err->code != IV_E_NOTFOUND) return iv_err_prefix(err, "image processor: ");
+        snprintf(p->refused, sizeof p->refused,
+                 "this checkpoint has a vision tower but no image processor config (preprocessor_config.json or "
+                 "processor_config.json), so it cannot take images");
+        return 0;
+    }
+    const iv_qwen3vl_vision *v = m->vision;
+    /* The processor cuts patches the tower must read: any disagreement
+     * would run, and be wrong. */
+    if (p->qwen.patch_size != v->patch || p->qwen.temporal_patch_size != v->temporal_patch ||
+        p->qwen.merge_size != v->merge)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "image processor: patch_size %d, temporal_patch_size %d, merge_size %d disagree with the "
+                       "vision tower's %d, %d, %d (config.json vision_config)",
+                       p->qwen.patch_size, p->qwen.temporal_patch_size, p->qwen.merge_size, v->patch,
+                       v->temporal_patch, v->merge);
+    return 0;
+}
+
+static int grow(iv_image_set *s)
+{
+    if (s->n < s->cap) return 0;
+    const int cap = s->cap ? 2 * s->cap : 4;
+    iv_image_input *in = realloc(s->in, (size_t)cap * sizeof *in);
+    if (in) s->in = in;
+    float **px = realloc(s->pixels, (size_t)cap * sizeof *px);
+    if (px) s->pixels = px;
+    int64_t *rs = realloc(s->run_start, (size_t)cap * sizeof *rs);
+    if (rs) s->run_start = rs;
+    int64_t *rl = realloc(s->run_len, (size_t)cap * sizeof *rl);
+    if (rl) s->run_len = rl;
+    if (!in || !px || !rs || !rl) return -1;
+    s->cap = cap;
+    return 0;
+}
+
+int iv_image_set_add(const iv_image_proc *p, iv_image_set *s, const char *src, size_t n, iv_err *err)
+{
+    const int k = s->n;
+    if (!p->model) return iv_errf(err, IV_E_INVALID, "this model takes no images (it has no vision tower)");
+    if (p->refused[0]) return iv_errf(err, IV_E_INVALID, "%s", p->refused);
+    if (grow(s)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    iv_image img;
+    if (iv_image_decode_source(src, n, &p->limits, &img, err)) return iv_err_prefix(err, "image %d: ", k);
+    iv_qwen_vl_patches pt;
+    const int rc = iv_qwen_vl_preprocess(&p->qwen, &img, &pt, err);
+    iv_image_free(&img);
+    if (rc) return iv_err_prefix(err, "image %d: ", k);
+    s->pixels[k] = pt.pixel_values;
+    s->in[k] = (iv_image_input){.pixel_values = pt.pixel_values, .grid_t = (int)pt.grid_thw[0],
+                                .grid_h = (int)pt.grid_thw[1], .grid_w = (int)pt.grid_thw[2]};
+    int64_t start;
+    s->run_len[k] = p->model->image_token_run(p->model, &s->in[k], NULL, &start);
+    s->run_start[k] = 0;
+    s->n++;
+    return 0;
+}
+
+void iv_image_set_free(iv_image_set *s)
+{
+    for (int i = 0; i < s->n; i++) free(s->pixels[i]);
+    free(s->in);
+    free(s->pixels);
+    free(s->run_start);
+    free(s->run_len);
+    memset(s, 0, sizeof *s);
+}
+
+int64_t iv_image_set_tokens(const iv_image_set *s)
+{
+    int64_t t = 0;
+    for (int i = 0; i < s->n; i++) t += s->run_len[i];
+    return t;
+}
+
+int iv_image_expand(const iv_image_proc *p, iv_image_set *s, const int32_t *ids, int len, int32_t **out,
+                    int *out_len, iv_err *err)
+{
+    *out = NULL;
+    *out_len = 0;
+    const int32_t ph = p->model->image_placeholder_id;
+    int found = 0;
+    for (int t = 0; t < len; t++) found += ids[t] == ph;
+    if (found != s->n)
+        return iv_errf(err, IV_E_INVALID,
+                       "the rendered input holds %d image placeholder token(s) (id %d) for %d image(s): the chat "
+                       "template must write one per image, and text must not contain the placeholder itself",
+                       found, (int)ph, s->n);
+    const int64_t total = (int64_t)len - s->n + iv_image_set_tokens(s);
+    if (total > (int64_t)1 << 30) return iv_errf(err, IV_E_TOO_LARGE, "input has too many image tokens");
+    int32_t *o = malloc((size_t)(total > 0 ? total : 1) * sizeof *o);
+    if (!o) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    int64_t w = 0;
+    int k = 0;
+    for (int t = 0; t < len; t++) {
+        if (ids[t] != ph) {
+            o[w++] = ids[t];
+            continue;
+        }
+        int64_t start;
+        const int64_t n = p->model->image_token_run(p->model, &s->in[k], o + w, &start);
+        s->run_start[k] = w;
+        s->run_len[k] = n;
+        s->in[k].token_offset = (int)(w + start);
+        w += n;
+        k++;
+    }
+    *out = o;
+    *out_len = (int)w;
+    return 0;
+}
+
+static int in_run(const iv_image_set *s, int64_t t)
+{
+    for (int i = 0; i < s->n; i++)
+        if (t >= s->run_start[i] && t < s->run_start[i] + s->run_len[i]) return 1;
+    return 0;
+}
+
+int iv_image_truncate(iv_image_set *s, int32_t *ids, int *len, int max, int truncate, int left, iv_err *err)
+{
+    const int64_t img = iv_image_set_tokens(s);
+    if (*len <= max) return 0;
+    if (img > max)
+        return iv_errf(err, IV_E_INVALID,
+                       "the %d image(s) of this input alone take %lld tokens, more than the limit of %d tokens "
+                       "(send smaller images, or fewer)",
+                       s->n, (long long)img, max);
+    if (!truncate)
+        return iv_errf(err, IV_E_INVALID, "input has %d tokens (%lld of them for %d image(s)), more than the limit of %d",
+                       *len, (long long)img, s->n, max);
+    /* Mark the text tokens to drop, from the end (or the start), skipping runs. */
+    int drop = *len - max;
+    uint8_t *gone = calloc((size_t)*len, 1);
+    if (!gone) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int i = 0; i < *len && drop > 0; i++) {
+        const int t = left ? i : *len - 1 - i;
+        if (!in_run(s, t)) gone[t] = 1, drop--;
+    }
+    int w = 0, k = 0;
+    for (int t = 0; t < *len; t++) {
+        if (gone[t]) continue;
+        if (k < s->n && t == s->run_start[k]) {
+            s->in[k].token_offset += w - t;
+            s->run_start[k] = w;
+            k++;
+        }
+        ids[w++] = ids[t];
+    }
+    free(gone);
+    *len = w;
+    return 0;
+}
