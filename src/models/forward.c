@@ -169,7 +169,7 @@ static int build_seq_rope(const iv_model *m, const iv_batch *b, iv_arena *arena,
 }
 
 /* The per-layer inputs from the scaled embeddings x (see iv_model.ple_w). */
-static int build_ple(const iv_model *m, iv_view xv, iv_arena *dev, iv_attn_extras *ex)
+static int build_ple(const iv_model *m, const iv_batch *b, iv_view xv, iv_arena *dev, iv_attn_extras *ex)
 {
     const int64_t W = (int64_t)m->n_layers * m->block.ple_dim;
     const iv_view pv = iv_act_alloc(m->ops, dev, xv.rows, W, W);
@@ -177,6 +177,15 @@ static int build_ple(const iv_model *m, iv_view xv, iv_arena *dev, iv_attn_extra
     m->ops->linear(m->ops, pv, xv, m->ple_w, NULL, IV_ACT_NONE, NULL);
     m->ops->scale(m->ops, pv, pv, m->ple_scale);
     m->ops->head_rms_norm(m->ops, pv, m->n_layers, m->block.ple_dim, m->ple_norm_w, m->block.norm_eps, 0.0f);
+    if (m->ple_tok) {
+        /* (projection + table[id] * scale) * mix, each step rounded as torch does */
+        const iv_view tv = iv_act_alloc(m->ops, dev, xv.rows, W, W);
+        if (!tv.data) return -1;
+        m->ops->embed(m->ops, tv, m->ple_tok, b->ids_dev, 0);
+        m->ops->scale(m->ops, tv, tv, m->ple_tok_scale);
+        m->ops->add(m->ops, pv, pv, tv);
+        m->ops->scale(m->ops, pv, pv, m->ple_mix_scale);
+    }
     ex->ple = pv;
     return 0;
 }
@@ -235,7 +244,7 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
     if (m->rel_bias.table && build_rel_bias(m, b, mem, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, mem->host, &ex, err)) return -1;
-    if (m->ple_w && build_ple(m, x, mem->dev, &ex))
+    if (m->ple_w && build_ple(m, b, x, mem->dev, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
     if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
