@@ -360,9 +360,10 @@ int iv_gemma4_text_load(iv_model *m, const iv_gemma4_text_desc *d, iv_err *err)
         m->embed.scale = (float)sqrt((double)c->hidden_size);
         const int64_t window = iv_json_int(c->json, "sliding_window", 512);
         if (window <= 0 || window > (1 << 30)) rc = iv_errf(err, IV_E_FORMAT, "config.json: sliding_window out of range");
-        else
-            iv_decoder_windows(m, p.sliding, (int)window,
-                               d->encoder ? IV_WINDOW_SYMMETRIC : bidirectional ? IV_WINDOW_HALF : IV_WINDOW_CAUSAL);
+        else if (d->encoder || !bidirectional)
+            iv_decoder_windows(m, p.sliding, (int)window, d->encoder ? IV_WINDOW_SYMMETRIC : IV_WINDOW_CAUSAL);
+        else /* "all": Gemma4TextConfig keeps W // 2 + 1, which the bidirectional mask reads as inclusive */
+            iv_decoder_windows(m, p.sliding, (int)(window / 2 + 1), IV_WINDOW_SYMMETRIC);
         for (int l = 0; l < n; l++) {
             m->layers[l].kv_store = p.kv_store[l];
             m->layers[l].kv_reuse = p.kv_reuse[l] ? p.sliding[l] + 1 : 0;

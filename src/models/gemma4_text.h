@@ -17,7 +17,7 @@
  *     layer l ends with x += N(proj(act(gate(x)) * ple_l)), x *= layer_scalar.
  * Gemma4 alone (the "quirks as data" of iv_gemma4_text_desc.encoder == 0):
  * causal unless use_bidirectional_attention is "all" (then sliding layers
- * see |i - j| <= sliding_window / 2), attention_k_eq_v on full layers,
+ * see |i - j| <= sliding_window / 2 + 1, inclusive), attention_k_eq_v on full layers,
  * KV sharing over the last num_kv_shared_layers layers, use_double_wide_mlp,
  * and the routed experts beside the dense MLP (enable_moe_block).
  * EmbeddingGemma 2 is bidirectional with sliding radius |i - j| <=

@@ -96,7 +96,7 @@ TEST(rope_scaling_rejects_unknown_and_malformed)
         const char *rope, *needle;
         int code;
     } bad[] = {
-        {"{\"rope_type\": \"proportional\"}", "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED},
+        {"{\"rope_type\": \"axial\"}", "rope type \"axial\" is not supported", IV_E_UNSUPPORTED},
         {"{\"type\": \"su\", \"factor\": 2.0}", "rope type \"su\"", IV_E_UNSUPPORTED},
         {"{\"type\": \"ntk\"}", "needs a positive \"factor\"", IV_E_FORMAT},
         {"{\"rope_type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": [1, 1, 1, 1]}", "short_factor",
