@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "golden_util.h"
+#include "models/vision_qwen3vl.h"
 #include "test.h"
 
 #define MIN_COS 0.99999
@@ -129,4 +130,24 @@ TEST(golden_gemma4_packed_batches)
         iv_engine_free(e);
         golden_free(&g);
     }
+}
+
+/* The image tower is not implemented: a Gemma4ForConditionalGeneration
+ * checkpoint runs text, and a sequence that brings an image is refused
+ * with a clear error instead of running without it. */
+TEST(gemma4_refuses_images)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/models/gemma4_cond", iv_test_fixtures_dir());
+    iv_engine *e;
+    iv_err err = {0};
+    REQUIRE(iv_engine_load(&e, dir, NULL, &err) == 0);
+    static const float pixels[4 * 48] = {0};
+    const iv_image_input img = {.pixel_values = pixels, .grid_t = 1, .grid_h = 2, .grid_w = 2};
+    const int32_t ids[] = {0, 5, 6, 2};
+    const iv_seq_input seq = {.ids = ids, .len = 4, .images = &img, .n_images = 1};
+    iv_outputs out;
+    CHECK(iv_engine_run(e, IV_TASK_EMBED_ALL, &seq, 1, &out, &err) != 0);
+    CHECK_MSG(err.code == IV_E_UNSUPPORTED && strstr(err.msg, "no vision tower"), "got %d: %s", err.code, err.msg);
+    iv_engine_free(e);
 }
