@@ -46,6 +46,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
     out->max_position_embeddings = max_position_embeddings;
     out->original_max_position_embeddings = max_position_embeddings;
     out->truncate = 1;
+    out->partial_rotary_factor = 1.0;
     if (rot_dim <= 0 || rot_dim % 2 || rot_dim / 2 > IV_ROPE_MAX_HALF)
         return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (rotary dims %d)", rot_dim);
     /* v5: rope_parameters {rope_type, rope_theta, factor, ...}; v4: rope_theta + rope_scaling {type|rope_type, ...}. */
@@ -76,7 +77,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         out->mscale_all_dim = iv_json_num(src, "mscale_all_dim", 0.0);
         out->attention_factor = iv_json_num(src, "attention_factor", 0.0);
         out->truncate = iv_json_bool(src, "truncate", 1);
-        out->partial_rotary_factor = iv_json_num(src, "partial_rotary_factor", 1.0);
+        if (is_type(out, "proportional")) out->partial_rotary_factor = iv_json_num(src, "partial_rotary_factor", 1.0);
         const cJSON *mixed_b = iv_json_get(src, "mixed_b");
         if (cJSON_IsNumber(mixed_b)) {
             out->has_mixed_b = 1;
