@@ -1,6 +1,7 @@
 /* The forward pass shared by every family: embeddings -> block stack ->
  * final norm. Everything family-specific arrives as data in iv_model. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/model.h"
@@ -192,6 +193,34 @@ static int build_ple(const iv_model *m, const iv_batch *b, iv_view xv, iv_arena 
 
 int iv_model_out_width(const iv_model *m) { return m->out_proj ? (int)m->out_proj->shape[0] : m->block.hidden; }
 
+/* The ids the embedding tables read: the batch's, or a copy with the
+ * model's as-pad ids replaced (uploaded from a temporary and synced, only
+ * for batches that hold such an id). */
+static int upload_embed_ids(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err *err)
+{
+    const size_t T = (size_t)b->n_tokens;
+    const iv_embed_spec *es = &m->embed;
+    int64_t first = -1;
+    for (size_t t = 0; es->n_as_pad && t < T && first < 0; t++)
+        for (int k = 0; k < es->n_as_pad; k++)
+            if (b->ids[t] == es->as_pad[k]) first = (int64_t)t;
+    if (first < 0) {
+        b->ids_dev = iv_dev_upload_new(m->ops, dev, b->ids, T * sizeof(int32_t));
+        return 0;
+    }
+    int32_t *ids = malloc(T * sizeof *ids);
+    if (!ids) return iv_errf(err, IV_E_NOMEM, "out of memory for a batch of %lld tokens", (long long)T);
+    for (size_t t = 0; t < T; t++) {
+        ids[t] = b->ids[t];
+        for (int k = 0; k < es->n_as_pad; k++)
+            if (ids[t] == es->as_pad[k]) ids[t] = es->as_pad_id;
+    }
+    b->ids_dev = iv_dev_upload_new(m->ops, dev, ids, T * sizeof *ids);
+    const int rc = b->ids_dev ? m->ops->sync(m->ops, err) : 0; /* the copy may still read ids */
+    free(ids);
+    return rc ? -1 : 0;
+}
+
 int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err *err)
 {
     const iv_ops *ops = m->ops;
@@ -199,7 +228,7 @@ int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err 
     b->max_seqlen = 0;
     for (int s = 0; s < b->n_seqs; s++)
         if (iv_batch_seqlen(b, s) > b->max_seqlen) b->max_seqlen = iv_batch_seqlen(b, s);
-    b->ids_dev = iv_dev_upload_new(ops, dev, b->ids, T * sizeof(int32_t));
+    if (upload_embed_ids(m, b, dev, err)) return -1;
     b->cu_seqlens_dev = iv_dev_upload_new(ops, dev, b->cu_seqlens, (n + 1) * sizeof(int32_t));
     b->type_ids_dev = b->type_ids ? iv_dev_upload_new(ops, dev, b->type_ids, T * sizeof(int32_t)) : NULL;
     b->key_mask_dev = b->key_mask ? iv_dev_upload_new(ops, dev, b->key_mask, T) : NULL;

@@ -28,6 +28,12 @@ typedef struct iv_embed_spec {
      * to hidden, applied to the summed embeddings before the norm (DeBERTa-v2
      * embed_proj); NULL when E == hidden. */
     const iv_tensor *proj;
+    /* Ids embedded (word and per-layer tables) as as_pad_id's: Gemma4Model
+     * gives its image / video / audio placeholder ids the pad embedding when
+     * no media replaces them. n_as_pad 0: none. */
+    int32_t as_pad[4];
+    int n_as_pad;
+    int32_t as_pad_id;
 } iv_embed_spec;
 
 /* T5/MPNet bidirectional relative-position buckets, added to every layer's scores. */
