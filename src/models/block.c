@@ -35,6 +35,9 @@ typedef struct block_scratch {
     iv_view ple_pair; /* [T, 2P] per-layer input gate | the layer's input (layers with one) */
     iv_view ple_prod; /* [T, P] their product */
     iv_view conv;     /* [T, conv channels] DeltaNet layers' convolved q | k | v (those layers only) */
+    iv_view moe_in, moe_out; /* [T, H] experts' input and output beside a dense MLP (moe_beside layers) */
+    iv_view *kv_slots;       /* [2 * n_kv_slots] keys, values kept by kv_store layers */
+    int n_kv_slots;
     iv_mlp_scratch mlp;
     /* Per-layer dynamic attention bias (layers with a dyn_bias hook only). */
     float *dyn_bias;      /* dev [dyn_cap] FP32 bias blocks of one group of sequences */
@@ -76,6 +79,7 @@ static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer 
                       /* one position per token (stride 0): every axis is the same, plain RoPE */
                       pos_axis_stride ? s->rope_freq_section : NULL, pos_axis_stride};
     ops->rope(ops, &r);
+    if (!k.data) return; /* queries only: keys come rotated from a KV-sharing layer */
     r.x = k;
     r.n_heads = s->n_kv_heads;
     ops->rope(ops, &r);
@@ -91,7 +95,7 @@ static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer
     }
     for (int i = 0; i < b->n_seqs; i++) {
         const int64_t r0 = b->cu_seqlens[i], r1 = b->cu_seqlens[i + 1];
-        rope_rows(ops, s, L, iv_view_rows(q, r0, r1), iv_view_rows(k, r0, r1), ex->positions_dev + r0,
+        rope_rows(ops, s, L, iv_view_rows(q, r0, r1), k.data ? iv_view_rows(k, r0, r1) : k, ex->positions_dev + r0,
                   ex->pos_axis_stride, ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
     }
 }
@@ -183,20 +187,41 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     }
     const int64_t T = b->n_tokens;
     const int q_cols = s->n_heads * s->head_dim, kv_cols = s->n_kv_heads * s->head_dim;
-    const int64_t qkv_cols = q_cols + 2 * (int64_t)kv_cols + (L->attn_out_gate ? q_cols : 0);
+    const int reuse = L->kv_reuse > 0;
+    const int64_t qkv_cols = q_cols + (reuse ? 0 : 2 * (int64_t)kv_cols) + (L->attn_out_gate ? q_cols : 0);
     const iv_view qkv = iv_view_make(sc->qkv.data, sc->qkv.dtype, T, qkv_cols, qkv_cols);
     ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
 
     const iv_view q = iv_view_cols(qkv, 0, q_cols);
-    const iv_view k = iv_view_cols(qkv, q_cols, kv_cols);
-    const iv_view v = iv_view_cols(qkv, q_cols + kv_cols, kv_cols);
+    iv_view k = iv_view_cols(qkv, q_cols, kv_cols);
+    iv_view v = iv_view_cols(qkv, q_cols + kv_cols, kv_cols);
+    if (reuse) { /* keys and values as an earlier layer left them, normed and rotated */
+        if (L->kv_reuse > sc->n_kv_slots || !sc->kv_slots[2 * (L->kv_reuse - 1)].data) return -1;
+        k = sc->kv_slots[2 * (L->kv_reuse - 1)];
+        v = sc->kv_slots[2 * (L->kv_reuse - 1) + 1];
+    }
     const float qk_offset = s->norm_kind == IV_NORM_RMS_PLUS1 ? 1.0f : 0.0f;
     if (L->q_full_norm.present) iv_block_norm(ops, s, &L->q_full_norm, q, q, NULL);
     if (L->k_full_norm.present) iv_block_norm(ops, s, &L->k_full_norm, k, k, NULL);
     if (L->q_norm_w) ops->head_rms_norm(ops, q, s->n_heads, s->head_dim, L->q_norm_w, s->qk_norm_eps, qk_offset);
-    if (L->k_norm_w) ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
-    if (s->v_norm) ops->head_rms_norm(ops, v, s->n_kv_heads, s->head_dim, NULL, s->qk_norm_eps, 0.0f);
-    if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, k);
+    if (!reuse) {
+        if (L->k_norm_w)
+            ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
+        if (s->v_norm) ops->head_rms_norm(ops, v, s->n_kv_heads, s->head_dim, NULL, s->qk_norm_eps, 0.0f);
+    }
+    if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, reuse ? (iv_view){0} : k);
+    if (L->kv_store) {
+        if (L->kv_store > sc->n_kv_slots) return -1;
+        iv_view *slot = &sc->kv_slots[2 * (L->kv_store - 1)];
+        if (!slot[0].data) {
+            slot[0] = iv_act_alloc(ops, sc->dev, T, kv_cols, kv_cols);
+            slot[1] = iv_act_alloc(ops, sc->dev, T, kv_cols, kv_cols);
+            if (!slot[0].data || !slot[1].data) return -1;
+        }
+        if (slot[0].cols != kv_cols) return -1;
+        ops->scale(ops, slot[0], k, 1.0f);
+        ops->scale(ops, slot[1], v, 1.0f);
+    }
     if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, ex->positions, q);
     if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
     iv_attn_args a = {
@@ -236,6 +261,25 @@ static void per_layer_input(const iv_ops *ops, const iv_block_spec *s, const iv_
     ops->linear(ops, hv, prod, L->ple_proj_w, NULL, IV_ACT_NONE, NULL);
     iv_block_norm(ops, s, &L->ple_norm, hv, hv, NULL);
     ops->add(ops, xv, xv, hv);
+}
+
+/* Gemma4's experts beside the dense MLP: hv (the dense output) becomes
+ * N1(hv) + N2b(experts(N2a(x))), routed on RMS(x), x the residual stream. */
+static void moe_beside(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view xv, iv_view hv,
+                       block_scratch *sc)
+{
+    const iv_moe *m = L->moe_beside;
+    iv_block_norm(ops, s, &L->post_mlp_norm_1, hv, hv, NULL);
+    iv_view router_in = xv;
+    if (m->router_unit_rms) {
+        router_in = sc->normed; /* free again once the dense MLP has run */
+        ops->scale(ops, router_in, xv, 1.0f);
+        ops->head_rms_norm(ops, router_in, 1, s->hidden, NULL, s->norm_eps, 0.0f);
+    }
+    iv_block_norm(ops, s, &L->pre_moe_norm, sc->moe_in, xv, NULL);
+    iv_block_moe(ops, s, m, router_in, sc->moe_in, sc->moe_out, NULL, &sc->mlp);
+    iv_block_norm(ops, s, &L->post_moe_norm, sc->moe_out, sc->moe_out, NULL);
+    ops->add(ops, hv, hv, sc->moe_out);
 }
 
 static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
@@ -281,6 +325,7 @@ static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_la
     }
     if (sandwich) {
         iv_block_mlp(ops, s, L, in, hv, NULL, &sc->mlp);
+        if (L->moe_beside) moe_beside(ops, s, L, xv, hv, sc);
         iv_block_norm(ops, s, &L->post_mlp_norm, hv, hv, NULL);
         ops->add(ops, xv, xv, hv);
     } else {
@@ -353,6 +398,7 @@ static iv_block_spec layer_spec(const iv_block_spec *s, const iv_layer *L)
     if (L->head_dim) ls.head_dim = L->head_dim;
     if (L->n_kv_heads) ls.n_kv_heads = L->n_kv_heads;
     if (L->rot_dim) ls.rot_dim = L->rot_dim;
+    if (L->intermediate) ls.intermediate = L->intermediate;
     return ls;
 }
 
@@ -365,7 +411,7 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
     /* Scratch for the widest layer. */
     int64_t qkv_cols = (int64_t)(spec->n_heads + 2 * spec->n_kv_heads) * spec->head_dim;
     int64_t attn_cols = (int64_t)spec->n_heads * spec->head_dim;
-    int any_ple = 0;
+    int any_ple = 0, any_moe_beside = 0, n_kv_slots = 0;
     int64_t conv_cols = 0;
     for (int l = 0; l < n_layers; l++) {
         const iv_block_spec ls = layer_spec(spec, &layers[l]);
@@ -381,6 +427,9 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
             if (cc > conv_cols) conv_cols = cc;
         }
         any_ple |= layers[l].ple_gate_w != NULL;
+        any_moe_beside |= layers[l].moe_beside != NULL;
+        if (layers[l].kv_store > n_kv_slots) n_kv_slots = layers[l].kv_store;
+        if (layers[l].kv_reuse > n_kv_slots) n_kv_slots = layers[l].kv_reuse;
     }
     const int64_t H = spec->hidden;
     block_scratch sc = {
@@ -394,6 +443,18 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
         sc.ple_pair = iv_act_alloc(ops, arena, T, 2 * (int64_t)spec->ple_dim, 2 * (int64_t)spec->ple_dim);
         sc.ple_prod = iv_act_alloc(ops, arena, T, spec->ple_dim, spec->ple_dim);
         if (!sc.ple_pair.data || !sc.ple_prod.data) return -1;
+    }
+    if (any_moe_beside) {
+        sc.moe_in = iv_act_alloc(ops, arena, T, H, iv_ops_act_stride(ops, H));
+        sc.moe_out = iv_act_alloc(ops, arena, T, H, H);
+        if (!sc.moe_in.data || !sc.moe_out.data) return -1;
+    }
+    if (n_kv_slots) {
+        /* Filled by the storing layers (at their widths) as the stack runs. */
+        sc.kv_slots = iv_arena_alloc(mem->host, (size_t)(2 * n_kv_slots) * sizeof *sc.kv_slots);
+        if (!sc.kv_slots) return -1;
+        memset(sc.kv_slots, 0, (size_t)(2 * n_kv_slots) * sizeof *sc.kv_slots);
+        sc.n_kv_slots = n_kv_slots;
     }
     if (conv_cols) {
         sc.conv = iv_act_alloc(ops, arena, T, conv_cols, conv_cols);

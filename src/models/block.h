@@ -94,6 +94,10 @@ typedef struct iv_moe {
                                     (plain_experts: [I, H]) */
     const iv_tensor **down_w;    /* [E] of [H, I] */
     const iv_tensor *out_bias;   /* [H] or NULL */
+    /* Gemma4's router reads RMS(x) without a weight (its scale vector and
+     * hidden^-0.5 folded into router_w at load) of the layer's residual
+     * stream, not the experts' input (iv_layer.moe_beside). */
+    int router_unit_rms;
     /* A shared expert beside the routed ones (Qwen3.5-MoE): every token adds
      * sigmoid(x g^T) * down(act(gate(x)) * up(x)), g [1, H], after the routed
      * sum and before the residual; shared_intermediate 0: none. */
@@ -187,6 +191,23 @@ typedef struct iv_layer {
     const iv_deltanet *deltanet;      /* a DeltaNet mixer instead of attention, or NULL */
     int scale_out;   /* x *= out_scale at the end of the layer (Gemma's layer_scalar) */
     float out_scale;
+    /* This layer's MLP width where it differs from the spec's (Gemma4's
+     * use_double_wide_mlp on KV-shared layers); 0: the spec's. */
+    int intermediate;
+    /* KV sharing (Gemma4's num_kv_shared_layers): a layer with kv_store = n
+     * keeps its keys and values (after norms and RoPE) in slot n - 1 for the
+     * rest of the stack; a layer with kv_reuse = n projects queries only
+     * (qkv_w is [Hq * D, H]) and attends over slot n - 1's keys and values,
+     * which must come from a layer of the same head geometry earlier in the
+     * same iv_block_stack_forward call. 0: neither. */
+    int kv_store, kv_reuse;
+    /* Gemma4's mixture of experts beside the dense MLP (sandwich layers):
+     * with r the residual stream after attention and h the dense MLP's
+     * output, the MLP sub-block's output before post_mlp_norm is
+     *   post_mlp_norm_1(h) + post_moe_norm(experts(pre_moe_norm(r)))
+     * with experts routed on r (moe_beside->router_unit_rms). NULL: none. */
+    const iv_moe *moe_beside;
+    iv_norm post_mlp_norm_1, pre_moe_norm, post_moe_norm;
 } iv_layer;
 
 /* Per-forward attention extras shared by all layers. */

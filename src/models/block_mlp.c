@@ -7,13 +7,15 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
 {
     iv_arena *arena = mem->dev;
     memset(sc, 0, sizeof *sc);
-    int any_dense = 0, max_e = 0, max_k = 0, max_i = 0;
+    int any_dense = 0, max_e = 0, max_k = 0, max_i = 0, dense_i = 0;
     for (int l = 0; l < n_layers; l++) {
-        const iv_moe *m = layers[l].moe;
-        if (!m) {
+        const iv_moe *m = layers[l].moe ? layers[l].moe : layers[l].moe_beside;
+        if (!layers[l].moe) {
+            const int width = layers[l].intermediate ? layers[l].intermediate : s->intermediate;
             any_dense = 1;
-            continue;
+            if (width > dense_i) dense_i = width;
         }
+        if (!m) continue;
         if (m->n_experts > max_e) max_e = m->n_experts;
         if (m->top_k > max_k) max_k = m->top_k;
         if (m->intermediate > max_i) max_i = m->intermediate;
@@ -21,9 +23,9 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
     }
     if (any_dense) {
         /* Ungated, up is the down projection's input; gated, the GLU output is. */
-        const int64_t up_cols = (s->gated ? 2 : 1) * (int64_t)s->intermediate;
+        const int64_t up_cols = (s->gated ? 2 : 1) * (int64_t)dense_i;
         sc->up = iv_act_alloc(ops, arena, T, up_cols, s->gated ? up_cols : iv_ops_act_stride(ops, up_cols));
-        sc->gated = iv_act_alloc(ops, arena, T, s->intermediate, iv_ops_act_stride(ops, s->intermediate));
+        sc->gated = iv_act_alloc(ops, arena, T, dense_i, iv_ops_act_stride(ops, dense_i));
         if (!sc->up.data || !sc->gated.data) return -1;
     }
     if (max_e) {
@@ -69,13 +71,13 @@ static iv_view head_rows(iv_view v, int64_t rows, int64_t cols)
 /* Routing, then each expert as two or three linears over the rows routed to
  * it, gathered before and scattered back (weighted) after; the scatters run
  * in ascending expert order and finish each token with bias and residual. */
-static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, iv_view in, iv_view out,
-                    const void *residual, iv_mlp_scratch *sc)
+void iv_block_moe(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, iv_view router_in, iv_view in,
+                  iv_view out, const void *residual, iv_mlp_scratch *sc)
 {
     const int64_t T = in.rows, H = s->hidden;
     const int E = m->n_experts, k = m->top_k;
     const iv_view logits = head_rows(sc->logits, T, E);
-    ops->linear(ops, logits, in, m->router_w, NULL, IV_ACT_NONE, NULL);
+    ops->linear(ops, logits, router_in, m->router_w, NULL, IV_ACT_NONE, NULL);
     const iv_moe_route_args route = {logits, k, m->norm_topk_prob, sc->choice, sc->weight, sc->offsets, sc->slots};
     /* With a shared expert the residual comes last, as transformers adds it
      * to the MLP's whole output. */
@@ -121,6 +123,6 @@ static void moe_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, 
 void iv_block_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,
                   const void *residual, iv_mlp_scratch *sc)
 {
-    if (L->moe) moe_mlp(ops, s, L->moe, in, out, residual, sc);
+    if (L->moe) iv_block_moe(ops, s, L->moe, in, in, out, residual, sc);
     else dense_mlp(ops, s, L, in, out, residual, sc);
 }

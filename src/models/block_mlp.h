@@ -27,4 +27,9 @@ int iv_mlp_scratch_alloc(iv_mlp_scratch *sc, const iv_ops *ops, const iv_block_s
 void iv_block_mlp(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, iv_view in, iv_view out,
                   const void *residual, iv_mlp_scratch *sc);
 
+/* out = the routed experts of m over in, routed on router_in's rows (the
+ * same tokens; often in itself), + residual when non-NULL. */
+void iv_block_moe(const iv_ops *ops, const iv_block_spec *s, const iv_moe *m, iv_view router_in, iv_view in,
+                  iv_view out, const void *residual, iv_mlp_scratch *sc);
+
 #endif

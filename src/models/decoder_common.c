@@ -127,11 +127,23 @@ static int load_layer(iv_model *m, const iv_decoder_desc *d, int l, int attn_bia
     const int qkv_bias = attn_bias || d->qkv_bias;
 #define NAME(fmt) (snprintf(name, sizeof name, "%s" fmt, pre), name)
     if (d->own_mixer && d->own_mixer[l]) goto mlp;
+    if (d->kv_reuse_layers && d->kv_reuse_layers[l]) { /* queries only; keys and values come from an earlier layer */
+        if (ld_linear(m, NAME("self_attn.q_proj"), q_out, H, qkv_bias, &L->qkv_w, &L->qkv_b, err) ||
+            ld_linear(m, NAME("self_attn.o_proj"), H, q_out, attn_bias, &L->o_w, &L->o_b, err))
+            return -1;
+        if (d->qk_norm && iv_ld(m, NAME("self_attn.q_norm.weight"), D, -1, &L->q_norm_w, err)) return -1;
+        goto mlp;
+    }
+    const int k_eq_v = d->k_eq_v_layers && d->k_eq_v_layers[l];
     if (ld_linear(m, NAME("self_attn.q_proj"), q_out * (d->attn_out_gate ? 2 : 1), H, qkv_bias, &qw, &qb, err) ||
         ld_linear(m, NAME("self_attn.k_proj"), kv_out, H, qkv_bias, &kw, &kb, err) ||
-        ld_linear(m, NAME("self_attn.v_proj"), kv_out, H, qkv_bias, &vw, &vb, err) ||
+        (!k_eq_v && ld_linear(m, NAME("self_attn.v_proj"), kv_out, H, qkv_bias, &vw, &vb, err)) ||
         ld_linear(m, NAME("self_attn.o_proj"), H, q_out, attn_bias, &L->o_w, &L->o_b, err))
         return -1;
+    if (k_eq_v) { /* the values are the raw key projection (v_norm then differs from k_norm) */
+        vw = kw;
+        vb = kb;
+    }
     if (d->attn_out_gate) {
         if (fuse_gated_qkv(m, head_dim, qw, kw, vw, qb, kb, vb, L, err)) return -1;
     } else if (iv_fuse_qkv(m, qw, kw, vw, qb, kb, vb, &L->qkv_w, &L->qkv_b, err)) {
@@ -154,9 +166,11 @@ mlp:
         iv_moe *moe = NULL;
         if (ld_moe(m, l, &d->moe, &moe, err)) return -1;
         L->moe = moe;
-    } else if (ld_gated_mlp(m, NAME("mlp."), H, c->intermediate_size, mlp_bias, &L->up_w, &L->up_b, &L->down_w,
-                            &L->down_b, err)) {
-        return -1;
+    } else {
+        const int width = d->layer_intermediate ? d->layer_intermediate[l] : c->intermediate_size;
+        if (width != c->intermediate_size) L->intermediate = width;
+        if (ld_gated_mlp(m, NAME("mlp."), H, width, mlp_bias, &L->up_w, &L->up_b, &L->down_w, &L->down_b, err))
+            return -1;
     }
 #undef NAME
     L->window_left = L->window_right = -1;

@@ -38,6 +38,13 @@ typedef struct iv_decoder_desc {
     /* Layers whose token mixer the family loads itself (nonzero entries: no
      * self_attn.* tensors are read); NULL: every layer has attention. */
     const unsigned char *own_mixer;
+    /* Gemma4 (NULL: none): layers whose attention has no k/v projections of
+     * its own (KV sharing: q_proj, q_norm and o_proj only; the family sets
+     * iv_layer.kv_reuse), layers whose values are the k_proj output
+     * (attention_k_eq_v: no v_proj; qkv_w repeats k_proj's rows), and
+     * per-layer MLP widths (use_double_wide_mlp). */
+    const unsigned char *kv_reuse_layers, *k_eq_v_layers;
+    const int *layer_intermediate;
 } iv_decoder_desc;
 
 /* Fills m->embed, m->block, m->layers, m->final_norm and, unless

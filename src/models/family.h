@@ -39,5 +39,6 @@ extern const iv_family iv_family_jina_bert;
 extern const iv_family iv_family_deberta;
 extern const iv_family iv_family_ultrabert;
 extern const iv_family iv_family_embedding_gemma2;
+extern const iv_family iv_family_gemma4;
 
 #endif

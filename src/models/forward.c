@@ -1,6 +1,7 @@
 /* The forward pass shared by every family: embeddings -> block stack ->
  * final norm. Everything family-specific arrives as data in iv_model. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/model.h"
@@ -169,7 +170,7 @@ static int build_seq_rope(const iv_model *m, const iv_batch *b, iv_arena *arena,
 }
 
 /* The per-layer inputs from the scaled embeddings x (see iv_model.ple_w). */
-static int build_ple(const iv_model *m, iv_view xv, iv_arena *dev, iv_attn_extras *ex)
+static int build_ple(const iv_model *m, const iv_batch *b, iv_view xv, iv_arena *dev, iv_attn_extras *ex)
 {
     const int64_t W = (int64_t)m->n_layers * m->block.ple_dim;
     const iv_view pv = iv_act_alloc(m->ops, dev, xv.rows, W, W);
@@ -177,11 +178,48 @@ static int build_ple(const iv_model *m, iv_view xv, iv_arena *dev, iv_attn_extra
     m->ops->linear(m->ops, pv, xv, m->ple_w, NULL, IV_ACT_NONE, NULL);
     m->ops->scale(m->ops, pv, pv, m->ple_scale);
     m->ops->head_rms_norm(m->ops, pv, m->n_layers, m->block.ple_dim, m->ple_norm_w, m->block.norm_eps, 0.0f);
+    if (m->ple_tok) {
+        /* (projection + table[id] * scale) * mix, each step rounded as torch does */
+        const iv_view tv = iv_act_alloc(m->ops, dev, xv.rows, W, W);
+        if (!tv.data) return -1;
+        m->ops->embed(m->ops, tv, m->ple_tok, b->ids_dev, 0);
+        m->ops->scale(m->ops, tv, tv, m->ple_tok_scale);
+        m->ops->add(m->ops, pv, pv, tv);
+        m->ops->scale(m->ops, pv, pv, m->ple_mix_scale);
+    }
     ex->ple = pv;
     return 0;
 }
 
 int iv_model_out_width(const iv_model *m) { return m->out_proj ? (int)m->out_proj->shape[0] : m->block.hidden; }
+
+/* The ids the embedding tables read: the batch's, or a copy with the
+ * model's as-pad ids replaced (uploaded from a temporary and synced, only
+ * for batches that hold such an id). */
+static int upload_embed_ids(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err *err)
+{
+    const size_t T = (size_t)b->n_tokens;
+    const iv_embed_spec *es = &m->embed;
+    int64_t first = -1;
+    for (size_t t = 0; es->n_as_pad && t < T && first < 0; t++)
+        for (int k = 0; k < es->n_as_pad; k++)
+            if (b->ids[t] == es->as_pad[k]) first = (int64_t)t;
+    if (first < 0) {
+        b->ids_dev = iv_dev_upload_new(m->ops, dev, b->ids, T * sizeof(int32_t));
+        return 0;
+    }
+    int32_t *ids = malloc(T * sizeof *ids);
+    if (!ids) return iv_errf(err, IV_E_NOMEM, "out of memory for a batch of %lld tokens", (long long)T);
+    for (size_t t = 0; t < T; t++) {
+        ids[t] = b->ids[t];
+        for (int k = 0; k < es->n_as_pad; k++)
+            if (ids[t] == es->as_pad[k]) ids[t] = es->as_pad_id;
+    }
+    b->ids_dev = iv_dev_upload_new(m->ops, dev, ids, T * sizeof *ids);
+    const int rc = b->ids_dev ? m->ops->sync(m->ops, err) : 0; /* the copy may still read ids */
+    free(ids);
+    return rc ? -1 : 0;
+}
 
 int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err *err)
 {
@@ -190,7 +228,7 @@ int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err 
     b->max_seqlen = 0;
     for (int s = 0; s < b->n_seqs; s++)
         if (iv_batch_seqlen(b, s) > b->max_seqlen) b->max_seqlen = iv_batch_seqlen(b, s);
-    b->ids_dev = iv_dev_upload_new(ops, dev, b->ids, T * sizeof(int32_t));
+    if (upload_embed_ids(m, b, dev, err)) return -1;
     b->cu_seqlens_dev = iv_dev_upload_new(ops, dev, b->cu_seqlens, (n + 1) * sizeof(int32_t));
     b->type_ids_dev = b->type_ids ? iv_dev_upload_new(ops, dev, b->type_ids, T * sizeof(int32_t)) : NULL;
     b->key_mask_dev = b->key_mask ? iv_dev_upload_new(ops, dev, b->key_mask, T) : NULL;
@@ -235,7 +273,7 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
     if (m->rel_bias.table && build_rel_bias(m, b, mem, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, mem->host, &ex, err)) return -1;
-    if (m->ple_w && build_ple(m, x, mem->dev, &ex))
+    if (m->ple_w && build_ple(m, b, x, mem->dev, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
     if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);

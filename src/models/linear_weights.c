@@ -109,6 +109,9 @@ static int swap_layer_vectors(walk *wk, iv_layer *L, int l, iv_err *err)
              swap_norm(wk, &L->attn_outer_norm, l, "outer attention norm", err) ||
              swap_norm(wk, &L->ple_norm, l, "per-layer input norm", err) ||
              (moe && swap(wk, &moe->out_bias, l, "expert output bias", err)) ||
+             swap_norm(wk, &L->post_mlp_norm_1, l, "post-MLP norm", err) ||
+             swap_norm(wk, &L->pre_moe_norm, l, "expert input norm", err) ||
+             swap_norm(wk, &L->post_moe_norm, l, "expert output norm", err) ||
              /* Row-major on purpose: the hooks slice rows out of them. */
              swap(wk, &L->dyn_bias_w[0], l, "dynamic attention bias weight", err) ||
              swap(wk, &L->dyn_bias_w[1], l, "dynamic attention bias weight", err) || swap_deltanet(wk, L, l, err);
@@ -125,6 +128,7 @@ static int swap_vectors(walk *wk, iv_err *err)
              swap_norm(wk, &m->embed.norm, -1, "embedding norm", err) ||
              swap_norm(wk, &m->final_norm, -1, "final norm", err) ||
              swap(wk, &m->ple_norm_w, -1, "per-layer input norm", err) ||
+             swap(wk, &m->ple_tok, -1, "per-layer input embeddings", err) ||
              swap(wk, &m->conv.b, -1, "token convolution bias", err) ||
              swap_norm(wk, &m->conv.norm, -1, "token convolution norm", err);
     for (int l = 0; l < m->n_layers && !rc; l++) rc = swap_layer_vectors(wk, &m->layers[l], l, err);
@@ -221,7 +225,8 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
     int rc = 0;
     for (int l = 0; l < m->n_layers && !rc; l++) {
         iv_layer *L = &m->layers[l];
-        iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
+        /* Routed experts instead of the dense MLP, or beside it (Gemma4): the model's own, allocated at load. */
+        iv_moe *moe = (iv_moe *)(L->moe ? L->moe : L->moe_beside);
         if (kinds & IV_LW_LAYER_MATMULS) {
             rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
                  swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err) ||

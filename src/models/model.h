@@ -28,6 +28,12 @@ typedef struct iv_embed_spec {
      * to hidden, applied to the summed embeddings before the norm (DeBERTa-v2
      * embed_proj); NULL when E == hidden. */
     const iv_tensor *proj;
+    /* Ids embedded (word and per-layer tables) as as_pad_id's: Gemma4Model
+     * gives its image / video / audio placeholder ids the pad embedding when
+     * no media replaces them. n_as_pad 0: none. */
+    int32_t as_pad[4];
+    int n_as_pad;
+    int32_t as_pad_id;
 } iv_embed_spec;
 
 /* T5/MPNet bidirectional relative-position buckets, added to every layer's scores. */
@@ -109,9 +115,13 @@ typedef struct iv_model {
     /* Per-layer inputs (EmbeddingGemma 2's projection-only PLE), from the
      * scaled embeddings e: ple = N(reshape(e W^T * ple_scale, [T, layers,
      * block.ple_dim])), N an RMSNorm of width ple_dim with weight ple_norm_w.
-     * NULL ple_w: none. */
+     * NULL ple_w: none. Gemma4's full form adds a token table:
+     * ple = (N(...) + ple_tok[id] * ple_tok_scale) * ple_mix_scale, ple_tok
+     * [vocab, layers * ple_dim] (NULL: projection only). */
     const iv_tensor *ple_w, *ple_norm_w;
     float ple_scale;
+    const iv_tensor *ple_tok;
+    float ple_tok_scale, ple_mix_scale;
     /* [E, H] projection of the final hidden states, token by token
      * (EmbeddingGemma 2's embedding_projection), or NULL; the forward pass
      * then returns E-wide states (iv_model_out_width). */

@@ -19,6 +19,7 @@ static const iv_family *const k_families[] = {
     &iv_family_deberta,
     &iv_family_ultrabert,
     &iv_family_embedding_gemma2,
+    &iv_family_gemma4,
     NULL,
 };
 

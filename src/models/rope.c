@@ -10,7 +10,7 @@
 #include <string.h>
 #include "base/json.h"
 
-static const char *const k_types[] = {"default", "linear", "dynamic", "llama3", "yarn", "longrope", "ntk", NULL};
+static const char *const k_types[] = {"default", "linear", "dynamic", "llama3", "yarn", "longrope", "ntk", "proportional", NULL};
 
 static int known_type(const char *t)
 {
@@ -46,6 +46,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
     out->max_position_embeddings = max_position_embeddings;
     out->original_max_position_embeddings = max_position_embeddings;
     out->truncate = 1;
+    out->partial_rotary_factor = 1.0;
     if (rot_dim <= 0 || rot_dim % 2 || rot_dim / 2 > IV_ROPE_MAX_HALF)
         return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (rotary dims %d)", rot_dim);
     /* v5: rope_parameters {rope_type, rope_theta, factor, ...}; v4: rope_theta + rope_scaling {type|rope_type, ...}. */
@@ -61,7 +62,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         if (!known_type(t))
             return iv_errf(err, IV_E_UNSUPPORTED,
                            "rope type \"%s\" is not supported (supported: default, linear, dynamic, llama3, yarn, "
-                           "longrope, ntk)",
+                           "longrope, ntk, proportional)",
                            t);
         snprintf(out->type, sizeof out->type, "%s", t);
         out->has_factor = cJSON_IsNumber(iv_json_get(src, "factor"));
@@ -76,6 +77,7 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
         out->mscale_all_dim = iv_json_num(src, "mscale_all_dim", 0.0);
         out->attention_factor = iv_json_num(src, "attention_factor", 0.0);
         out->truncate = iv_json_bool(src, "truncate", 1);
+        if (is_type(out, "proportional")) out->partial_rotary_factor = iv_json_num(src, "partial_rotary_factor", 1.0);
         const cJSON *mixed_b = iv_json_get(src, "mixed_b");
         if (cJSON_IsNumber(mixed_b)) {
             out->has_mixed_b = 1;
@@ -95,6 +97,9 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
     if (out->theta <= 0) return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (theta %g)", out->theta);
     if (out->original_max_position_embeddings <= 0 || out->max_position_embeddings <= 0)
         return iv_errf(err, IV_E_FORMAT, "rope type \"%s\" needs positive max_position_embeddings", out->type);
+    if (is_type(out, "proportional") && !(out->partial_rotary_factor >= 0 && out->partial_rotary_factor <= 1))
+        return iv_errf(err, IV_E_FORMAT, "rope proportional: partial_rotary_factor %g is out of [0, 1]",
+                       out->partial_rotary_factor);
     if ((is_type(out, "linear") || is_type(out, "dynamic") || is_type(out, "llama3") || is_type(out, "ntk")) &&
         (!out->has_factor || out->factor <= 0))
         return iv_errf(err, IV_E_FORMAT, "rope type \"%s\" needs a positive \"factor\"", out->type);
@@ -235,6 +240,19 @@ static void ntk_inv_freq(const iv_rope_params *p, float *inv)
     for (int i = 0; i < d / 2; i++) inv[i] /= expf(a * powf((float)(i + 1), (float)p->mixed_b));
 }
 
+/* Gemma4's proportional RoPE (_compute_proportional_rope_parameters): the
+ * whole head's table, with frequencies only for its first
+ * int(partial * d // 2) pairs (exponents over the whole head) and zeros,
+ * which leave the other dims unrotated, for the rest; all / factor. */
+static void proportional_inv_freq(const iv_rope_params *p, float *inv)
+{
+    const int d = p->rot_dim, angles = (int)floor(p->partial_rotary_factor * d / 2);
+    for (int i = 0; i < d / 2; i++) {
+        inv[i] = i < angles ? 1.0f / powf((float)p->theta, (float)(2 * i) / (float)d) : 0.0f;
+        inv[i] /= (float)p->factor;
+    }
+}
+
 int iv_rope_length_dependent(const iv_rope_params *p, int seq_len)
 {
     if (is_type(p, "dynamic")) return seq_len > p->max_position_embeddings;
@@ -261,6 +279,8 @@ int iv_rope_inv_freq_for_length(const iv_rope_params *p, int seq_len, float *inv
         longrope_inv_freq(p, seq_len, inv, attn_factor);
     } else if (is_type(p, "ntk")) {
         ntk_inv_freq(p, inv);
+    } else if (is_type(p, "proportional")) {
+        proportional_inv_freq(p, inv);
     } else {
         return iv_errf(err, IV_E_UNSUPPORTED, "rope type \"%s\" is not supported", p->type);
     }

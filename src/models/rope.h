@@ -1,6 +1,6 @@
 /* Rotary position embedding frequencies from config.json, one function per
  * scaling variant of transformers' ROPE_INIT_FUNCTIONS (default, linear,
- * dynamic, llama3, yarn, longrope). Families compute inv_freq once at load
+ * dynamic, llama3, yarn, longrope, proportional). Families compute inv_freq once at load
  * and hang it on each iv_layer; the rope op applies it.
  *
  * Two variants depend on the sequence length, which transformers reads from
@@ -43,6 +43,9 @@ typedef struct iv_rope_params {
     /* ntk (GTE "new"): optional mixed_b exponent */
     int has_mixed_b;
     double mixed_b;
+    /* proportional (Gemma4): rot_dim is the whole head, the first
+     * int(partial_rotary_factor * rot_dim / 2) frequencies turn, the rest are 0 */
+    double partial_rotary_factor;
 } iv_rope_params;
 
 /* Reads rope parameters from a config object: v5 `rope_parameters` (pass the

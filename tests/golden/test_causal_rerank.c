@@ -125,6 +125,19 @@ TEST(golden_causal_lm_rerank_untied_lm_head)
     golden_free(&g);
 }
 
+/* Gemma4ForCausalLM as a yes/no reranker: the Gemma4 text stack (per-layer
+ * inputs, proportional RoPE on the full layer) under the same soft-capped
+ * score. */
+TEST(golden_causal_lm_rerank_gemma4_softcap)
+{
+    char dir[4096];
+    golden_case g;
+    fixture_dir(dir, sizeof dir, "gemma4_causal_rerank_softcap");
+    REQUIRE(golden_load(&g, dir) == 0);
+    check_scores("gemma4_causal_rerank_softcap", rerank_tokens_of(&g), "rerank_logits", &g, NULL);
+    golden_free(&g);
+}
+
 /* Gemma's final_logit_softcapping: transformers returns c tanh(l / c), so the
  * score is c tanh(l_yes / c) - c tanh(l_no / c) (the fixture checks the cap
  * moves every input's score by more than 0.01). */

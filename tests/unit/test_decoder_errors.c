@@ -8,9 +8,9 @@
 #include "test.h"
 #include "unit/ckpt_test_util.h"
 
-static void rope_proportional(cJSON *c)
+static void rope_made_up(cJSON *c)
 {
-    ckpt_set(c, "rope_parameters", cJSON_Parse("{\"rope_type\": \"proportional\", \"rope_theta\": 10000.0}"));
+    ckpt_set(c, "rope_parameters", cJSON_Parse("{\"rope_type\": \"made_up\", \"rope_theta\": 10000.0}"));
 }
 static void add_auto_map(cJSON *c) { ckpt_set(c, "auto_map", cJSON_Parse("{\"AutoModel\": \"modeling.X\"}")); }
 static void weighted_pooling(cJSON *c) { ckpt_set(c, "pooling", cJSON_CreateString("weighted_avg")); }
@@ -79,10 +79,37 @@ TEST(embedding_gemma2_rejects_bad_configs)
 {
     CKPT_REJECT("embedding_gemma2", add_auto_map, "custom code (auto_map)", IV_E_UNSUPPORTED);
     CKPT_REJECT("embedding_gemma2", bad_layer_key, "per_layer_config key \"x1\" is not a layer index", IV_E_FORMAT);
-    CKPT_REJECT("embedding_gemma2", odd_kv_heads, "per_layer_config[1] has an invalid head geometry", IV_E_FORMAT);
-    /* A per_layer_config that disagrees with the tensors fails on their shapes. */
-    CKPT_REJECT("embedding_gemma2", drop_per_layer_config, "q_proj.weight has shape [64, 32], expected [32, 32]",
+    CKPT_REJECT("embedding_gemma2", odd_kv_heads, "layer 1 has an invalid head geometry", IV_E_FORMAT);
+    /* Without per_layer_config, full layers get the config class's
+     * global_head_dim (512), which these tensors do not have. */
+    CKPT_REJECT("embedding_gemma2", drop_per_layer_config, "q_proj.weight has shape [64, 32], expected [2048, 32]",
                 IV_E_FORMAT);
+}
+
+static void gemma4_audio(cJSON *c) { ckpt_set(c, "audio_config", cJSON_Parse("{\"model_type\": \"gemma4_audio\"}")); }
+static void gemma4_bidir_text(cJSON *c) { ckpt_set(c, "use_bidirectional_attention", cJSON_CreateString("text")); }
+static void gemma4_all_shared(cJSON *c) { ckpt_set(c, "num_kv_shared_layers", cJSON_CreateNumber(5)); }
+static void gemma4_no_top_k(cJSON *c) { ckpt_set(c, "top_k_experts", cJSON_CreateNumber(0)); }
+static void gemma4_bad_partial(cJSON *c)
+{
+    ckpt_set(c, "rope_parameters",
+             cJSON_Parse("{\"full_attention\": {\"rope_type\": \"proportional\", \"partial_rotary_factor\": 1.5}, "
+                         "\"sliding_attention\": {\"rope_type\": \"default\"}}"));
+}
+/* Shared keys and values need a storing layer of the same kind before the
+ * shared layers: with 3 of 4 layers shared, no full layer is left. */
+static void gemma4_no_full_producer(cJSON *c) { ckpt_set(c, "num_kv_shared_layers", cJSON_CreateNumber(3)); }
+
+TEST(gemma4_rejects_bad_configs)
+{
+    CKPT_REJECT("gemma4_cond", gemma4_audio, "audio tower (audio_config)", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gemma4_text", add_auto_map, "custom code (auto_map)", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gemma4_text", gemma4_bidir_text, "use_bidirectional_attention must be", IV_E_UNSUPPORTED);
+    CKPT_REJECT("gemma4_kv_shared", gemma4_all_shared, "num_kv_shared_layers equal to num_hidden_layers",
+                IV_E_UNSUPPORTED);
+    CKPT_REJECT("gemma4_text", gemma4_no_full_producer, "leaves no full_attention layer", IV_E_FORMAT);
+    CKPT_REJECT("gemma4_moe", gemma4_no_top_k, "enable_moe_block needs", IV_E_FORMAT);
+    CKPT_REJECT("gemma4_text", gemma4_bad_partial, "partial_rotary_factor 1.5 is out of [0, 1]", IV_E_FORMAT);
 }
 
 static void mistral3_llama_text(cJSON *c)
@@ -108,7 +135,7 @@ TEST(multimodal_text_backbones_reject_what_they_do_not_run)
 
 TEST(decoder_rejects_unimplemented_switches)
 {
-    CKPT_REJECT("llama", rope_proportional, "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED);
+    CKPT_REJECT("llama", rope_made_up, "rope type \"made_up\" is not supported", IV_E_UNSUPPORTED);
     CKPT_REJECT("llama", add_auto_map, "custom code (auto_map)", IV_E_UNSUPPORTED);
     CKPT_REJECT("llama", partial_rotary, "partial_rotary_factor 0.5", IV_E_UNSUPPORTED);
     CKPT_REJECT("llama", quick_gelu, "unsupported MLP activation \"quick_gelu\"", IV_E_UNSUPPORTED);

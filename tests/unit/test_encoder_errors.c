@@ -17,7 +17,7 @@ static void mb_pool_max(cJSON *c) { ckpt_set(c, "classifier_pooling", cJSON_Crea
 static void mb_qa(cJSON *c) { ckpt_set(c, "architectures", cJSON_Parse("[\"ModernBertForQuestionAnswering\"]")); }
 static void mb_rope_yarn_missing(cJSON *c)
 {
-    ckpt_set(c, "rope_parameters", cJSON_Parse("{\"full_attention\": {\"rope_type\": \"proportional\", \"rope_theta\": 1e4}, "
+    ckpt_set(c, "rope_parameters", cJSON_Parse("{\"full_attention\": {\"rope_type\": \"axial\", \"rope_theta\": 1e4}, "
                                               "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}}"));
 }
 /* GTE "new" */
@@ -81,7 +81,7 @@ TEST(encoder_rejects_unimplemented_switches)
     CKPT_REJECT("modernbert", mb_chunked, "layer_types[1] \"chunked_attention\" is not supported", IV_E_UNSUPPORTED);
     CKPT_REJECT("modernbert", mb_short_types, "layer_types must list 3 layer types", IV_E_FORMAT);
     CKPT_REJECT("modernbert", mb_auto_map, "custom code (auto_map)", IV_E_UNSUPPORTED);
-    CKPT_REJECT("modernbert", mb_rope_yarn_missing, "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED);
+    CKPT_REJECT("modernbert", mb_rope_yarn_missing, "rope type \"axial\" is not supported", IV_E_UNSUPPORTED);
     CKPT_REJECT("modernbert_seqcls", mb_pool_max, "classifier_pooling \"max\"", IV_E_UNSUPPORTED);
     CKPT_REJECT("modernbert", mb_qa, "unsupported architecture \"ModernBertForQuestionAnswering\"", IV_E_UNSUPPORTED);
 

@@ -96,7 +96,7 @@ TEST(rope_scaling_rejects_unknown_and_malformed)
         const char *rope, *needle;
         int code;
     } bad[] = {
-        {"{\"rope_type\": \"proportional\"}", "rope type \"proportional\" is not supported", IV_E_UNSUPPORTED},
+        {"{\"rope_type\": \"axial\"}", "rope type \"axial\" is not supported", IV_E_UNSUPPORTED},
         {"{\"type\": \"su\", \"factor\": 2.0}", "rope type \"su\"", IV_E_UNSUPPORTED},
         {"{\"type\": \"ntk\"}", "needs a positive \"factor\"", IV_E_FORMAT},
         {"{\"rope_type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": [1, 1, 1, 1]}", "short_factor",
@@ -112,6 +112,43 @@ TEST(rope_scaling_rejects_unknown_and_malformed)
         CHECK(iv_rope_params_from_config(cfg, NULL, 8, 10000.0, 128, &p, &err) == -1);
         CHECK_CONTAINS(err.msg, bad[i].needle);
         CHECK_EQ_INT(err.code, bad[i].code);
+        cJSON_Delete(cfg);
+    }
+}
+
+/* Gemma4's proportional RoPE: the whole head's table, the first
+ * int(partial * d // 2) frequencies with exponents over the whole head,
+ * zeros after (those dims stay unrotated), all / factor. Expected values
+ * printed by transformers 5.25 (_compute_proportional_rope_parameters). */
+TEST(rope_proportional_matches_transformers)
+{
+    static const struct {
+        const char *rope;
+        int head_dim;
+        float want[10];
+    } cases[] = {
+        {"{\"rope_type\": \"proportional\", \"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0}", 16,
+         {1.0f, 0.177827939f}},
+        {"{\"rope_type\": \"proportional\", \"partial_rotary_factor\": 0.5, \"rope_theta\": 1000000.0, \"factor\": 2.0}",
+         16, {0.5f, 0.0889139697f, 0.0158113893f, 0.00281170662f}},
+        {"{\"rope_type\": \"proportional\", \"partial_rotary_factor\": 0.3, \"rope_theta\": 10000.0}", 20,
+         {1.0f, 0.398107171f, 0.158489317f}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cJSON *cfg = config_with(cases[c].rope, 128);
+        REQUIRE(cfg != NULL);
+        iv_rope_params p;
+        iv_err err = {0};
+        CHECK_MSG(iv_rope_params_from_config(cfg, NULL, cases[c].head_dim, 10000.0, 128, &p, &err) == 0, "%s",
+                  err.msg);
+        float inv[IV_ROPE_MAX_HALF], af = 0;
+        CHECK(iv_rope_inv_freq(&p, inv, &af, &err) == 0);
+        CHECK(af == 1.0f);
+        for (int i = 0; i < cases[c].head_dim / 2; i++) {
+            const float w = cases[c].want[i];
+            CHECK_MSG(w == 0 ? inv[i] == 0 : fabsf(inv[i] - w) <= ROPE_REL_TOL * w, "case %zu inv_freq[%d] = %.9g, "
+                      "transformers %.9g", c, i, inv[i], w);
+        }
         cJSON_Delete(cfg);
     }
 }

@@ -1,0 +1,67 @@
+/* Gemma4 text: transformers `gemma4_text` (Gemma4TextModel, Gemma4ForCausalLM
+ * as a backbone) and the text model of `gemma4` (Gemma4Model,
+ * Gemma4ForConditionalGeneration: config.json nests text_config, tensors
+ * under model.language_model.), run on text. The stack and every switch
+ * are the shared Gemma4 text stack's (models/gemma4_text.h): x * w RMSNorm,
+ * q/k norms and v_norm with attention scale 1, layer_scalar, sliding / full
+ * layers (full: global head width and key/value heads, proportional partial
+ * RoPE), attention_k_eq_v, KV sharing, use_double_wide_mlp, the full PLE
+ * (token table and projection), use_bidirectional_attention and the routed
+ * experts beside the dense MLP.
+ *
+ * What this file adds: the names, the towers it refuses, and Gemma4Model's
+ * placeholder ids embedded as the pad token. The image
+ * tower (vision_config) is not implemented: text inputs run, images are
+ * refused by the engine (the model has no visual tower); a checkpoint that
+ * declares an audio tower (audio_config) is rejected at load. There are no
+ * task heads: transformers registers none for Gemma4 besides the LM head,
+ * which a causal reranker reads through lm_score_head.h
+ * (final_logit_softcapping included). */
+#include <string.h>
+
+#include "base/json.h"
+#include "models/family.h"
+#include "models/gemma4_text.h"
+
+static const char *const k_archs[] = {"Gemma4TextModel", "Gemma4ForCausalLM", "Gemma4Model",
+                                      "Gemma4ForConditionalGeneration", NULL};
+static const char *const k_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
+
+/* Gemma4Model.forward embeds its image / video / audio placeholder ids as
+ * the pad token (embeddings and per-layer inputs) before any media is
+ * scattered in: on text, such ids look like padding. Gemma4TextModel /
+ * Gemma4ForCausalLM (model_type gemma4_text) do not. */
+static int placeholder_ids_as_pad(iv_model *m, iv_err *err)
+{
+    if (strcmp(m->cfg.model_type, "gemma4")) return 0;
+    if (m->cfg.pad_token_id < 0 || m->cfg.pad_token_id >= m->embed.word->shape[0])
+        return iv_errf(err, IV_E_FORMAT, "config.json: gemma4 needs text_config.pad_token_id within the vocabulary");
+    static const char *const keys[] = {"image_token_id", "video_token_id", "audio_token_id"};
+    static const int64_t defaults[] = {258880, 258884, 258881}; /* Gemma4Config's */
+    iv_embed_spec *es = &m->embed;
+    es->as_pad_id = m->cfg.pad_token_id;
+    for (int k = 0; k < 3; k++) {
+        const cJSON *v = iv_json_get(m->cfg.root, keys[k]);
+        const int64_t id = v && cJSON_IsNull(v) ? -1 : iv_json_int(m->cfg.root, keys[k], defaults[k]);
+        if (id >= 0 && id < es->word->shape[0]) es->as_pad[es->n_as_pad++] = (int32_t)id;
+    }
+    return 0;
+}
+
+static int gemma4_load(iv_model *m, iv_err *err)
+{
+    const cJSON *audio = iv_json_get(m->cfg.root, "audio_config");
+    if (audio && !cJSON_IsNull(audio))
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "config.json declares an audio tower (audio_config), which is not implemented for gemma4");
+    const iv_gemma4_text_desc d = {
+        .archs = k_archs, .prefixes = k_prefixes, .encoder = 0, .ple_prefix = "", .ple_block = "",
+        .default_ple_dim = 256, .ple_token_table = 1, .full_rope_default = "proportional",
+        .default_global_kv_heads = 0,
+    };
+    if (iv_gemma4_text_load(m, &d, err)) return -1;
+    return placeholder_ids_as_pad(m, err);
+}
+
+static const char *const k_types[] = {"gemma4_text", "gemma4", NULL};
+const iv_family iv_family_gemma4 = {"gemma4", k_types, gemma4_load};
