@@ -333,6 +333,10 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     } else if (opts && opts->decision_letters && letters_head(e, opts, err))
         goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
+    if (e->model->pixtral && e->tok) { /* the markers of Pixtral's image runs, by name (image/pixtral.h) */
+        e->model->image_break_id = iv_tokenizer_token_to_id(e->tok, "[IMG_BREAK]");
+        e->model->image_end_id = iv_tokenizer_token_to_id(e->tok, "[IMG_END]");
+    }
     if (iv_image_proc_load(&e->images, model_dir, e->model, opts ? opts->max_image_pixels : 0, err)) goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU

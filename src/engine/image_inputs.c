@@ -4,20 +4,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void refuse_missing_processor(iv_image_proc *p)
+{
+    snprintf(p->refused, sizeof p->refused,
+             "this checkpoint has a vision tower but no image processor config (preprocessor_config.json or "
+             "processor_config.json), so it cannot take images");
+}
+
+/* Mistral3: PixtralProcessor's files, checked against the tower. */
+static int pixtral_proc_load(iv_image_proc *p, const char *dir, const iv_model *m, iv_err *err)
+{
+    p->pixtral = 1;
+    if (!iv_pixtral_processor_named(dir)) {
+        refuse_missing_processor(p);
+        return 0;
+    }
+    if (iv_pixtral_config_load(&p->pix, dir, err)) return iv_err_prefix(err, "image processor: ");
+    const iv_pixtral_vision *v = m->pixtral;
+    if (p->pix.patch_size != v->patch || p->pix.merge_size != v->merge)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "image processor: patch_size %d and spatial_merge_size %d disagree with the vision tower's "
+                       "%d and %d (config.json vision_config, spatial_merge_size)",
+                       p->pix.patch_size, p->pix.merge_size, v->patch, v->merge);
+    if (m->image_break_id < 0 || m->image_end_id < 0)
+        snprintf(p->refused, sizeof p->refused,
+                 "the tokenizer has no [IMG_BREAK] / [IMG_END] tokens, which Pixtral's image token runs need");
+    return 0;
+}
+
 int iv_image_proc_load(iv_image_proc *p, const char *dir, const iv_model *m, int64_t max_pixels, iv_err *err)
 {
     memset(p, 0, sizeof *p);
-    if (!m->vision || !m->image_token_run) return 0;
+    if ((!m->vision && !m->pixtral) || !m->image_token_run) return 0;
     p->model = m;
     /* ColQwen3's processor puts an image document in a user message with
      * this text after the image (issue 17 / the model card). */
     if (!strcmp(m->cfg.model_type, "colqwen3")) p->image_doc_text = "Describe the image.";
     p->limits.max_pixels = max_pixels > 0 ? max_pixels : IV_IMAGE_DEFAULT_MAX_PIXELS;
+    if (m->pixtral) return pixtral_proc_load(p, dir, m, err);
     if (iv_qwen_vl_config_load(&p->qwen, dir, err)) {
         if (err->code != IV_E_NOTFOUND) return iv_err_prefix(err, "image processor: ");
-        snprintf(p->refused, sizeof p->refused,
-                 "this checkpoint has a vision tower but no image processor config (preprocessor_config.json or "
-                 "processor_config.json), so it cannot take images");
+        refuse_missing_processor(p);
         return 0;
     }
     const iv_qwen3vl_vision *v = m->vision;
@@ -50,6 +77,36 @@ static int grow(iv_image_set *s)
     return 0;
 }
 
+/* One decoded image through the checkpoint's processor into the tower's
+ * input; *pixels receives the owned patch buffer. */
+static int qwen_input(const iv_image_proc *p, const iv_image *img, iv_image_input *in, float **pixels, iv_err *err)
+{
+    iv_qwen_vl_patches pt;
+    if (iv_qwen_vl_preprocess(&p->qwen, img, &pt, err)) return -1;
+    *pixels = pt.pixel_values;
+    *in = (iv_image_input){.pixel_values = pt.pixel_values, .grid_t = (int)pt.grid_thw[0],
+                           .grid_h = (int)pt.grid_thw[1], .grid_w = (int)pt.grid_thw[2]};
+    return 0;
+}
+
+static int pixtral_input(const iv_image_proc *p, const iv_image *img, iv_image_input *in, float **pixels,
+                         iv_err *err)
+{
+    iv_pixtral_pixels px;
+    if (iv_pixtral_preprocess(&p->pix, img, &px, err)) return -1;
+    const size_t n = (size_t)px.grid_h * px.grid_w * 3 * p->pix.patch_size * p->pix.patch_size;
+    float *patches = malloc(n * sizeof *patches);
+    if (!patches) {
+        iv_pixtral_pixels_free(&px);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    iv_pixtral_patchify(&p->pix, &px, patches);
+    *pixels = patches;
+    *in = (iv_image_input){.pixel_values = patches, .grid_t = 1, .grid_h = px.grid_h, .grid_w = px.grid_w};
+    iv_pixtral_pixels_free(&px);
+    return 0;
+}
+
 int iv_image_set_add(const iv_image_proc *p, iv_image_set *s, const char *src, size_t n, iv_err *err)
 {
     const int k = s->n;
@@ -58,13 +115,10 @@ int iv_image_set_add(const iv_image_proc *p, iv_image_set *s, const char *src, s
     if (grow(s)) return iv_errf(err, IV_E_NOMEM, "out of memory");
     iv_image img;
     if (iv_image_decode_source(src, n, &p->limits, &img, err)) return iv_err_prefix(err, "image %d: ", k);
-    iv_qwen_vl_patches pt;
-    const int rc = iv_qwen_vl_preprocess(&p->qwen, &img, &pt, err);
+    const int rc = p->pixtral ? pixtral_input(p, &img, &s->in[k], &s->pixels[k], err)
+                              : qwen_input(p, &img, &s->in[k], &s->pixels[k], err);
     iv_image_free(&img);
     if (rc) return iv_err_prefix(err, "image %d: ", k);
-    s->pixels[k] = pt.pixel_values;
-    s->in[k] = (iv_image_input){.pixel_values = pt.pixel_values, .grid_t = (int)pt.grid_thw[0],
-                                .grid_h = (int)pt.grid_thw[1], .grid_w = (int)pt.grid_thw[2]};
     int64_t start;
     s->run_len[k] = p->model->image_token_run(p->model, &s->in[k], NULL, &start);
     s->run_start[k] = 0;

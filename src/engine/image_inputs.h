@@ -15,15 +15,21 @@
 
 #include "base/err.h"
 #include "image/image.h"
+#include "image/pixtral.h"
 #include "image/qwen_vl.h"
 #include "models/model.h"
+#include "models/vision_pixtral.h"
 #include "models/vision_qwen3vl.h"
 
 /* How one checkpoint takes images. Present (model set) only when the model
  * has a vision tower and an image_token_run hook. */
 typedef struct iv_image_proc {
     const iv_model *model;   /* NULL: the model takes no images */
-    iv_qwen_vl_config qwen;  /* the checkpoint's image processor */
+    /* The checkpoint's image processor: Qwen2/3-VL's, or Pixtral's for a
+     * Mistral3 tower (pixtral set). */
+    int pixtral;
+    iv_qwen_vl_config qwen;
+    iv_pixtral_config pix;
     iv_image_limits limits;  /* decoding bounds (pixels, bytes) */
     /* Text a bare image input gets after the image in its user message
      * (ColQwen3's "Describe the image."), or NULL. */
@@ -36,7 +42,9 @@ typedef struct iv_image_proc {
 /* Reads the processor config of a model with a tower (preprocessor_config.json
  * or processor_config.json; absent: images are refused with p->refused
  * naming the file, the model still loads for text) and checks it
- * against the tower (patch, temporal patch and merge sizes must agree).
+ * against the tower (patch, temporal patch and merge sizes must agree;
+ * Pixtral: patch and spatial merge, and the tokenizer must hold
+ * [IMG_BREAK] / [IMG_END], whose ids the caller sets on the model first).
  * max_pixels 0: IV_IMAGE_DEFAULT_MAX_PIXELS. A model without a tower leaves
  * p->model NULL and succeeds. */
 int iv_image_proc_load(iv_image_proc *p, const char *dir, const iv_model *m, int64_t max_pixels, iv_err *err);

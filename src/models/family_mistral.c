@@ -188,7 +188,16 @@ static int mistral_load(iv_model *m, iv_err *err)
                                          "size %d",
                        c->vocab_size);
     m->image_token_id = img ? (int)img->valuedouble : 10;
-    return iv_pixtral_vision_load(m, &m->pixtral, err);
+    m->image_break_id = m->image_end_id = -1;
+    if (iv_pixtral_vision_load(m, &m->pixtral, err)) return -1;
+    /* The processor's placeholder expansion, for the request path
+     * (engine/image_inputs.c): one [IMG] in the rendered text becomes the
+     * image's rows of [IMG] with their [IMG_BREAK] / [IMG_END]. */
+    if (m->pixtral) {
+        m->image_token_run = iv_pixtral_model_token_run;
+        m->image_placeholder_id = m->image_token_id;
+    }
+    return 0;
 }
 
 static const char *const k_types[] = {"mistral", "ministral3", "mistral3", NULL};

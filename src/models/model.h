@@ -152,6 +152,10 @@ typedef struct iv_model {
     /* Mistral3's Pixtral tower and projector (models/vision_pixtral.h), or
      * NULL; image_token_id is then config.json's image_token_index ([IMG]). */
     struct iv_pixtral_vision *pixtral;
+    /* Pixtral's row and end markers in an image's run ([IMG_BREAK],
+     * [IMG_END]): tokenizer ids the engine sets once the tokenizer is
+     * loaded (the model's files do not name them); -1 until then. */
+    int image_break_id, image_end_id;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "image/pixtral.h"
 #include "models/loader.h"
 #include "models/rope.h"
 #include "tensor/safetensors.h"
@@ -259,6 +260,16 @@ int64_t iv_pixtral_image_tokens(const iv_pixtral_vision *v, const iv_image_input
 int64_t iv_pixtral_image_run(const iv_pixtral_vision *v, const iv_image_input *img)
 {
     return (int64_t)(img->grid_h / v->merge) * (img->grid_w / v->merge + 1);
+}
+
+int64_t iv_pixtral_model_token_run(const iv_model *m, const iv_image_input *img, int32_t *out,
+                                   int64_t *feature_start)
+{
+    const iv_pixtral_vision *v = m->pixtral;
+    *feature_start = 0;
+    if (!out) return iv_pixtral_image_run(v, img);
+    return iv_pixtral_image_token_run(img->grid_h / v->merge, img->grid_w / v->merge, m->image_token_id,
+                                      m->image_break_id, m->image_end_id, out);
 }
 
 static int check_images(const iv_pixtral_vision *v, const iv_image_input *imgs, int n, int64_t *N, iv_err *err)

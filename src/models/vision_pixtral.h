@@ -64,6 +64,14 @@ typedef struct iv_pixtral_vision {
  * axial, an activation we lack), is an error naming the field. */
 int iv_pixtral_vision_load(iv_model *m, iv_pixtral_vision **out, iv_err *err);
 
+/* iv_model.image_token_run for Mistral3: the image's rows of [IMG]
+ * (image_token_id), each ended by [IMG_BREAK] but the last, ended by
+ * [IMG_END] (m->image_break_id / image_end_id, which the caller must have
+ * set); the tower's rows fill the [IMG] tokens in order from the run's
+ * start. */
+int64_t iv_pixtral_model_token_run(const iv_model *m, const iv_image_input *img, int32_t *out,
+                                   int64_t *feature_start);
+
 /* [IMG] tokens of one image: (grid_h / s) * (grid_w / s). */
 int64_t iv_pixtral_image_tokens(const iv_pixtral_vision *v, const iv_image_input *img);
 /* The length of the image's run in the text: rows * (cols + 1). */

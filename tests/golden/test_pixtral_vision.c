@@ -14,13 +14,16 @@
 
 #include "base/arena.h"
 #include "base/file.h"
+#include "base/strbuf.h"
 #include "engine/engine.h"
+#include "engine/image_inputs.h"
 #include "golden/golden_util.h"
 #include "image/pixtral.h"
 #include "models/model.h"
 #include "models/pack_weights.h"
 #include "models/vision_pixtral.h"
 #include "ops/ops.h"
+#include "server/codec.h"
 #include "test.h"
 #include "unit/ckpt_test_util.h"
 
@@ -626,4 +629,110 @@ TEST(pixtral_engine_real_pictures)
     }
     iv_engine_free(e);
     pfix_free(&f);
+}
+
+/* The request path (engine/image_inputs.c) on the same pictures: each
+ * picture as base64 through the checkpoint's image processor, its single
+ * [IMG] placeholder expanded by the model's hook (image_token_run, with
+ * [IMG_BREAK] / [IMG_END] looked up in the tokenizer), then the engine:
+ * the same hidden states as transformers. The fixture has no tokenizer, so
+ * the checkpoint is copied beside a word-level one holding the three image
+ * tokens at the ids the fixture uses. */
+static int write_image_tokenizer(const char *dir, int img_id)
+{
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":{\"type\":"
+                   "\"WhitespaceSplit\"},\"post_processor\":null,\"decoder\":null,\"model\":{\"type\":\"WordLevel\","
+                   "\"unk_token\":\"t0\",\"vocab\":{");
+    for (int i = 0; i < 160; i++) {
+        const char *name = i == img_id ? "[IMG]" : i == img_id + 1 ? "[IMG_BREAK]" : i == img_id + 2 ? "[IMG_END]" : NULL;
+        if (name) iv_sb_printf(&b, "%s\"%s\":%d", i ? "," : "", name, i);
+        else iv_sb_printf(&b, "%s\"t%d\":%d", i ? "," : "", i, i);
+    }
+    iv_sb_puts(&b, "}}}");
+    const int rc = ckpt_write(dir, "tokenizer.json", b.data, b.len);
+    iv_sb_free(&b);
+    return rc;
+}
+
+TEST(pixtral_request_path_real_pictures)
+{
+    pfix f;
+    if (pfix_load(&f, "mistral3_pixtral", 0)) {
+        pfix_free(&f);
+        return;
+    }
+    const int img_id = f.m->image_token_id; /* 150; the run's markers are 151 and 152 */
+    char dir[256];
+    iv_engine *e = NULL;
+    iv_err err = {0};
+    if (ckpt_make(dir, sizeof dir, "mistral3_pixtral", NULL, 1) || ckpt_link(dir, "mistral3_pixtral", "preprocessor_config.json") ||
+        ckpt_link(dir, "mistral3_pixtral", "processor_config.json") || write_image_tokenizer(dir, img_id) ||
+        iv_engine_load(&e, dir, NULL, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "checkpoint with a tokenizer: %s", err.msg);
+        pfix_free(&f);
+        tmp_rmtree(dir);
+        return;
+    }
+    const iv_image_proc *proc = iv_engine_image_proc(e);
+    REQUIRE(proc && proc->model && proc->pixtral && !proc->refused[0]);
+    const cJSON *real = cJSON_GetObjectItem(f.json, "real");
+    iv_image_set sets[N_REAL];
+    int32_t *ids[N_REAL] = {0};
+    iv_seq_input in[N_REAL];
+    memset(sets, 0, sizeof sets);
+    memset(in, 0, sizeof in);
+    int n = 0;
+    for (const cJSON *c = real ? real->child : NULL; c && n < N_REAL; c = c->next, n++) {
+        char path[4400], *data;
+        size_t len;
+        snprintf(path, sizeof path, "%s/images/%s", iv_test_fixtures_dir(), cJSON_GetObjectItem(c, "file")->valuestring);
+        if (iv_file_read_all(path, 1 << 24, &data, &len, &err)) break;
+        iv_strbuf b64;
+        iv_sb_init(&b64);
+        iv_codec_base64(&b64, (const unsigned char *)data, len);
+        free(data);
+        const int rc = iv_image_set_add(proc, &sets[n], b64.data, b64.len, &err);
+        iv_sb_free(&b64);
+        if (rc) break;
+        const cJSON *before = cJSON_GetObjectItem(c, "before"), *after = cJSON_GetObjectItem(c, "after");
+        const int nb = cJSON_GetArraySize(before), na = cJSON_GetArraySize(after);
+        int32_t rendered[256];
+        REQUIRE(nb + 1 + na <= 256);
+        for (int t = 0; t < nb; t++) rendered[t] = cJSON_GetArrayItem(before, t)->valueint;
+        rendered[nb] = img_id;
+        for (int t = 0; t < na; t++) rendered[nb + 1 + t] = cJSON_GetArrayItem(after, t)->valueint;
+        int out_len = 0;
+        if (iv_image_expand(proc, &sets[n], rendered, nb + 1 + na, &ids[n], &out_len, &err)) break;
+        /* The run: rows of [IMG], [IMG_BREAK] between rows, [IMG_END] last. */
+        const int64_t run = sets[n].run_len[0];
+        CHECK_EQ_INT((int)sets[n].in[0].token_offset, nb);
+        CHECK_EQ_INT(ids[n][nb + run - 1], img_id + 2);
+        CHECK_EQ_INT(ids[n][nb + sets[n].in[0].grid_w / 2], run > sets[n].in[0].grid_w / 2 + 1 ? img_id + 1 : img_id + 2);
+        in[n] = (iv_seq_input){.ids = ids[n], .len = out_len, .images = sets[n].in, .n_images = 1};
+    }
+    if (n < N_REAL) iv_test_fail(__FILE__, __LINE__, "picture %d: %s", n, err.msg);
+    iv_outputs out;
+    if (n == N_REAL && iv_engine_run(e, IV_TASK_EMBED_ALL, in, n, &out, &err) == 0) {
+        for (int k = 0; k < n; k++) {
+            const iv_tensor *want = expected(&f, "real.%d", k);
+            if (want && out.rows[k] == want->shape[0])
+                compare(&f, "request-path hidden", out.data + out.offsets[k], want->shape[1], NULL, want);
+            else
+                iv_test_fail(__FILE__, __LINE__, "sequence %d: %d rows", k, out.rows[k]);
+        }
+        iv_outputs_free(&out);
+        printf("    %d real pictures through the request path: worst max abs %.2e, min cosine %.8f\n", n,
+               f.worst_abs, f.worst_cos);
+    } else if (n == N_REAL) {
+        iv_test_fail(__FILE__, __LINE__, "engine run: %s", err.msg);
+    }
+    for (int k = 0; k < N_REAL; k++) {
+        iv_image_set_free(&sets[k]);
+        free(ids[k]);
+    }
+    iv_engine_free(e);
+    pfix_free(&f);
+    tmp_rmtree(dir);
 }
