@@ -1,5 +1,4 @@
-/* Base64 decoding for media sent inline (audio; images have their own in
- * src/image/source.c, which can move here). */
+/* Base64 decoding for media sent inline (images, audio). */
 #ifndef IV_BASE_BASE64_H
 #define IV_BASE_BASE64_H
 

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "heads/head_math.h"
 #include "ops/ops.h"
 
 typedef struct lin {
@@ -11,9 +13,7 @@ typedef struct lin {
     int in, out;
 } lin;
 
-typedef struct ln {
-    const float *w, *b;
-} ln;
+typedef iv_head_ln ln;
 
 /* nn.MultiheadAttention's packed in_proj split into the query rows and the
  * key/value rows, so a cross-attention projects each side once. */
@@ -225,21 +225,6 @@ static void linear(const lin *l, const float *x, int n, float *y)
                 l->b.data ? &l->b : NULL, IV_ACT_NONE, NULL);
 }
 
-static void layer_norm(const ln *l, const float *x, int n, int d, float *y)
-{
-    for (int r = 0; r < n; r++) {
-        const float *xr = x + (size_t)r * d;
-        double mean = 0, var = 0;
-        for (int i = 0; i < d; i++) mean += xr[i];
-        mean /= d;
-        for (int i = 0; i < d; i++) var += (xr[i] - mean) * (xr[i] - mean);
-        const float inv = (float)(1.0 / sqrt(var / d + 1e-5));
-        for (int i = 0; i < d; i++) y[(size_t)r * d + i] = (float)(xr[i] - mean) * inv * l->w[i] + l->b[i];
-    }
-}
-
-static float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-
 /* out [nq, d] = MHA(q_in [nq, d], kv_in [nk, d]) with no mask. */
 static int attention(const mha *m, int heads, const float *q_in, int nq, const float *kv_in, int nk, int d, float *out)
 {
@@ -288,9 +273,9 @@ static int feedforward(const ln *norm, const lin *ff1, const lin *ff2, float *x,
         free(a), free(t), free(y);
         return -1;
     }
-    layer_norm(norm, x, n, d, a);
+    iv_head_layer_norm(norm, x, n, d, a);
     linear(ff1, a, n, t);
-    for (size_t i = 0; i < (size_t)n * ff1->out; i++) t[i] = gelu(t[i]);
+    for (size_t i = 0; i < (size_t)n * ff1->out; i++) t[i] = iv_head_gelu(t[i]);
     linear(ff2, t, n, y);
     for (size_t i = 0; i < (size_t)n * d; i++) x[i] += y[i];
     free(a), free(t), free(y);
@@ -342,7 +327,7 @@ int iv_clef_head_run(const iv_clef_head *h, const float *hidden, const int32_t *
     int rc = -1;
     if (!seq || !mem || !mem_n || !qv || !ctx || !lex || !r || !t1 || !t2 || !base || !f || !gp || !anchor || !owner)
         goto done;
-    layer_norm(&h->hidden_norm, hidden, len, H, seq);
+    iv_head_layer_norm(&h->hidden_norm, hidden, len, H, seq);
     linear(&h->mem_p, seq, len, mem);
     const float *glob = seq + (size_t)(len - 1) * H;
     /* Spans: the question vectors, each option's context and lexical vectors. */
@@ -369,8 +354,8 @@ int iv_clef_head_run(const iv_clef_head *h, const float *hidden, const int32_t *
         for (int c = 0; c < d; c++) r[(size_t)o * d + c] += t1[(size_t)o * d + c] + t2[(size_t)owner[o] * d + c];
     for (int l = 0; l < h->c.routing_layers; l++) {
         const route_layer *L = &h->route[l];
-        layer_norm(&L->m_norm, mem, len, d, mem_n);
-        layer_norm(&L->q_norm, r, n_opt, d, t1);
+        iv_head_layer_norm(&L->m_norm, mem, len, d, mem_n);
+        iv_head_layer_norm(&L->q_norm, r, n_opt, d, t1);
         if (attention(&L->att, heads, t1, n_opt, mem_n, len, d, t2)) goto done;
         for (size_t i = 0; i < (size_t)n_opt * d; i++) r[i] += t2[i];
         if (feedforward(&L->ff_norm, &L->ff1, &L->ff2, r, n_opt, d)) goto done;
@@ -399,7 +384,7 @@ int iv_clef_head_run(const iv_clef_head *h, const float *hidden, const int32_t *
         free(w);
         k += no;
     }
-    layer_norm(&h->summary_norm, t1, n_questions, d, t2);
+    iv_head_layer_norm(&h->summary_norm, t1, n_questions, d, t2);
     for (int i = 0; i < n_questions; i++) {
         const int type = qs[i].type >= 0 && qs[i].type < 3 ? qs[i].type : 0;
         for (int c = 0; c < d; c++)
@@ -410,18 +395,18 @@ int iv_clef_head_run(const iv_clef_head *h, const float *hidden, const int32_t *
      * cross-attention to the (unnormalised) memory, GELU feedforward. */
     for (int l = 0; l < h->c.layers; l++) {
         const dec_layer *L = &h->dec[l];
-        layer_norm(&L->norm1, f, n_questions, d, t1);
+        iv_head_layer_norm(&L->norm1, f, n_questions, d, t1);
         if (attention(&L->self, heads, t1, n_questions, t1, n_questions, d, t2)) goto done;
         for (size_t i = 0; i < (size_t)n_questions * d; i++) f[i] += t2[i];
-        layer_norm(&L->norm2, f, n_questions, d, t1);
+        iv_head_layer_norm(&L->norm2, f, n_questions, d, t1);
         if (attention(&L->cross, heads, t1, n_questions, mem, len, d, t2)) goto done;
         for (size_t i = 0; i < (size_t)n_questions * d; i++) f[i] += t2[i];
         if (feedforward(&L->norm3, &L->ff1, &L->ff2, f, n_questions, d)) goto done;
     }
-    layer_norm(&h->field_norm, f, n_questions, d, t1);
+    iv_head_layer_norm(&h->field_norm, f, n_questions, d, t1);
     memcpy(f, t1, sizeof(float) * (size_t)n_questions * d);
     /* Logits. */
-    layer_norm(&h->option_norm, r, n_opt, d, t2); /* t2: normalised options */
+    iv_head_layer_norm(&h->option_norm, r, n_opt, d, t2); /* t2: normalised options */
     const double cap = log(100.0);
     const double prior_scale = exp(h->prior_scale < cap ? h->prior_scale : cap);
     const double joint_scale = exp(h->joint_scale < cap ? h->joint_scale : cap);
@@ -450,7 +435,7 @@ int iv_clef_head_run(const iv_clef_head *h, const float *hidden, const int32_t *
             }
             float res;
             linear(&h->rs1, feat, 1, hid);
-            for (int c = 0; c < d; c++) hid[c] = gelu(hid[c]);
+            for (int c = 0; c < d; c++) hid[c] = iv_head_gelu(hid[c]);
             linear(&h->rs2, hid, 1, &res);
             logits[k] = (float)(prior + gate * (joint_scale * cosv + res));
         }

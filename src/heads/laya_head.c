@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "heads/head_math.h"
 #include "ops/ops.h"
 
 typedef struct lin {
@@ -11,9 +13,7 @@ typedef struct lin {
     int in, out;
 } lin;
 
-typedef struct ln {
-    const float *w, *b;
-} ln;
+typedef iv_head_ln ln;
 
 typedef struct layer {
     ln norm1, norm2;
@@ -139,21 +139,6 @@ static void linear(const lin *l, const float *x, int n, float *y)
                 l->b, IV_ACT_NONE, NULL);
 }
 
-static void layer_norm(const ln *l, const float *x, int n, int d, float *y)
-{
-    for (int r = 0; r < n; r++) {
-        const float *xr = x + (size_t)r * d;
-        double mean = 0, var = 0;
-        for (int i = 0; i < d; i++) mean += xr[i];
-        mean /= d;
-        for (int i = 0; i < d; i++) var += (xr[i] - mean) * (xr[i] - mean);
-        const float inv = (float)(1.0 / sqrt(var / d + 1e-5));
-        for (int i = 0; i < d; i++) y[(size_t)r * d + i] = (float)(xr[i] - mean) * inv * l->w[i] + l->b[i];
-    }
-}
-
-static float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-
 /* One pre-norm encoder layer on x [len, d]; the queries (and the residual
  * stream written back) are only the rows in rows[n_rows] (all rows when
  * rows is NULL); x_out [n_rows, d]. */
@@ -168,7 +153,7 @@ static int run_layer(const iv_laya_head *h, const layer *L, const float *x, int 
         free(a), free(qkv), free(ctx), free(tmp), free(xr);
         return -1;
     }
-    layer_norm(&L->norm1, x, len, d, a);
+    iv_head_layer_norm(&L->norm1, x, len, d, a);
     linear(&L->qkv, a, len, qkv);
     const float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel for collapse(2) if ((long)n_rows * len * d > 1L << 18)
@@ -201,7 +186,7 @@ static int run_layer(const iv_laya_head *h, const layer *L, const float *x, int 
     for (int r = 0; r < n_rows; r++)
         for (int i = 0; i < d; i++)
             xr[(size_t)r * d + i] = x[(size_t)(rows ? rows[r] : r) * d + i] + tmp[(size_t)r * d + i];
-    layer_norm(&L->norm2, xr, n_rows, d, ctx);
+    iv_head_layer_norm(&L->norm2, xr, n_rows, d, ctx);
     linear(&L->ff1, ctx, n_rows, tmp);
     for (size_t i = 0; i < (size_t)n_rows * 4 * d; i++) tmp[i] = tmp[i] > 0 ? tmp[i] : 0;
     linear(&L->ff2, tmp, n_rows, x_out);
@@ -241,9 +226,9 @@ int iv_laya_head_run(const iv_laya_head *h, const float *hidden, int len, int qt
     float *a = x; /* reuse: at least n_rows * 2d floats fit (len >= n_rows... checked below) */
     float *t1 = malloc(sizeof(float) * (size_t)n_rows * d);
     if (!t1) goto done;
-    layer_norm(&h->s_norm, y, n_rows, d, a);
+    iv_head_layer_norm(&h->s_norm, y, n_rows, d, a);
     linear(&h->s1, a, n_rows, t1);
-    for (size_t i = 0; i < (size_t)n_rows * d; i++) t1[i] = gelu(t1[i]);
+    for (size_t i = 0; i < (size_t)n_rows * d; i++) t1[i] = iv_head_gelu(t1[i]);
     float *sc = malloc(sizeof(float) * (size_t)n_rows);
     if (!sc) {
         free(t1);
@@ -277,7 +262,7 @@ int iv_laya_head_run(const iv_laya_head *h, const float *hidden, int len, int qt
         memcpy(in, y, sizeof(float) * d);
         memcpy(in + d, feat, sizeof feat);
         linear(&h->a1, in, 1, hid);
-        for (int i = 0; i < 256; i++) hid[i] = gelu(hid[i]);
+        for (int i = 0; i < 256; i++) hid[i] = iv_head_gelu(hid[i]);
         linear(&h->a2, hid, 1, act);
         double amx = -INFINITY, asum = 0;
         for (int i = 0; i < h->n_act; i++) amx = act[i] > amx ? act[i] : amx;

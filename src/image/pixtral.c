@@ -9,6 +9,7 @@
 #include "base/file.h"
 #include "base/json.h"
 #include "image/qwen_vl.h" /* iv_image_flatten_on_white */
+#include "image/processor_keys.h"
 #include "image/resample.h"
 
 void iv_pixtral_config_default(iv_pixtral_config *cfg)
@@ -41,29 +42,6 @@ static int pos_int(const cJSON *v, const char *key, int *out, iv_err *err)
         return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a positive integer up to %d", key,
                        BOUND);
     *out = (int)v->valuedouble;
-    return 0;
-}
-
-static int get_bool(const cJSON *v, const char *key, int *out, iv_err *err)
-{
-    if (!cJSON_IsBool(v)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be true or false", key);
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-static int get_triple(const cJSON *v, const char *key, double out[3], iv_err *err)
-{
-    if (cJSON_IsNumber(v)) {
-        out[0] = out[1] = out[2] = v->valuedouble;
-        return 0;
-    }
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
-        return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a number or a list of 3 numbers", key);
-    for (int i = 0; i < 3; i++) {
-        const cJSON *e = cJSON_GetArrayItem(v, i);
-        if (!cJSON_IsNumber(e)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must hold numbers", key);
-        out[i] = e->valuedouble;
-    }
     return 0;
 }
 
@@ -127,19 +105,19 @@ static int parse_obj(iv_pixtral_config *cfg, const cJSON *root, iv_err *err)
         } else if (!strcmp(k, "size")) {
             if (get_size(cfg, it, err)) return -1;
         } else if (!strcmp(k, "do_resize")) {
-            if (get_bool(it, k, &cfg->do_resize, err)) return -1;
+            if (iv_processor_key_bool(it, k, &cfg->do_resize, err)) return -1;
         } else if (!strcmp(k, "do_rescale")) {
-            if (get_bool(it, k, &cfg->do_rescale, err)) return -1;
+            if (iv_processor_key_bool(it, k, &cfg->do_rescale, err)) return -1;
         } else if (!strcmp(k, "do_normalize")) {
-            if (get_bool(it, k, &cfg->do_normalize, err)) return -1;
+            if (iv_processor_key_bool(it, k, &cfg->do_normalize, err)) return -1;
         } else if (!strcmp(k, "do_convert_rgb")) {
-            if (get_bool(it, k, &b, err)) return -1;
+            if (iv_processor_key_bool(it, k, &b, err)) return -1;
             if (!b)
                 return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"do_convert_rgb\": false is not "
                                                       "supported (images are always converted to RGB)");
         } else if (!strcmp(k, "do_center_crop")) {
             if (cJSON_IsNull(it)) continue;
-            if (get_bool(it, k, &b, err)) return -1;
+            if (iv_processor_key_bool(it, k, &b, err)) return -1;
             if (b) return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"do_center_crop\": true is not supported");
         } else if (!strcmp(k, "crop_size")) {
             if (!cJSON_IsNull(it))
@@ -155,9 +133,9 @@ static int parse_obj(iv_pixtral_config *cfg, const cJSON *root, iv_err *err)
                                                       "(bilinear)");
             cfg->resample = (int)it->valuedouble;
         } else if (!strcmp(k, "image_mean")) {
-            if (get_triple(it, k, cfg->image_mean, err)) return -1;
+            if (iv_processor_key_triple(it, k, cfg->image_mean, err)) return -1;
         } else if (!strcmp(k, "image_std")) {
-            if (get_triple(it, k, cfg->image_std, err)) return -1;
+            if (iv_processor_key_triple(it, k, cfg->image_std, err)) return -1;
             for (int i = 0; i < 3; i++)
                 if (cfg->image_std[i] == 0)
                     return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"image_std\" has a zero");

@@ -5,63 +5,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base64.h"
 #include "image/image.h"
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-}
-
 static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-/* Standard or URL-safe base64, padding optional, whitespace skipped. */
-static int b64_decode(const char *s, size_t n, size_t max_bytes, uint8_t **out, size_t *out_n, iv_err *err)
-{
-    uint8_t *buf = malloc(n / 4 * 3 + 3);
-    if (!buf) return iv_errf(err, IV_E_NOMEM, "out of memory decoding base64");
-    size_t o = 0, pad = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (is_space(c)) continue;
-        if (c == '=') {
-            pad++;
-            continue;
-        }
-        int v = b64_value(c);
-        if (v < 0 || pad) {
-            free(buf);
-            if (pad) return iv_errf(err, IV_E_INVALID, "invalid base64 image data: characters after the '=' padding");
-            return iv_errf(err, IV_E_INVALID, "invalid base64 image data: unexpected character 0x%02x at offset %zu", c, i);
-        }
-        acc = acc << 6 | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[o++] = (uint8_t)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    /* Leftover bits: 0 (complete), 2 or 4 (one or two bytes short of a
-     * quantum, fine); 6 means a lone character, which no encoder writes. */
-    if (bits == 6 || pad > 2) {
-        free(buf);
-        return iv_errf(err, IV_E_INVALID, "invalid base64 image data: its length is not a valid base64 length");
-    }
-    if (o > max_bytes) {
-        free(buf);
-        return iv_errf(err, IV_E_TOO_LARGE, "image is %zu bytes, over the limit of %zu bytes", o, max_bytes);
-    }
-    *out = buf;
-    *out_n = o;
-    return 0;
-}
 
 int iv_image_source_bytes(const char *s, size_t n, size_t max_bytes, uint8_t **bytes, size_t *n_bytes,
                           iv_err *err)
@@ -86,11 +33,11 @@ int iv_image_source_bytes(const char *s, size_t n, size_t max_bytes, uint8_t **b
         int is_b64 = mlen >= 7 && !strncasecmp(comma - 7, ";base64", 7);
         if (!is_b64) return iv_errf(err, IV_E_INVALID, "invalid data URL: only ;base64 image data is supported");
         const char *data = comma + 1;
-        return b64_decode(data, n - (size_t)(data - s), max_bytes, bytes, n_bytes, err);
+        return iv_base64_decode(data, n - (size_t)(data - s), max_bytes, "image", bytes, n_bytes, err);
     }
     if (n >= 8 && (!strncasecmp(s, "http://", 7) || !strncasecmp(s, "https://", 8)))
         return iv_errf(err, IV_E_INVALID, "image URLs are not fetched: send the image as a data URL or base64");
-    return b64_decode(s, n, max_bytes, bytes, n_bytes, err);
+    return iv_base64_decode(s, n, max_bytes, "image", bytes, n_bytes, err);
 }
 
 int iv_image_decode_source(const char *s, size_t n, const iv_image_limits *limits, iv_image *out, iv_err *err)

@@ -32,4 +32,10 @@ typedef struct iv_seq_images {
 int iv_model_forward_images(const iv_model *m, const iv_batch *b, const iv_seq_images *images,
                             const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
 
+/* A positive integer key of vision_config (or of config.json, for keys the
+ * towers read there) in [1, max], def when absent; the error names
+ * vision_config.<key> (patch_size may be a list in the config classes'
+ * typing; real checkpoints write integers, anything else is refused). */
+int iv_vision_config_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err);
+
 #endif

@@ -12,6 +12,7 @@
 #include "image/pixtral.h"
 #include "models/loader.h"
 #include "models/rope.h"
+#include "models/vision.h"
 #include "tensor/safetensors.h"
 
 /* transformers 5 writes the legacy names (vision_tower., multi_modal_projector.);
@@ -80,19 +81,6 @@ static int load_layer(iv_model *m, const char *pre, int l, const iv_pixtral_visi
     return 0;
 }
 
-static int vcfg_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err)
-{
-    const cJSON *it = iv_json_get(vc, key);
-    if (it && !iv_json_is_integer(it))
-        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: vision_config.%s must be a positive integer", key);
-    const int64_t x = iv_json_int(vc, key, def);
-    if (x <= 0 || x > max)
-        return iv_errf(err, IV_E_FORMAT, "config.json: vision_config.%s must be an integer in [1, %lld]", key,
-                       (long long)max);
-    *out = (int)x;
-    return 0;
-}
-
 /* compute_axial_rope_parameters: f_k = 1 / theta^(2k / head_dim) in float32
  * (the text models' default rope over head_dim), even k for rows, then odd
  * k for columns. */
@@ -136,7 +124,7 @@ static int projector_config(const iv_model *m, iv_pixtral_vision *v, int *bias, 
     if (fl && (!iv_json_is_integer(fl) || fl->valuedouble != -1))
         return iv_errf(err, IV_E_UNSUPPORTED, "config.json: vision_feature_layer other than -1 (the last layer) is "
                                               "not supported");
-    if (vcfg_int(root, "spatial_merge_size", 2, 64, &v->merge, err)) return -1;
+    if (iv_vision_config_int(root, "spatial_merge_size", 2, 64, &v->merge, err)) return -1;
     const cJSON *b = iv_json_get(root, "multimodal_projector_bias");
     if (b && !cJSON_IsBool(b))
         return iv_errf(err, IV_E_FORMAT, "config.json: multimodal_projector_bias must be true or false");
@@ -154,12 +142,12 @@ static int vision_geometry(const iv_model *m, const cJSON *vc, iv_pixtral_vision
     const char *type = iv_json_str(vc, "model_type", "pixtral");
     if (strcmp(type, "pixtral"))
         return iv_errf(err, IV_E_UNSUPPORTED, "config.json: vision_config.model_type \"%s\" (only \"pixtral\")", type);
-    if (vcfg_int(vc, "num_hidden_layers", 24, small, &v->depth, err) ||
-        vcfg_int(vc, "hidden_size", 1024, big, &v->hidden, err) ||
-        vcfg_int(vc, "num_attention_heads", 16, small, &v->n_heads, err) ||
-        vcfg_int(vc, "intermediate_size", 4096, big, inter, err) ||
-        vcfg_int(vc, "num_channels", 3, small, &v->in_channels, err) ||
-        vcfg_int(vc, "patch_size", 16, small, &v->patch, err))
+    if (iv_vision_config_int(vc, "num_hidden_layers", 24, small, &v->depth, err) ||
+        iv_vision_config_int(vc, "hidden_size", 1024, big, &v->hidden, err) ||
+        iv_vision_config_int(vc, "num_attention_heads", 16, small, &v->n_heads, err) ||
+        iv_vision_config_int(vc, "intermediate_size", 4096, big, inter, err) ||
+        iv_vision_config_int(vc, "num_channels", 3, small, &v->in_channels, err) ||
+        iv_vision_config_int(vc, "patch_size", 16, small, &v->patch, err))
         return -1;
     if (v->hidden % v->n_heads)
         return iv_errf(err, IV_E_FORMAT, "vision hidden_size %d is not a multiple of num_attention_heads %d",

@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "models/loader.h"
 #include "models/rope.h"
+#include "models/vision.h"
 #include "tensor/safetensors.h"
 
 static const char *const k_vision_prefixes[] = {"model.visual.", "visual.", "vlm.model.visual.", NULL};
@@ -80,21 +81,6 @@ static int load_block(iv_model *m, const char *pre, int l, const iv_qwen3vl_visi
     return 0;
 }
 
-/* A positive integer config key (patch_size and temporal_patch_size may be
- * lists in the config class's typing; real checkpoints write integers). */
-static int vcfg_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err)
-{
-    const cJSON *it = iv_json_get(vc, key);
-    if (it && !iv_json_is_integer(it))
-        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: vision_config.%s must be a positive integer", key);
-    const int64_t x = iv_json_int(vc, key, def);
-    if (x <= 0 || x > max)
-        return iv_errf(err, IV_E_FORMAT, "config.json: vision_config.%s must be an integer in [1, %lld]", key,
-                       (long long)max);
-    *out = (int)x;
-    return 0;
-}
-
 /* 2-D axial rotary: head_dim / 4 frequencies 1 / theta^(2i / (head_dim / 2))
  * (float32, as compute_axial_rope_parameters), used for the row, then again
  * for the column (recomposition_frequencies), NeoX halves over the head. */
@@ -133,15 +119,15 @@ static int vision_geometry(const iv_model *m, const cJSON *vc, iv_qwen3vl_vision
     int n_pos = 0;
     /* Bounds keep every product of these (patch_dim, 4 * hidden, ...) far from overflow. */
     const int64_t big = 1 << 20, small = 1 << 10;
-    if (vcfg_int(vc, "depth", 27, small, &v->depth, err) || vcfg_int(vc, "hidden_size", 1152, big, &v->hidden, err) ||
-        vcfg_int(vc, "num_heads", 16, small, &v->n_heads, err) ||
-        vcfg_int(vc, "intermediate_size", 4304, big, inter, err) ||
-        vcfg_int(vc, "in_channels", 3, small, &v->in_channels, err) ||
-        vcfg_int(vc, "patch_size", 16, small, &v->patch, err) ||
-        vcfg_int(vc, "temporal_patch_size", 2, small, &v->temporal_patch, err) ||
-        vcfg_int(vc, "spatial_merge_size", 2, small, &v->merge, err) ||
-        vcfg_int(vc, "out_hidden_size", 3584, big, &v->out_hidden, err) ||
-        vcfg_int(vc, "num_position_embeddings", 2304, big, &n_pos, err))
+    if (iv_vision_config_int(vc, "depth", 27, small, &v->depth, err) || iv_vision_config_int(vc, "hidden_size", 1152, big, &v->hidden, err) ||
+        iv_vision_config_int(vc, "num_heads", 16, small, &v->n_heads, err) ||
+        iv_vision_config_int(vc, "intermediate_size", 4304, big, inter, err) ||
+        iv_vision_config_int(vc, "in_channels", 3, small, &v->in_channels, err) ||
+        iv_vision_config_int(vc, "patch_size", 16, small, &v->patch, err) ||
+        iv_vision_config_int(vc, "temporal_patch_size", 2, small, &v->temporal_patch, err) ||
+        iv_vision_config_int(vc, "spatial_merge_size", 2, small, &v->merge, err) ||
+        iv_vision_config_int(vc, "out_hidden_size", 3584, big, &v->out_hidden, err) ||
+        iv_vision_config_int(vc, "num_position_embeddings", 2304, big, &n_pos, err))
         return -1;
     if (v->hidden % v->n_heads)
         return iv_errf(err, IV_E_FORMAT, "vision hidden_size %d is not a multiple of num_heads %d", v->hidden,
