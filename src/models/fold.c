@@ -36,6 +36,7 @@ typedef struct trie_node {
     int parent, first_child, last_child, next_sibling, n_children;
     int n_pass;   /* sequences through this node */
     int prefix;   /* >= 0: the node stands for cached prefix `prefix` (all its tokens) */
+    int alone;    /* a node of an IV_FOLD_ALONE sequence: never shared */
     int seq;      /* a sequence through it (for shared-run tokens) */
     int64_t row;  /* computed rows: the row; prefix nodes: their first row */
     int run;
@@ -67,7 +68,7 @@ static int trie_add(trie *t, int parent, int32_t token, int32_t depth, int prefi
 static int trie_child(const trie *t, int at, int32_t token)
 {
     for (int c = t->n[at].first_child; c >= 0; c = t->n[c].next_sibling)
-        if (t->n[c].prefix < 0 && t->n[c].token == token) return c;
+        if (t->n[c].prefix < 0 && !t->n[c].alone && t->n[c].token == token) return c;
     return -1;
 }
 
@@ -95,9 +96,10 @@ int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix
     for (int s = 0; s < b->n_seqs; s++) {
         const int32_t start = b->cu_seqlens[s], len = iv_batch_seqlen(b, s);
         const int pi = seq_prefix ? seq_prefix[s] : -1;
+        const int alone = pi == IV_FOLD_ALONE;
         int at = 0, t0 = 0;
         if (pi >= 0) {
-            if (pi >= n_prefixes || prefixes[pi].len > len)
+            if (pi >= n_prefixes || !prefixes || prefixes[pi].len > len)
                 return iv_errf(err, IV_E_INTERNAL, "sequence %d: cached prefix %d does not fit", s, pi);
             if (prefix_node[pi] < 0) prefix_node[pi] = trie_add(&t, 0, -1, prefixes[pi].len - 1, pi, s);
             at = prefix_node[pi];
@@ -107,8 +109,11 @@ int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix
         }
         for (int32_t k = t0; k < len; k++) {
             const int32_t tok = b->ids[start + k];
-            int c = trie_child(&t, at, tok);
-            if (c < 0) c = trie_add(&t, at, tok, k, -1, s);
+            int c = alone ? -1 : trie_child(&t, at, tok);
+            if (c < 0) {
+                c = trie_add(&t, at, tok, k, -1, s);
+                t.n[c].alone = alone;
+            }
             t.n[c].n_pass++;
             token_node[start + k] = c;
             at = c;

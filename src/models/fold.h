@@ -63,8 +63,10 @@ typedef struct iv_fold_plan {
 
 /* Builds the plan for batch b (host arrays). seq_prefix[s] is the index in
  * prefixes of a cached prefix that sequence s starts with (its first
- * prefixes[i].len tokens, at most its length), or -1; seq_prefix may be
- * NULL. Host memory from arena. */
+ * prefixes[i].len tokens, at most its length), -1, or IV_FOLD_ALONE for a
+ * sequence that shares nothing (its rows are its own, as unfolded);
+ * seq_prefix may be NULL. Host memory from arena. */
+#define IV_FOLD_ALONE (-2)
 int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix *prefixes, int n_prefixes,
                   iv_arena *arena, iv_fold_plan *plan, iv_err *err);
 
