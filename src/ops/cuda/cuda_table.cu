@@ -356,6 +356,9 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     o->moe_scatter = iv_cuda_moe_scatter;
     o->rel_bias = iv_cuda_rel_bias;
     o->im2col = iv_cuda_im2col;
+    /* Folded-prefix attention (iv_attn_rows_args) has no kernel yet: NULL
+     * keeps the engine on the unfolded path here (docs/prefix-folding.md). */
+    o->attention_rows = NULL;
     o->act_stride = NULL;
     const char *prof = getenv("IV_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) iv_cuda_profile_install(c, !strcmp(prof, "sync"));
