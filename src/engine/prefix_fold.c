@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "models/fold.h"
+#include "models/taps.h"
 
 /* The cached prefix each sequence starts with (pinned, deduplicated into
  * prefixes[]), or -1 / IV_FOLD_ALONE. */
@@ -33,7 +34,7 @@ int iv_fold_forward(const iv_model *m, iv_prefix_cache *cache, const iv_seq_inpu
                     const iv_fwd_mem *mem, iv_fold_pins *pins, iv_fold_stats *stats, iv_view *hidden, iv_err *err)
 {
     memset(pins, 0, sizeof *pins);
-    if (m->no_fold_reason || !m->ops->attention_rows || b->key_mask || b->n_seqs < 1) return 0;
+    if (m->no_fold_reason || !m->ops->attention_rows || b->key_mask || b->n_seqs < 1 || iv_taps_active()) return 0;
     if (!cache && b->n_seqs < 2) return 0; /* nothing to share with */
     const int n = b->n_seqs;
     int *seq_prefix = iv_arena_alloc(mem->host, (size_t)n * sizeof(int));

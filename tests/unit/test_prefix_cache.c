@@ -135,6 +135,21 @@ TEST(prefix_cache_new_tails)
         iv_outputs_free(&want);
         iv_outputs_free(&got);
     }
+    /* A batch the cache covers entirely: nothing left to compute. */
+    seq_set only = b;
+    only.n = 1;
+    only.in[0] = b.in[4];
+    if (run(plain, IV_TASK_EMBED_ALL, &only, &want) && run(cached, IV_TASK_EMBED_ALL, &only, &got)) {
+        CHECK_MSG(outputs_diff(&want, &got) <= FOLD_MAX_ABS, "all cached: max abs %.3g", outputs_diff(&want, &got));
+        uint64_t batches, in, computed;
+        iv_prefix_stats c;
+        iv_engine_prefix_stats(cached, &c, &batches, &in, &computed);
+        CHECK_EQ_INT(c.hits, 6);
+        /* batch 1: three copies of the shared 48; batch 2: five cached; batch 3: all 48 cached */
+        CHECK_EQ_INT(in - computed, 3 * 48 + 5 * 48 + 48);
+        iv_outputs_free(&want);
+        iv_outputs_free(&got);
+    }
     iv_engine_free(plain);
     iv_engine_free(cached);
 }
