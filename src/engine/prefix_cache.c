@@ -104,10 +104,6 @@ iv_prefix_entry *iv_prefix_cache_lookup(iv_prefix_cache *c, const int32_t *ids, 
     if (best) {
         best->pins++;
         best->last_use = ++c->clock;
-        c->stats.hits++;
-        c->stats.tokens_reused += (uint64_t)best->len;
-    } else {
-        c->stats.misses++;
     }
     pthread_mutex_unlock(&c->lock);
     free(h);
@@ -205,6 +201,15 @@ void iv_prefix_cache_release(iv_prefix_cache *c, iv_prefix_entry *e)
 {
     pthread_mutex_lock(&c->lock);
     e->pins--;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void iv_prefix_cache_count(iv_prefix_cache *c, int hits, int misses, uint64_t tokens_reused)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stats.hits += (uint64_t)hits;
+    c->stats.misses += (uint64_t)misses;
+    c->stats.tokens_reused += tokens_reused;
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -39,8 +39,9 @@ iv_prefix_cache *iv_prefix_cache_new(const iv_ops *ops, size_t capacity, int n_l
                                      int64_t out_cols);
 void iv_prefix_cache_free(iv_prefix_cache *c);
 
-/* The longest committed entry whose tokens are a prefix of ids[0, len)
- * (counted as a hit, or a miss when none), pinned; NULL when none. */
+/* The longest committed entry whose tokens are a prefix of ids[0, len),
+ * pinned; NULL when none. Not counted: the caller counts what it used
+ * (iv_prefix_cache_count). */
 iv_prefix_entry *iv_prefix_cache_lookup(iv_prefix_cache *c, const int32_t *ids, int len);
 /* The states of an entry (valid while pinned). */
 const iv_fold_prefix *iv_prefix_entry_states(const iv_prefix_entry *e);
@@ -56,6 +57,9 @@ void iv_prefix_cache_finish(iv_prefix_cache *c, iv_prefix_entry *e, int commit);
 /* Unpins an entry lookup returned. */
 void iv_prefix_cache_release(iv_prefix_cache *c, iv_prefix_entry *e);
 
+/* Adds to the hit and miss counters: sequences that did / did not start
+ * from a cached prefix in a forward, and the prefix tokens they reused. */
+void iv_prefix_cache_count(iv_prefix_cache *c, int hits, int misses, uint64_t tokens_reused);
 void iv_prefix_cache_stats(iv_prefix_cache *c, iv_prefix_stats *out);
 
 #endif

@@ -46,7 +46,21 @@ int iv_fold_forward(const iv_model *m, iv_prefix_cache *cache, const iv_seq_inpu
     const int n_prefixes = find_cached(cache, seqs, b, seq_prefix, prefixes, pins);
     iv_fold_plan plan;
     if (iv_fold_build(b, seq_prefix, prefixes, n_prefixes, mem->host, &plan, err)) return -1;
-    if (!iv_fold_worthwhile(&plan, b)) return 0; /* the caller releases the pins */
+    const int worthwhile = iv_fold_worthwhile(&plan, b);
+    if (cache) {
+        /* What this batch reads from the cache (nothing when it runs unfolded). */
+        int hits = 0, misses = 0;
+        uint64_t reused = 0;
+        for (int s = 0; s < n; s++) {
+            if (seq_prefix[s] == IV_FOLD_ALONE) continue;
+            const int hit = worthwhile && seq_prefix[s] >= 0;
+            hits += hit;
+            misses += !hit;
+            if (hit) reused += (uint64_t)prefixes[seq_prefix[s]].len;
+        }
+        iv_prefix_cache_count(cache, hits, misses, reused);
+    }
+    if (!worthwhile) return 0; /* the caller releases the pins */
 
     /* Shared runs from position 0 become cache entries. */
     iv_fold_kv *store = iv_arena_alloc(mem->host, (size_t)(plan.n_shared > 0 ? plan.n_shared : 1) * sizeof *store);
