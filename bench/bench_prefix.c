@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "engine/engine.h"
@@ -31,6 +32,16 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of the whole process (every thread): on a machine shared with
+ * other jobs, wall time measures them too; CPU time (with
+ * OMP_WAIT_POLICY=passive, so idle threads do not spin) measures the work. */
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec + 1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 static uint64_t rng = 88172645463325252ULL;
@@ -55,9 +66,12 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* One timed run; *keep (when non-NULL and empty) receives the outputs. */
+/* One timed run; *keep (when non-NULL and empty) receives the outputs;
+ * the run's CPU seconds go to *cpu when non-NULL. */
+static double last_cpu;
 static double timed(iv_engine *e, const iv_seq_input *in, int n, iv_outputs *keep)
 {
+    const double c0 = cpu_s();
     iv_outputs o;
     iv_err err = {0};
     const double t0 = now_s();
@@ -66,6 +80,7 @@ static double timed(iv_engine *e, const iv_seq_input *in, int n, iv_outputs *kee
         exit(1);
     }
     const double t = now_s() - t0;
+    last_cpu = cpu_s() - c0;
     if (keep && !keep->data) *keep = o;
     else iv_outputs_free(&o);
     return t;
@@ -144,14 +159,16 @@ int main(int argc, char **argv)
     timed(plain, rerank, docs, NULL);
     timed(folded, rerank, docs, NULL);
     const double fill_s = timed(cached, rerank, docs, &o_fill);
-    double tp[64], tf[64], tc[64], up[64], uf[64];
+    double tp[64], tf[64], tc[64], up[64], uf[64], cp[64], cf[64], cc[64], cup[64], cuf[64];
     for (int r = 0; r < runs; r++) {
-        tp[r] = timed(plain, rerank, docs, &o_plain);
-        tf[r] = timed(folded, rerank, docs, &o_fold);
-        tc[r] = timed(cached, rerank, docs, &o_hit);
-        up[r] = timed(plain, unshared, docs, NULL);
-        uf[r] = timed(folded, unshared, docs, NULL);
+        tp[r] = timed(plain, rerank, docs, &o_plain), cp[r] = last_cpu;
+        tf[r] = timed(folded, rerank, docs, &o_fold), cf[r] = last_cpu;
+        tc[r] = timed(cached, rerank, docs, &o_hit), cc[r] = last_cpu;
+        up[r] = timed(plain, unshared, docs, NULL), cup[r] = last_cpu;
+        uf[r] = timed(folded, unshared, docs, NULL), cuf[r] = last_cpu;
     }
+    const double kp = median(cp, runs), kf = median(cf, runs), kc = median(cc, runs);
+    const double kup = median(cup, runs), kuf = median(cuf, runs);
     const double mp = median(tp, runs), mf = median(tf, runs), mc = median(tc, runs);
     const double ump = median(up, runs), umf = median(uf, runs);
     iv_prefix_stats cs;
@@ -161,7 +178,7 @@ int main(int argc, char **argv)
     iv_prefix_stats none;
     iv_engine_prefix_stats(folded, &none, &ub, &uin, &ucomp);
 
-    char buf[4096];
+    char buf[8192];
     snprintf(buf, sizeof buf,
              "{\"model\": \"%s\", \"docs\": %d, \"doc_tokens\": %d, \"shared_tokens\": %d, \"batch_tokens\": %lld, "
              "\"runs\": %d, \"load_s\": %.2f,\n"
@@ -171,10 +188,12 @@ int main(int argc, char **argv)
              "\"hits\": %llu, \"misses\": %llu, \"entries\": %d, \"bytes\": %zu},\n"
              " \"unshared\": {\"unfolded_median_s\": %.4f, \"fold_on_median_s\": %.4f, \"ratio\": %.3f, "
              "\"folded_batches\": %llu},\n"
+             " \"cpu_seconds\": {\"unfolded\": %.3f, \"folded\": %.3f, \"cached\": %.3f, \"folded_speedup\": %.2f, "
+             "\"cached_speedup\": %.2f, \"unshared_unfolded\": %.3f, \"unshared_fold_on\": %.3f, \"unshared_ratio\": %.3f},\n"
              " \"folded_vs_unfolded_max_abs\": %.3g, \"cache_hit_same_bits_as_miss\": %s}\n",
              dir, docs, doc_tokens, shared, tokens, runs, load_s, mp, tokens / mp, mf, tokens / mf, mp / mf, fill_s, mc,
              tokens / mc, mp / mc, (unsigned long long)cs.hits, (unsigned long long)cs.misses, cs.entries, cs.bytes,
-             ump, umf, umf / ump, (unsigned long long)(ub - (uint64_t)(runs + 1)), max_abs(&o_plain, &o_fold),
+             ump, umf, umf / ump, (unsigned long long)(ub - (uint64_t)(runs + 1)), kp, kf, kc, kp / kf, kp / kc, kup, kuf, kuf / kup, max_abs(&o_plain, &o_fold),
              !memcmp(o_fill.data, o_hit.data, (size_t)o_fill.offsets[o_fill.n_seqs] * sizeof(float)) ? "true"
                                                                                                      : "false");
     fputs(buf, stdout);
