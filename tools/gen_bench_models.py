@@ -76,6 +76,16 @@ SHAPES = {
                     max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
                     tie_word_embeddings=True, hidden_act="silu"),
         tokenizer="llama-3", max_seq_length=8192, seed=4),
+    # Qwen3-0.6B's widths with 4 of its 28 layers, for benchmarks whose
+    # ratios do not depend on depth (bench/bench_prefix.c: prefix folding)
+    # on machines too small to run the full stack many times.
+    "qwen3-0.6b-l4": dict(
+        cls="Qwen3Model",
+        config=dict(model_type="qwen3", num_hidden_layers=4, hidden_size=1024, num_attention_heads=16,
+                    num_key_value_heads=8, head_dim=128, intermediate_size=3072, vocab_size=151936,
+                    max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                    tie_word_embeddings=True, hidden_act="silu"),
+        tokenizer="llama-3", max_seq_length=8192, seed=4),
 }
 
 

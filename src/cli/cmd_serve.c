@@ -69,6 +69,10 @@ static void usage(FILE *f)
             "  --decision-max-options N     options of a choice question (255)\n"
             "  --decision-max-levels N      levels of a score question (10)\n"
             "  --decision-max-state-tokens N  tokens of a state (65536)\n"
+            "  --prefix-fold true|false     compute a prefix shared by several inputs of a batch once, on\n"
+            "                               causal text models (true; docs/prefix-folding.md)\n"
+            "  --prefix-cache-mb N          device memory per replica for the prefix cache: shared prefixes'\n"
+            "                               states kept across requests (0: off)\n"
             "  --drain-timeout SECONDS      on SIGTERM/SIGINT, longest wait for accepted requests before\n"
             "                               closing their connections (30); a second signal exits at once\n"
             "  --otlp-endpoint URL          send a trace span per request to this OTLP/HTTP collector\n"
@@ -289,6 +293,11 @@ static int serve(int argc, char **argv)
             if (!(rc = parse_int(a, val, 1, 256, &x))) o.http_threads = (int)x;
         } else if (!strcmp(a, "--auto-truncate")) {
             rc = parse_bool(a, val, &o.auto_truncate);
+        } else if (!strcmp(a, "--prefix-fold")) {
+            int on = 1;
+            if (!(rc = parse_bool(a, val, &on))) o.engine.no_prefix_fold = !on;
+        } else if (!strcmp(a, "--prefix-cache-mb")) {
+            if (!(rc = parse_int(a, val, 0, 1 << 20, &x))) o.engine.prefix_cache_bytes = (size_t)x << 20;
         } else if (!strcmp(a, "--default-prompt-name")) {
             o.default_prompt_name = val;
         } else if (!strcmp(a, "--default-prompt")) {
@@ -378,7 +387,8 @@ static const char *const k_env_flags[] = {
     "--max-image-pixels",
     "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
     "--otlp-endpoint", "--otlp-service-name", "--read-timeout", "--decision-max-questions",
-    "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", NULL};
+    "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", "--prefix-fold",
+    "--prefix-cache-mb", NULL};
 static const char *const k_env_switches[] = {"--json-output", "--decision-extended", "--decision-letters",
                                              "--decision-lenient", NULL};
 

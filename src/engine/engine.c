@@ -18,6 +18,7 @@
 #include "decisions/pplx.h"
 #include "engine/max_length.h"
 #include "engine/pair_format.h"
+#include "engine/prefix_fold.h"
 #include "heads/colbert.h"
 #include "heads/pooling.h"
 #include "heads/st_dense.h"
@@ -62,6 +63,10 @@ struct iv_engine {
     iv_pplx *pplx;          /* a pplx-decider v1 checkpoint (decisions/pplx.h), or NULL */
     iv_clef *clef;          /* a Clef checkpoint (decisions/clef.h), or NULL */
     iv_image_proc images;   /* how the model takes images (model NULL: it takes none) */
+    int no_fold;            /* prefix folding turned off (engine/prefix_fold.h) */
+    iv_prefix_cache *prefix_cache; /* NULL: none */
+    iv_fold_pins pins;      /* cache entries the running batch holds */
+    iv_fold_stats fold_stats;
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -375,6 +380,17 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     e->max_len = lim.tokens;
     e->max_len_source = lim.source;
     e->caps = derive_capabilities(e);
+    e->no_fold = opts && opts->no_prefix_fold;
+    if (opts && opts->prefix_cache_bytes > 0 && !e->no_fold && !e->model->no_fold_reason) {
+        e->prefix_cache = iv_prefix_cache_new(ops, opts->prefix_cache_bytes, e->model->n_layers,
+                                              (int64_t)e->model->block.n_kv_heads * e->model->block.head_dim,
+                                              iv_model_out_width(e->model));
+        if (!e->prefix_cache) {
+            iv_errf(err, IV_E_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    if (e->model->no_fold_reason) IV_DEBUG("prefix folding: off for this model (%s)", e->model->no_fold_reason);
     *out = e;
     return 0;
 fail:
@@ -385,6 +401,7 @@ fail:
 void iv_engine_free(iv_engine *e)
 {
     if (!e) return;
+    iv_prefix_cache_free(e->prefix_cache);
     iv_model_free(e->model);
     iv_st_dense_free(&e->dense);
     iv_colbert_free(&e->colbert);
@@ -520,7 +537,14 @@ static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch
 {
     int any = 0;
     for (int i = 0; i < n; i++) any |= seqs[i].n_images > 0;
-    if (!any) return iv_model_forward(e->model, b, &e->mem, hidden, err);
+    if (!any) {
+        if (!e->no_fold) {
+            const int folded = iv_fold_forward(e->model, e->prefix_cache, seqs, b, &e->mem, &e->pins, &e->fold_stats,
+                                               hidden, err);
+            if (folded) return folded < 0 ? -1 : 0;
+        }
+        return iv_model_forward(e->model, b, &e->mem, hidden, err);
+    }
     iv_seq_images *si = iv_arena_alloc(&e->arena, (size_t)n * sizeof *si);
     if (!si) return iv_errf(err, IV_E_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) si[i] = (iv_seq_images){seqs[i].n_images > 0 ? seqs[i].n_images : 0, seqs[i].images};
@@ -602,6 +626,9 @@ int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, i
         iv_err drained = {0};
         e->ops->sync(e->ops, &drained);
     }
+    /* The device is done with the batch: cache entries it read or filled
+     * may be evicted now (a failed batch's new entries are dropped). */
+    iv_fold_pins_release(e->prefix_cache, &e->pins, rc == 0);
     iv_arena_reset(&e->arena);
     if (!e->ops->host_visible) iv_arena_reset(&e->dev_arena);
     pthread_mutex_unlock(&e->lock);
@@ -722,4 +749,20 @@ int iv_embedding_finish(float *vec, int dim, int dimensions, int normalize)
         for (int i = 0; i < dim; i++) vec[i] /= norm;
     }
     return dim;
+}
+
+int iv_engine_prefix_stats(iv_engine *e, iv_prefix_stats *cache, uint64_t *folded_batches, uint64_t *tokens_in,
+                           uint64_t *tokens_computed)
+{
+    memset(cache, 0, sizeof *cache);
+    if (e->prefix_cache) iv_prefix_cache_stats(e->prefix_cache, cache);
+    *folded_batches = atomic_load(&e->fold_stats.batches);
+    *tokens_in = atomic_load(&e->fold_stats.tokens_in);
+    *tokens_computed = atomic_load(&e->fold_stats.tokens_computed);
+    return e->prefix_cache != NULL;
+}
+
+const char *iv_engine_no_fold_reason(const iv_engine *e)
+{
+    return e->no_fold ? "turned off (--prefix-fold false)" : e->model->no_fold_reason;
 }

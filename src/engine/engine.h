@@ -49,6 +49,12 @@ typedef struct iv_engine_opts {
     /* Images in requests: the most pixels a decoded image may have (checked
      * in its header, before decoding); 0: IV_IMAGE_DEFAULT_MAX_PIXELS. */
     int64_t max_image_pixels;
+    /* Prefix folding (models/fold.h, docs/prefix-folding.md): on by default
+     * for models that support it; 1 turns it off. */
+    int no_prefix_fold;
+    /* Bytes of device memory for the prefix cache (engine/prefix_cache.h);
+     * 0: no cache. */
+    size_t prefix_cache_bytes;
 } iv_engine_opts;
 
 typedef struct iv_engine iv_engine;
@@ -72,6 +78,9 @@ typedef struct iv_seq_input {
      * exactly its tokens). NULL / 0: text only. docs/vision.md. */
     const struct iv_image_input *images;
     int n_images;
+    /* 1: never share this sequence's states with others (prefix folding and
+     * the prefix cache): typed decisions, as the coverage spec asks. */
+    int no_fold;
 } iv_seq_input;
 
 /* Results of one forward: for sequence s, rows[s] rows of `cols` floats at
@@ -90,6 +99,14 @@ void iv_outputs_free(iv_outputs *o);
  * per engine (one replica). Ids out of the vocabulary and sequences longer
  * than the model can run are IV_E_INVALID; the limit in force
  * (iv_engine_max_input_length) is applied by iv_prepare_input. */
+/* Prefix folding and cache counters (docs/prefix-folding.md): the cache's
+ * (zero without one), batches folded, their tokens and the tokens
+ * actually computed. Returns 1 when the engine has a prefix cache. */
+struct iv_prefix_stats;
+int iv_engine_prefix_stats(iv_engine *e, struct iv_prefix_stats *cache, uint64_t *folded_batches,
+                           uint64_t *tokens_in, uint64_t *tokens_computed);
+/* Why this engine never folds, or NULL when it does. */
+const char *iv_engine_no_fold_reason(const iv_engine *e);
 int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out,
                   iv_err *err);
 

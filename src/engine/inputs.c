@@ -133,6 +133,7 @@ int iv_prepare_input(const iv_engine *e, const iv_input *in, const iv_input_opts
              : in->ids                                   ? prepare_ids(e, in, o, out, err)
                                                          : prepare_text(e, in, o, out, err);
     if (rc) iv_prepared_free(out);
+    else out->seq.no_fold = o->no_fold;
     return rc;
 }
 

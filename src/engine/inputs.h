@@ -41,6 +41,7 @@ typedef struct iv_input_opts {
      * object owned by the caller, or NULL), and add_generation_prompt. */
     const struct cJSON *chat_kwargs;
     iv_gen_prompt generation_prompt;
+    int no_fold;           /* iv_seq_input.no_fold (typed decisions) */
 } iv_input_opts;
 
 iv_input_opts iv_input_opts_default(void);

@@ -177,6 +177,36 @@ static int attention_dynamic_bias(const iv_ops *ops, const iv_block_spec *s, con
     return 0;
 }
 
+/* Folded attention: cached prefixes' keys and values are copied into
+ * their rows, keys and values of runs that become cache entries are copied
+ * out, then each run attends to its ancestors' rows and its own. */
+static void attention_folded(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
+                             const iv_fold_attn *f, iv_view qkv_all, iv_view q, iv_view out, float scale, int layer)
+{
+    const int q_cols = s->n_heads * s->head_dim, kv_cols = s->n_kv_heads * s->head_dim;
+    const iv_view k_all = iv_view_cols(qkv_all, q_cols, kv_cols), v_all = iv_view_cols(qkv_all, q_cols + kv_cols, kv_cols);
+    for (int i = 0; i < f->n_load; i++) {
+        const iv_fold_kv *c = &f->load[i];
+        ops->scale(ops, iv_view_rows(k_all, c->row0, c->row0 + c->len), c->k[layer], 1.0f);
+        ops->scale(ops, iv_view_rows(v_all, c->row0, c->row0 + c->len), c->v[layer], 1.0f);
+    }
+    for (int i = 0; i < f->n_store; i++) {
+        const iv_fold_kv *c = &f->store[i];
+        ops->scale(ops, c->k[layer], iv_view_rows(k_all, c->row0, c->row0 + c->len), 1.0f);
+        ops->scale(ops, c->v[layer], iv_view_rows(v_all, c->row0, c->row0 + c->len), 1.0f);
+    }
+    const iv_attn_rows_args a = {
+        .q = q, .out = out, .k = k_all, .v = v_all,
+        .n_runs = b->n_seqs, .q_cu = b->cu_seqlens, .q_cu_dev = b->cu_seqlens_dev,
+        .kv_cu = f->kv_cu, .kv_cu_dev = f->kv_cu_dev, .kv_rows = f->kv_rows_dev,
+        .q_pos = f->pos_dev + f->n_cached, .kv_pos = f->pos_dev,
+        .max_keys = f->max_keys,
+        .n_heads = s->n_heads, .n_kv_heads = s->n_kv_heads, .head_dim = s->head_dim,
+        .scale = scale, .window_left = L->window_left,
+    };
+    ops->attention_rows(ops, &a);
+}
+
 static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
                               const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
 {
@@ -185,11 +215,13 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
         iv_tap(ops, "attention", sc->layer, iv_view_cols(sc->attn, 0, mixer_cols(s, L)));
         return 0;
     }
-    const int64_t T = b->n_tokens;
+    const int64_t T = b->n_tokens, C = ex->fold ? ex->fold->n_cached : 0;
     const int q_cols = s->n_heads * s->head_dim, kv_cols = s->n_kv_heads * s->head_dim;
     const int reuse = L->kv_reuse > 0;
     const int64_t qkv_cols = q_cols + (reuse ? 0 : 2 * (int64_t)kv_cols) + (L->attn_out_gate ? q_cols : 0);
-    const iv_view qkv = iv_view_make(sc->qkv.data, sc->qkv.dtype, T, qkv_cols, qkv_cols);
+    /* Folded: cached prefixes' rows first, then the T computed ones. */
+    const iv_view qkv_all = iv_view_make(sc->qkv.data, sc->qkv.dtype, C + T, qkv_cols, qkv_cols);
+    const iv_view qkv = iv_view_rows(qkv_all, C, C + T);
     ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
 
     const iv_view q = iv_view_cols(qkv, 0, q_cols);
@@ -237,7 +269,8 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
         .bias = ex->bias, .bias_offsets = ex->bias_offsets, .bias_offsets_dev = ex->bias_offsets_dev,
         .key_mask = b->key_mask_dev,
     };
-    if (!L->dyn_bias) ops->attention(ops, &a);
+    if (ex->fold) attention_folded(ops, s, L, b, ex->fold, qkv_all, q, a.out, a.scale, sc->layer);
+    else if (!L->dyn_bias) ops->attention(ops, &a);
     else if (attention_dynamic_bias(ops, s, L, b, ex, &a, sc)) return -1;
     if (L->attn_out_gate) ops->gate_mul(ops, a.out, a.out, iv_view_cols(qkv, q_cols + 2 * (int64_t)kv_cols, q_cols),
                                         IV_ACT_SIGMOID);
@@ -434,7 +467,7 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
     const int64_t H = spec->hidden;
     block_scratch sc = {
         .normed = iv_act_alloc(ops, arena, T, H, iv_ops_act_stride(ops, H)),
-        .qkv = iv_act_alloc(ops, arena, T, qkv_cols, qkv_cols),
+        .qkv = iv_act_alloc(ops, arena, T + (extras->fold ? extras->fold->n_cached : 0), qkv_cols, qkv_cols),
         .attn = iv_act_alloc(ops, arena, T, attn_cols, iv_ops_act_stride(ops, attn_cols)),
         .h = iv_act_alloc(ops, arena, T, H, H),
     };

@@ -210,6 +210,30 @@ typedef struct iv_layer {
     iv_norm post_mlp_norm_1, pre_moe_norm, post_moe_norm;
 } iv_layer;
 
+/* Prefix folding (models/fold.h) as the block sees it. The stack then runs
+ * over the computed rows only (the batch's "sequences" are the trie's runs);
+ * each layer's keys and values live in a buffer of n_cached + T rows: rows
+ * [0, n_cached) come from cached prefixes, the rest are the computed rows
+ * in order. Attention goes through ops->attention_rows: run r's queries
+ * read the key rows kv_rows[kv_cu[r] .. kv_cu[r+1]). */
+typedef struct iv_fold_kv {
+    int64_t row0, len;            /* rows [row0, row0 + len) of the n_cached + T row space */
+    const iv_view *k, *v;         /* [model layers] of [len, kv cols] device views */
+} iv_fold_kv;
+
+typedef struct iv_fold_attn {
+    int64_t n_cached;
+    const int32_t *kv_cu, *kv_cu_dev; /* host, dev [n_runs + 1] */
+    const int32_t *kv_rows_dev;       /* dev */
+    const int32_t *pos_dev;           /* dev [n_cached + T] absolute positions of every row */
+    int max_keys;
+    /* Cached prefixes whose keys and values are copied in (before attention),
+     * and computed runs whose keys and values are copied out (to a new cache
+     * entry), per layer, by the model's layer index. */
+    int n_load, n_store;
+    const iv_fold_kv *load, *store;
+} iv_fold_attn;
+
 /* Per-forward attention extras shared by all layers. */
 typedef struct iv_attn_extras {
     int first_layer;              /* the model's index of layers[0] (taps name layers by it) */
@@ -229,6 +253,8 @@ typedef struct iv_attn_extras {
     /* [T, n_layers * ple_dim] per-layer inputs (layers with ple_gate_w read
      * their ple_dim columns at layer * ple_dim); data NULL when none. */
     iv_view ple;
+    /* Prefix folding (NULL: the packed batch as it is). */
+    const iv_fold_attn *fold;
 } iv_attn_extras;
 
 /* Runs layers [0, n_layers) over x [T, hidden] (dense rows) in place. The

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/fold.h"
 #include "models/model.h"
 #include "models/rope.h"
 #include "models/taps.h"
@@ -305,4 +306,66 @@ int iv_head_apply(const iv_ops *ops, const iv_head *h, iv_view in, iv_arena *dev
     }
     *out = cur;
     return 0;
+}
+
+/* The folded forward (models/fold.h): the backbone over the plan's computed
+ * rows, cached prefixes' keys and values copied into each layer, then the
+ * final states of every row gathered back into the original batch's order. */
+int iv_model_forward_folded(const iv_model *m, const iv_batch *b, const iv_fold_plan *plan,
+                            const iv_fold_prefix *prefixes, const iv_fold_kv *store, const iv_view *store_final,
+                            int n_store, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
+{
+    const iv_ops *ops = m->ops;
+    const int64_t T = b->n_tokens, U = plan->batch.n_tokens, C = plan->n_cached, W = iv_model_out_width(m);
+    if (!ops->attention_rows)
+        return iv_errf(err, IV_E_INTERNAL, "prefix folding on the %s table, which has no attention_rows", ops->name);
+    /* Every row's final state: cached ones copied in, computed ones below. */
+    const iv_view all = iv_act_alloc(ops, mem->dev, C + U, W, W);
+    iv_fold_kv *load = iv_arena_alloc(mem->host, (size_t)(plan->n_load > 0 ? plan->n_load : 1) * sizeof *load);
+    const int32_t *out_row_dev = iv_dev_upload_new(ops, mem->dev, plan->out_row, (size_t)T * sizeof(int32_t));
+    if (!all.data || !load || !out_row_dev) goto oom;
+    for (int i = 0; i < plan->n_load; i++) {
+        const iv_fold_prefix *p = &prefixes[plan->load_prefix[i]];
+        load[i] = (iv_fold_kv){plan->load_row0[i], p->len, p->k, p->v};
+        ops->scale(ops, iv_view_rows(all, plan->load_row0[i], plan->load_row0[i] + p->len), p->final, 1.0f);
+    }
+    if (U > 0) {
+        iv_batch fb = plan->batch;
+        if (iv_model_upload_batch(m, &fb, mem->dev, err)) return -1;
+        const iv_view x = iv_act_alloc(ops, mem->dev, U, m->block.hidden, m->block.hidden);
+        const int32_t *pos_dev = iv_dev_upload_new(ops, mem->dev, plan->pos, (size_t)(C + U) * sizeof(int32_t));
+        const int32_t *kv_cu_dev = iv_dev_upload_new(ops, mem->dev, plan->kv_cu, (size_t)(fb.n_seqs + 1) * sizeof(int32_t));
+        const int32_t *kv_rows_dev = iv_dev_upload_new(ops, mem->dev, plan->kv_rows,
+                                                       (size_t)(plan->kv_cu[fb.n_seqs] > 0 ? plan->kv_cu[fb.n_seqs] : 1) *
+                                                           sizeof(int32_t));
+        if (!x.data || !pos_dev || !kv_cu_dev || !kv_rows_dev || embed_tokens(m, &fb, pos_dev + C, x, mem)) goto oom;
+        iv_tap(ops, "embeddings", -1, x);
+        const iv_fold_attn fold = {
+            .n_cached = C, .kv_cu = plan->kv_cu, .kv_cu_dev = kv_cu_dev, .kv_rows_dev = kv_rows_dev,
+            .pos_dev = pos_dev, .max_keys = plan->max_keys,
+            .n_load = plan->n_load, .load = load, .n_store = n_store, .store = store,
+        };
+        const iv_attn_extras ex = {.positions = plan->pos + C, .positions_dev = pos_dev + C, .fold = &fold};
+        if (run_layers(m, &fb, &ex, x, mem)) goto oom;
+        iv_view y = x;
+        if (m->final_norm.present) iv_block_norm(ops, &m->block, &m->final_norm, x, x, NULL);
+        if (m->out_proj) {
+            y = iv_act_alloc(ops, mem->dev, U, W, W);
+            if (!y.data) goto oom;
+            ops->linear(ops, y, x, m->out_proj, NULL, IV_ACT_NONE, NULL);
+        }
+        iv_tap(ops, "final", -1, y);
+        ops->scale(ops, iv_view_rows(all, C, C + U), y, 1.0f);
+        for (int i = 0; i < n_store; i++)
+            ops->scale(ops, store_final[i], iv_view_rows(all, store[i].row0, store[i].row0 + store[i].len), 1.0f);
+    }
+    /* Heads read the original rows: a row gather (the MoE gather with one
+     * choice per token is exactly that). */
+    const iv_view out = iv_act_alloc(ops, mem->dev, T, W, W);
+    if (!out.data) goto oom;
+    ops->moe_gather(ops, out, all, out_row_dev, 1);
+    *hidden = out;
+    return 0;
+oom:
+    return iv_errf(err, IV_E_NOMEM, "out of memory for a folded batch of %lld tokens", (long long)T);
 }

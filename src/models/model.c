@@ -1,4 +1,5 @@
 /* Model lifecycle and validation; the forward pass is in forward.c. */
+#include "models/fold.h"
 #include "models/model.h"
 
 #include <stdio.h>
@@ -60,6 +61,7 @@ int iv_model_load_split(iv_model **out, const char *config_dir, const char *mode
         iv_err_prefix(err, "%s model: ", m->family->name);
         goto fail;
     }
+    m->no_fold_reason = iv_model_fold_blocker(m);
     *out = m;
     return 0;
 fail:

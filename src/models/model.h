@@ -135,6 +135,10 @@ typedef struct iv_model {
      * longrope), shared by every rotary layer; NULL otherwise. */
     const struct iv_rope_params *seq_rope;
 
+    /* Why prefix folding (models/fold.h) can never apply to this model, or
+     * NULL when it can: set at load from the data above. */
+    const char *no_fold_reason;
+
     /* Qwen3-VL's vision tower (models/vision_qwen3vl.h), or NULL; its
      * memory is the model's. image_token_id: config.json's image pad token. */
     struct iv_qwen3vl_vision *vision;

@@ -35,17 +35,25 @@ static void write_tap(const char *dir, const iv_ops *ops, const char *name, int 
     free(host);
 }
 
-void iv_tap(const iv_ops *ops, const char *name, int layer, iv_view v)
+static const char *tap_dir(void)
 {
-    if (tap_fn) {
-        tap_fn(tap_ctx, ops, name, layer, v);
-        return;
-    }
     static const char *dir;
     static int looked;
     if (!looked) {
         dir = getenv("IV_TAP_DIR");
         looked = 1;
     }
-    if (dir && *dir) write_tap(dir, ops, name, layer, v);
+    return dir && *dir ? dir : NULL;
 }
+
+void iv_tap(const iv_ops *ops, const char *name, int layer, iv_view v)
+{
+    if (tap_fn) {
+        tap_fn(tap_ctx, ops, name, layer, v);
+        return;
+    }
+    const char *dir = tap_dir();
+    if (dir) write_tap(dir, ops, name, layer, v);
+}
+
+int iv_taps_active(void) { return tap_fn || tap_dir(); }

@@ -17,6 +17,9 @@ typedef void (*iv_tap_fn)(void *ctx, const iv_ops *ops, const char *name, int la
 /* Process-wide tap (NULL: none); for debugging tools and tests, not for
  * concurrent engines. */
 void iv_taps_set(iv_tap_fn fn, void *ctx);
+/* 1 when taps are recorded (a tap set, or IV_TAP_DIR): forwards then keep
+ * the batch's own rows (no prefix folding), which is what taps describe. */
+int iv_taps_active(void);
 /* Hands v to the tap, if any. */
 void iv_tap(const iv_ops *ops, const char *name, int layer, iv_view v);
 

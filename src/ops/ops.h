@@ -116,6 +116,32 @@ typedef struct iv_attn_args {
     float softcap;            /* 0: none; else scores = softcap * tanh(scores / softcap) */
 } iv_attn_args;
 
+/* Attention of folded prefixes (models/fold.h): the queries come in runs,
+ * and run r's queries read an explicit list of key rows (the rows of the
+ * runs above it in the prefix trie, then its own). Masks use absolute
+ * positions, so a shared prefix computed once serves every sequence below
+ * it: key j (a row of k, v) is visible to query i (a row of q) when
+ *   kv_pos[j] <= q_pos[i] && (window_left < 0 || q_pos[i] - kv_pos[j] <= window_left)
+ * and
+ *   s(i, j) = softcap(scale * q_i . k_j),  out_i = sum_j softmax_j(s) v_j
+ * over the visible keys of i's run (always causal; no bias, ALiBi or key
+ * mask: models needing those do not fold). A query that sees no key gets a
+ * zero row. Key lists run in increasing position. */
+typedef struct iv_attn_rows_args {
+    iv_view q, out;                   /* [Tq, n_heads*head_dim] */
+    iv_view k, v;                     /* [Tk, n_kv_heads*head_dim] */
+    int n_runs;
+    const int32_t *q_cu, *q_cu_dev;   /* host, dev [n_runs + 1]: run r's queries are rows [q_cu[r], q_cu[r+1]) */
+    const int32_t *kv_cu, *kv_cu_dev; /* host, dev [n_runs + 1]: run r's keys are kv_rows[kv_cu[r] .. kv_cu[r+1]) */
+    const int32_t *kv_rows;           /* dev: rows of k and v, each < Tk */
+    const int32_t *q_pos, *kv_pos;    /* dev [Tq], [Tk] absolute positions */
+    int max_keys;                     /* longest key list (launch geometry, scratch) */
+    int n_heads, n_kv_heads, head_dim;
+    float scale;
+    int window_left;
+    float softcap;
+} iv_attn_rows_args;
+
 /* Rotary embedding applied in place to the heads of x (q or k). Rotates the
  * first rot_dim dims of each head. pos (dev) [rows] gives each row's
  * position; inv_freq (host) [rot_dim/2] the frequencies (scaling variants
@@ -326,6 +352,9 @@ struct iv_ops {
 
     void (*rope)(const iv_ops *ops, const iv_rope_args *a);
     void (*attention)(const iv_ops *ops, const iv_attn_args *a);
+    /* Attention of folded prefixes (iv_attn_rows_args); NULL on tables
+     * without it, whose models then never fold. */
+    void (*attention_rows)(const iv_ops *ops, const iv_attn_rows_args *a);
     /* Row-wise softmax in place. */
     void (*softmax)(const iv_ops *ops, iv_view x);
     /* Row-wise L2 normalisation in place (eps guards zero rows, as torch's F.normalize 1e-12). */

@@ -11,5 +11,8 @@ void iv_replicas_json(iv_strbuf *b, const iv_model_slot *m);
 /* te_replica_{in_service,busy,batches_total,tokens_total,failures_total,busy_seconds_total}
  * labelled {model, replica, device}. */
 void iv_replicas_prometheus(iv_strbuf *b, const iv_server *s);
+/* te_prefix_cache_* and te_prefix_fold_* labelled {model, replica}
+ * (docs/prefix-folding.md). */
+void iv_prefix_prometheus(iv_strbuf *b, const iv_server *s);
 
 #endif

@@ -37,6 +37,7 @@ void iv_route_metrics(iv_req *r)
     iv_sb_init(&b);
     iv_metrics_render(r->srv->metrics, &b);
     iv_replicas_prometheus(&b, r->srv);
+    iv_prefix_prometheus(&b, r->srv);
     iv_req_reply(r, 200, "text/plain; version=0.0.4", &b);
 }
 

@@ -158,6 +158,7 @@ static void submit_laya(iv_req *r, iv_model_slot *m, decision_job *d)
     free(st);
     iv_input_opts o = iv_input_opts_default();
     o.truncate = 0;
+    o.no_fold = 1; /* typed decisions never fold (docs/prefix-folding.md) */
     iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_laya);
 }
 
@@ -245,6 +246,7 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     o.truncate = 0;
     o.generation_prompt = IV_GEN_PROMPT_ON;
     o.chat_kwargs = d->chat_kwargs;
+    o.no_fold = 1; /* typed decisions never fold (docs/prefix-folding.md) */
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
 }
 
@@ -321,6 +323,7 @@ static void submit_clef(iv_req *r, iv_model_slot *m, decision_job *d)
     r->inputs.items[r->inputs.n++] = (iv_input){.ids = ids, .n_ids = d->clef.len};
     iv_input_opts o = iv_input_opts_default();
     o.truncate = 0;
+    o.no_fold = 1;
     iv_req_submit(r, m, IV_TASK_EMBED_ALL, &o, finish_clef);
 }
 

@@ -802,6 +802,88 @@ TEST(devices_attention)
     FOR_EACH_TABLE("attention", run_attention, cases);
 }
 
+/* ---- attention_rows (folded prefixes) ---- */
+
+/* A folded batch's rows: 0..5 a cached prefix (keys only, positions 0..5),
+ * then the query runs: A 6..19 (positions 6..19, below the cached rows), B
+ * 20..26 (20..26, below A), C 27..31 (20..24, below A), D 32..40 (27..35,
+ * below B), E 41..43 (0..2, alone). */
+static const int32_t ROWS_Q_CU[] = {0, 14, 21, 26, 35, 38};
+#define ROWS_RUNS 5
+#define ROWS_T 44
+#define ROWS_CACHED 6
+
+static void run_attention_rows(dctx *d, const void *cv)
+{
+    const att_case *c = cv;
+    ops_rng r = {9100 + (uint64_t)(c->n_heads * 1000 + c->head_dim * 10 + c->window_left)};
+    case_begin(d, "attention_rows %s", c->name);
+    int32_t pos[ROWS_T], kv_rows[160], kv_cu[ROWS_RUNS + 1] = {0};
+    for (int t = 0; t < 27; t++) pos[t] = t;
+    for (int t = 27; t < 32; t++) pos[t] = 20 + (t - 27);
+    for (int t = 32; t < 41; t++) pos[t] = 27 + (t - 32);
+    for (int t = 41; t < 44; t++) pos[t] = t - 41;
+    static const int32_t ranges[ROWS_RUNS][3][2] = {
+        {{0, 20}, {0, 0}, {0, 0}}, {{0, 27}, {0, 0}, {0, 0}}, {{0, 20}, {27, 32}, {0, 0}},
+        {{0, 27}, {32, 41}, {0, 0}}, {{41, 44}, {0, 0}, {0, 0}}};
+    int n = 0, max_keys = 0;
+    for (int run = 0; run < ROWS_RUNS; run++) {
+        for (int k = 0; k < 3; k++)
+            for (int32_t row = ranges[run][k][0]; row < ranges[run][k][1]; row++) kv_rows[n++] = row;
+        kv_cu[run + 1] = n;
+        if (kv_cu[run + 1] - kv_cu[run] > max_keys) max_keys = kv_cu[run + 1] - kv_cu[run];
+    }
+    const int64_t Tq = ROWS_T - ROWS_CACHED, d_ = c->head_dim, qw = c->n_heads * d_, kw = c->n_kv_heads * d_;
+    abuf *qkv = abuf_new(d, &r, "qkv", ROWS_T, qw + 2 * kw, 1, qw + 2 * kw + 3, -1.0f, 1.0f);
+    for (int64_t t = 0; t < ROWS_T; t++)
+        for (int64_t k = 0; k < qw; k++) qkv->host[t * qkv->ld + qkv->col + k] *= c->q_range;
+    abuf_upload(d, qkv);
+    abuf *out = abuf_new(d, &r, "out", Tq, qw, 2, qw + 5, -1.0f, 1.0f);
+    const int32_t *q_cu_dev = dev_put(d, ROWS_Q_CU, sizeof ROWS_Q_CU), *kv_cu_dev = dev_put(d, kv_cu, sizeof kv_cu);
+    const int32_t *rows_dev = dev_put(d, kv_rows, (size_t)n * sizeof(int32_t)), *pos_dev = dev_put(d, pos, sizeof pos);
+    if (!d->broken) {
+        iv_attn_rows_args a = {
+            .q = iv_view_rows(iv_view_cols(hview(qkv), 0, qw), ROWS_CACHED, ROWS_T),
+            .k = iv_view_cols(hview(qkv), qw, kw),
+            .v = iv_view_cols(hview(qkv), qw + kw, kw),
+            .out = hview(out),
+            .n_runs = ROWS_RUNS,
+            .q_cu = ROWS_Q_CU, .q_cu_dev = ROWS_Q_CU, .kv_cu = kv_cu, .kv_cu_dev = kv_cu, .kv_rows = kv_rows,
+            .q_pos = pos + ROWS_CACHED, .kv_pos = pos,
+            .max_keys = max_keys,
+            .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
+            .scale = 1.0f / sqrtf((float)c->head_dim),
+            .window_left = c->window_left,
+            .softcap = c->softcap,
+        };
+        d->cpu->attention_rows(d->cpu, &a);
+        a.q = iv_view_rows(iv_view_cols(dview(d, qkv), 0, qw), ROWS_CACHED, ROWS_T);
+        a.k = iv_view_cols(dview(d, qkv), qw, kw);
+        a.v = iv_view_cols(dview(d, qkv), qw + kw, kw);
+        a.out = dview(d, out);
+        a.q_cu_dev = q_cu_dev;
+        a.kv_cu_dev = kv_cu_dev;
+        a.kv_rows = rows_dev;
+        a.q_pos = pos_dev + ROWS_CACHED;
+        a.kv_pos = pos_dev;
+        /* Tables without the op (CUDA today) are not checked: the engine never folds there. */
+        if (d->ops->attention_rows) d->ops->attention_rows(d->ops, &a);
+        else d->broken = 1;
+    }
+    case_end(d);
+}
+
+TEST(devices_attention_rows)
+{
+    static const att_case cases[] = {
+        {"gqa", 8, 2, 16, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f},
+        {"window", 4, 2, 24, 1, 6, -1, 0, 0, 0, 0.0f, 1.0f},
+        {"mqa, odd head_dim", 4, 1, 20, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f},
+        {"softcap, wide head", 2, 2, 128, 1, 30, -1, 0, 0, 0, 5.0f, 4.0f},
+    };
+    FOR_EACH_TABLE("attention_rows", run_attention_rows, cases);
+}
+
 /* ---- softmax, l2_normalize ---- */
 
 typedef struct row_case {

@@ -54,6 +54,7 @@ void iv_cpu_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, cons
                       int taps);
 void iv_cpu_rope(const iv_ops *ops, const iv_rope_args *a);
 void iv_cpu_attention(const iv_ops *ops, const iv_attn_args *a);
+void iv_cpu_attention_rows(const iv_ops *ops, const iv_attn_rows_args *a);
 void iv_cpu_softmax(const iv_ops *ops, iv_view x);
 void iv_cpu_l2_normalize(const iv_ops *ops, iv_view x);
 void iv_cpu_pool(const iv_ops *ops, const iv_pool_args *a);

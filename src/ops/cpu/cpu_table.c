@@ -56,6 +56,7 @@ static const iv_ops cpu_ops = {
     .embed_bag = iv_cpu_embed_bag,
     .rope = iv_cpu_rope,
     .attention = iv_cpu_attention,
+    .attention_rows = iv_cpu_attention_rows,
     .softmax = iv_cpu_softmax,
     .l2_normalize = iv_cpu_l2_normalize,
     .pool = iv_cpu_pool,

@@ -359,6 +359,9 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     /* gate_mul, causal_conv1d, delta_rule and delta_chunk (Gated DeltaNet,
      * gated attention) have no kernels here yet: they stay NULL and the
      * model refuses such checkpoints at load (models/model_device.c). */
+    /* Folded-prefix attention (iv_attn_rows_args) has no kernel yet: NULL
+     * keeps the engine on the unfolded path here (docs/prefix-folding.md). */
+    o->attention_rows = NULL;
     o->act_stride = NULL;
     const char *prof = getenv("IV_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) iv_cuda_profile_install(c, !strcmp(prof, "sync"));

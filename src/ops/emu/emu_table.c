@@ -731,6 +731,63 @@ static void emu_attention(const iv_ops *ops, const iv_attn_args *a)
     free(mask);
 }
 
+/* The folded-prefix attention: every index table is read back from device
+ * memory and checked (host copies equal, rows and positions in range, key
+ * lists in increasing position), then the CPU kernel runs on FP32 copies. */
+static void emu_attention_rows(const iv_ops *ops, const iv_attn_rows_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    const char *op = "attention_rows";
+    check_act_view(c, a->q, op, "q");
+    check_act_view(c, a->k, op, "k");
+    check_act_view(c, a->v, op, "v");
+    check_act_view(c, a->out, op, "out");
+    const int64_t Tq = a->q.rows, Tk = a->k.rows, d = a->head_dim;
+    if (a->n_heads <= 0 || a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || d <= 0 || a->q.cols < a->n_heads * d ||
+        a->k.cols < a->n_kv_heads * d || a->v.cols < a->n_kv_heads * d || a->out.cols < a->n_heads * d ||
+        a->v.rows != Tk || a->out.rows != Tq)
+        emu_die(op, "shapes do not match");
+    if (a->n_runs <= 0) return;
+    check_cu_seqlens(c, a->q_cu, a->q_cu_dev, a->n_runs, Tq, op);
+    check_cu_seqlens(c, a->kv_cu, a->kv_cu_dev, a->n_runs, INT32_MAX, op);
+    const int64_t nkv = a->kv_cu[a->n_runs];
+    int32_t *rows = read_array(c, a->kv_rows, (size_t)(nkv > 0 ? nkv : 1) * sizeof(int32_t), op, "kv_rows");
+    int32_t *qp = read_array(c, a->q_pos, (size_t)(Tq > 0 ? Tq : 1) * sizeof(int32_t), op, "q_pos");
+    int32_t *kp = read_array(c, a->kv_pos, (size_t)(Tk > 0 ? Tk : 1) * sizeof(int32_t), op, "kv_pos");
+    for (int r = 0; r < a->n_runs; r++) {
+        const int64_t n = a->kv_cu[r + 1] - a->kv_cu[r];
+        if (n > a->max_keys) emu_die(op, "max_keys %d is below run %d's %lld keys", a->max_keys, r, (long long)n);
+        for (int64_t j = a->kv_cu[r]; j < a->kv_cu[r + 1]; j++) {
+            if (rows[j] < 0 || rows[j] >= Tk) emu_die(op, "kv_rows[%lld] = %d outside %lld rows", (long long)j, rows[j], (long long)Tk);
+            if (j > a->kv_cu[r] && kp[rows[j]] <= kp[rows[j - 1]]) emu_die(op, "run %d's keys do not increase in position", r);
+        }
+    }
+    iv_attn_rows_args h = *a;
+    float *qf = read_view(c, a->q, op, "q"), *kf = read_view(c, a->k, op, "k"), *vf = read_view(c, a->v, op, "v");
+    float *of = iv_cpu_scratch((size_t)(Tq * a->out.cols) * sizeof(float));
+    h.q = dense(qf, Tq, a->q.cols);
+    h.k = dense(kf, Tk, a->k.cols);
+    h.v = dense(vf, Tk, a->v.cols);
+    h.out = dense(of, Tq, a->out.cols);
+    h.q_cu_dev = h.q_cu;
+    h.kv_cu_dev = h.kv_cu;
+    h.kv_rows = rows;
+    h.q_pos = qp;
+    h.kv_pos = kp;
+    cpu->attention_rows(cpu, &h);
+    const int32_t r0 = a->q_cu[0], r1 = a->q_cu[a->n_runs];
+    write_view_ld(c, iv_view_sub(a->out, r0, r1, 0, (int64_t)a->n_heads * d), of + (int64_t)r0 * a->out.cols,
+                  a->out.cols, op, "out");
+    free(qf);
+    free(kf);
+    free(vf);
+    free(of);
+    free(rows);
+    free(qp);
+    free(kp);
+}
+
 static void emu_softmax(const iv_ops *ops, iv_view x)
 {
     emu_ctx *c = ctx_of(ops);
@@ -1130,6 +1187,7 @@ const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
         .embed_bag = emu_embed_bag,
         .rope = emu_rope,
         .attention = emu_attention,
+        .attention_rows = emu_attention_rows,
         .softmax = emu_softmax,
         .l2_normalize = emu_l2_normalize,
         .pool = emu_pool,
