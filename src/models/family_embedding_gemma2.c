@@ -1,7 +1,8 @@
 /* EmbeddingGemma 2 text (transformers `embedding_gemma2_text`, and the text
  * backbone of the multimodal `embedding_gemma2` checkpoint, whose
  * text_config iv_hf_config reads and whose tensors sit under
- * `language_model.`; the image and audio towers are not run). A
+ * `language_model.`; its audio tower, when audio_config declares one, is
+ * loaded by models/audio_gemma4.c; the image tower is not run). A
  * bidirectional Gemma-style encoder:
  *   - embeddings x sqrt(hidden); RMSNorm x * w (weights around 1, not
  *     Gemma3's 1 + w), sandwich norms around attention and MLP;
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "models/audio_gemma4.h"
 #include "models/decoder_common.h"
 #include "models/family.h"
 #include "models/loader.h"
@@ -172,6 +174,7 @@ static int embedding_gemma2_load(iv_model *m, iv_err *err)
         if (E <= 0 || E > (1 << 20)) rc = iv_errf(err, IV_E_FORMAT, "config.json: embedding_dim out of range");
         else rc = iv_ld(m, "embedding_projection.weight", E, c->hidden_size, &m->out_proj, err);
     }
+    if (!rc) rc = iv_gemma4_audio_load(m, &m->audio, err);
     free(head_dim);
     free(kv_heads);
     free(sliding);

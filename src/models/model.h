@@ -131,6 +131,9 @@ typedef struct iv_model {
     /* Mistral3's Pixtral tower and projector (models/vision_pixtral.h), or
      * NULL; image_token_id is then config.json's image_token_index ([IMG]). */
     struct iv_pixtral_vision *pixtral;
+    /* EmbeddingGemma2's Gemma4 audio tower and embedder
+     * (models/audio_gemma4.h), or NULL. */
+    struct iv_gemma4_audio *audio;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;

@@ -1,0 +1,198 @@
+/* EmbeddingGemma2's Gemma4 audio tower against transformers
+ * (tests/fixtures/models/embedding_gemma2_audio, written by
+ * tools/fixtures/synthetic_gemma4_audio.py): from the fixture's log-mel
+ * features, stage by stage (subsampler, each conformer layer, tower output,
+ * projected soft tokens), each clip alone and both packed in one batch;
+ * refusals of audio configs we do not implement and of bad clips. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/arena.h"
+#include "base/file.h"
+#include "golden/golden_util.h"
+#include "models/audio_gemma4.h"
+#include "models/model.h"
+#include "ops/ops.h"
+#include "test.h"
+#include "unit/ckpt_test_util.h"
+
+#define MIN_COS 0.99999
+#define MAX_ABS 1e-4
+#define N_CLIPS 2
+
+typedef struct afix {
+    iv_model *m;
+    iv_weights *expected;
+    const iv_tensor *features[N_CLIPS];
+    int frames[N_CLIPS], tokens[N_CLIPS];
+    /* the clips of the current run: expected rows come from clip ids[i] */
+    int ids[N_CLIPS], n;
+    int checked;
+    double worst_abs[8], worst_cos[8]; /* per stage index */
+} afix;
+
+static const char *const k_stages[] = {"subsample", "layer0", "layer1", "tower", "soft_tokens"};
+#define N_STAGES 5
+
+static void tap(void *ctx, const char *stage, iv_view v)
+{
+    afix *f = ctx;
+    int si = -1;
+    for (int i = 0; i < N_STAGES; i++)
+        if (!strcmp(stage, k_stages[i])) si = i;
+    if (si < 0) {
+        iv_test_fail(__FILE__, __LINE__, "unexpected stage %s", stage);
+        return;
+    }
+    float *got = malloc((size_t)(v.rows * v.cols) * sizeof(float));
+    iv_ops_download_f32(f->m->ops, v, got);
+    int64_t r0 = 0;
+    for (int i = 0; i < f->n; i++) {
+        char name[64], what[96];
+        snprintf(name, sizeof name, "clip%d.%s", f->ids[i], stage);
+        const iv_tensor *want = NULL;
+        iv_err err = {0};
+        if (iv_weights_f32(f->expected, name, 0, NULL, &want, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+            break;
+        }
+        const int64_t rows = want->shape[0], cols = want->shape[1];
+        if (cols != v.cols || r0 + rows > v.rows) {
+            iv_test_fail(__FILE__, __LINE__, "%s: %lld x %lld expected, stage is %lld x %lld", name,
+                         (long long)rows, (long long)cols, (long long)v.rows, (long long)v.cols);
+            break;
+        }
+        snprintf(what, sizeof what, "%s (%d clips in the batch)", name, f->n);
+        golden_compare(what, got + r0 * cols, iv_f32(want), rows, cols, MIN_COS, MAX_ABS);
+        for (int64_t r = 0; r < rows; r++) {
+            const double c = iv_test_cosine(got + (r0 + r) * cols, iv_f32(want) + r * cols, cols);
+            const double d = iv_test_max_abs_diff(got + (r0 + r) * cols, iv_f32(want) + r * cols, cols);
+            if (c < f->worst_cos[si]) f->worst_cos[si] = c;
+            if (d > f->worst_abs[si]) f->worst_abs[si] = d;
+        }
+        r0 += rows;
+        f->checked++;
+    }
+    if (r0 != v.rows) iv_test_fail(__FILE__, __LINE__, "%s: %lld rows, expected %lld", stage, (long long)v.rows,
+                                   (long long)r0);
+    free(got);
+}
+
+static int afix_load(afix *f)
+{
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < 8; i++) f->worst_cos[i] = 1.0;
+    char dir[4096], path[4400];
+    snprintf(dir, sizeof dir, "%s/models/embedding_gemma2_audio", iv_test_fixtures_dir());
+    iv_err err = {0};
+    if (iv_model_load(&f->m, dir, iv_cpu_ops(), &err)) return iv_test_fail(__FILE__, __LINE__, "load: %s", err.msg);
+    if (!f->m->audio) return iv_test_fail(__FILE__, __LINE__, "the fixture's audio tower was not loaded");
+    snprintf(path, sizeof path, "%s/audio_expected.safetensors", dir);
+    if (iv_weights_open_file(&f->expected, path, &err)) return iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    for (int i = 0; i < N_CLIPS; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "clip%d.features", i);
+        if (iv_weights_f32(f->expected, name, 0, NULL, &f->features[i], &err))
+            return iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        f->frames[i] = (int)f->features[i]->shape[0];
+        snprintf(name, sizeof name, "clip%d.soft_tokens", i);
+        const iv_tensor *t;
+        if (iv_weights_f32(f->expected, name, 0, NULL, &t, &err)) return iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        f->tokens[i] = (int)t->shape[0];
+    }
+    return 0;
+}
+
+static void afix_free(afix *f)
+{
+    if (f->expected) iv_weights_close(f->expected);
+    if (f->m) iv_model_free(f->m);
+}
+
+static void run(afix *f, const int *ids, int n)
+{
+    iv_audio_input in[N_CLIPS];
+    for (int i = 0; i < n; i++) {
+        f->ids[i] = ids[i];
+        in[i] = (iv_audio_input){.features = iv_f32(f->features[ids[i]]), .n_frames = f->frames[ids[i]],
+                                 .n_mels = (int)f->features[ids[i]]->shape[1]};
+    }
+    f->n = n;
+    iv_arena a;
+    iv_arena_init(&a);
+    const iv_fwd_mem mem = {&a, &a};
+    iv_view tokens;
+    iv_err err = {0};
+    const int before = f->checked;
+    if (iv_gemma4_audio_forward(f->m, f->m->audio, in, n, &mem, &tokens, tap, f, &err))
+        iv_test_fail(__FILE__, __LINE__, "forward: %s", err.msg);
+    else {
+        int want_rows = 0;
+        for (int i = 0; i < n; i++) want_rows += f->tokens[ids[i]];
+        CHECK_EQ_INT((int)tokens.rows, want_rows);
+        CHECK_EQ_INT(f->checked - before, N_STAGES * n); /* every stage of every clip was compared */
+    }
+    iv_arena_free(&a);
+}
+
+TEST(gemma4_audio_tower_matches_transformers)
+{
+    afix f;
+    if (afix_load(&f) == 0) {
+        static const int alone0[] = {0}, alone1[] = {1}, both[] = {0, 1}, swapped[] = {1, 0};
+        run(&f, alone0, 1);
+        run(&f, alone1, 1);
+        run(&f, both, 2);
+        run(&f, swapped, 2);
+        for (int s = 0; s < N_STAGES; s++)
+            printf("    gemma4 audio %-11s worst max abs %.2e, min cosine %.9f\n", k_stages[s], f.worst_abs[s],
+                   f.worst_cos[s]);
+    }
+    afix_free(&f);
+}
+
+TEST(gemma4_audio_rejects_bad_clips)
+{
+    afix f;
+    if (afix_load(&f) == 0) {
+        iv_arena a;
+        iv_arena_init(&a);
+        const iv_fwd_mem mem = {&a, &a};
+        iv_view tokens;
+        iv_err err = {0};
+        iv_audio_input in = {.features = iv_f32(f.features[0]), .n_frames = f.frames[0], .n_mels = 64};
+        CHECK(iv_gemma4_audio_forward(f.m, f.m->audio, &in, 1, &mem, &tokens, NULL, NULL, &err) == -1);
+        CHECK_EQ_INT(err.code, IV_E_INVALID);
+        CHECK(strstr(err.msg, "mel bins") != NULL);
+        in.n_mels = 128;
+        in.n_frames = 0;
+        CHECK(iv_gemma4_audio_forward(f.m, f.m->audio, &in, 1, &mem, &tokens, NULL, NULL, &err) == -1);
+        CHECK_EQ_INT(err.code, IV_E_INVALID);
+        CHECK(iv_gemma4_audio_forward(f.m, f.m->audio, &in, 0, &mem, &tokens, NULL, NULL, &err) == -1);
+        iv_arena_free(&a);
+    }
+    afix_free(&f);
+}
+
+static cJSON *audio_cfg(cJSON *cfg) { return cJSON_GetObjectItemCaseSensitive(cfg, "audio_config"); }
+static void right_context(cJSON *cfg) { ckpt_set(audio_cfg(cfg), "attention_context_right", cJSON_CreateNumber(2)); }
+static void gelu_act(cJSON *cfg) { ckpt_set(audio_cfg(cfg), "hidden_act", cJSON_CreateString("gelu")); }
+static void narrow_channels(cJSON *cfg)
+{
+    cJSON *ch = cJSON_CreateArray();
+    cJSON_AddItemToArray(ch, cJSON_CreateNumber(64));
+    cJSON_AddItemToArray(ch, cJSON_CreateNumber(4));
+    ckpt_set(audio_cfg(cfg), "subsampling_conv_channels", ch);
+}
+static void other_tower(cJSON *cfg) { ckpt_set(audio_cfg(cfg), "model_type", cJSON_CreateString("whisper")); }
+
+TEST(gemma4_audio_rejects_unsupported_configs)
+{
+    CKPT_REJECT("embedding_gemma2_audio", right_context, "attention_context_right", IV_E_UNSUPPORTED);
+    CKPT_REJECT("embedding_gemma2_audio", gelu_act, "hidden_act", IV_E_UNSUPPORTED);
+    CKPT_REJECT("embedding_gemma2_audio", other_tower, "audio_config.model_type", IV_E_UNSUPPORTED);
+    /* channels[0] 64 with 128-bin conv weights: the weights' shape is wrong */
+    CKPT_REJECT("embedding_gemma2_audio", narrow_channels, "layer0.conv.weight", IV_E_FORMAT);
+}
