@@ -3,6 +3,7 @@
 #include "models/audio_gemma4.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,7 +200,7 @@ int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err)
         snprintf(probe, sizeof probe, "%saudio_tower.", *p);
         if (iv_weights_has_prefix(m->weights, probe)) c.pre = *p;
     }
-    if (!c.pre) return iv_errf(err, IV_E_FORMAT, "config.json has an audio_config but the checkpoint no audio_tower.");
+    if (!c.pre) return 0; /* a text-only export: audio inputs are then refused as for a model without audio */
     iv_gemma4_audio *a = iv_model_alloc(m, sizeof *a);
     if (!a) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int chunk = 0, left = 0, right = 0;
@@ -256,6 +257,9 @@ int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err)
                                               "output width does not match input_proj_linear",
                        a->ch0);
     a->text_hidden = m->cfg.hidden_size;
+    const int64_t tok = iv_json_int(m->cfg.root, "audio_token_id", 258881);
+    if (tok < 0 || tok > INT32_MAX) return iv_errf(err, IV_E_FORMAT, "config.json: audio_token_id out of range");
+    a->audio_token_id = (int)tok;
     a->embed_eps = a->eps;
     a->layers = iv_model_alloc(m, (size_t)a->n_layers * sizeof *a->layers);
     if (!a->layers) return iv_errf(err, IV_E_NOMEM, "out of memory");
@@ -472,4 +476,61 @@ int iv_gemma4_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const i
     ops->linear(ops, *tokens, tnorm, a->embed_w, NULL, IV_ACT_NONE, NULL);
     if (tap) tap(tap_ctx, "soft_tokens", *tokens);
     return 0;
+}
+
+/* ---- the mixed forward ---- */
+
+int iv_model_forward_audio(const iv_model *m, const iv_batch *b, const iv_seq_audios *audios,
+                           const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
+{
+    int n = 0;
+    for (int s = 0; audios && s < b->n_seqs; s++) n += audios[s].n > 0 ? audios[s].n : 0;
+    if (n == 0) return iv_model_forward(m, b, mem, hidden, err);
+    const iv_gemma4_audio *a = m->audio;
+    if (!a)
+        return iv_errf(err, IV_E_UNSUPPORTED, "model_type \"%s\" has no audio tower: audio inputs are not accepted",
+                       m->cfg.model_type);
+    iv_audio_input *clips = iv_arena_alloc(mem->host, (size_t)n * sizeof *clips);
+    int64_t *spans = iv_arena_alloc(mem->host, (size_t)n * 3 * sizeof(int64_t));
+    if (!clips || !spans) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    int64_t *token_row = spans, *feat_row = spans + n, *len = spans + 2 * n;
+    int k = 0;
+    int64_t feat = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int32_t *ids = b->ids + b->cu_seqlens[s];
+        const int L = iv_batch_seqlen(b, s);
+        int placeholders = 0, covered = 0, prev_end = 0;
+        for (int t = 0; t < L; t++) placeholders += ids[t] == a->audio_token_id;
+        for (int i = 0; i < (audios[s].n > 0 ? audios[s].n : 0); i++) {
+            const iv_audio_input *c = &audios[s].clips[i];
+            const int l1 = c->n_frames > 0 ? (c->n_frames + 1) / 2 : 0, N = (l1 + 1) / 2;
+            if (N <= 0) return iv_errf(err, IV_E_INVALID, "sequence %d, audio clip %d is too short (no frames)", s, i);
+            if (c->token_offset < prev_end || c->token_offset > L - N)
+                return iv_errf(err, IV_E_INVALID,
+                               "sequence %d, audio clip %d: its %d soft tokens at %d do not fit the sequence of %d "
+                               "tokens after the previous clip",
+                               s, i, N, c->token_offset, L);
+            for (int t = c->token_offset; t < c->token_offset + N; t++)
+                if (ids[t] != a->audio_token_id)
+                    return iv_errf(err, IV_E_INVALID,
+                                   "sequence %d, audio clip %d: token %d is %d, not the audio token %d", s, i, t,
+                                   ids[t], a->audio_token_id);
+            clips[k] = *c;
+            token_row[k] = b->cu_seqlens[s] + c->token_offset;
+            feat_row[k] = feat;
+            len[k] = N;
+            feat += N;
+            covered += N;
+            prev_end = c->token_offset + N;
+            k++;
+        }
+        if (covered != placeholders)
+            return iv_errf(err, IV_E_INVALID, "sequence %d has %d audio tokens but its clips fill %d", s,
+                           placeholders, covered);
+    }
+    iv_view soft;
+    if (iv_gemma4_audio_forward(m, a, clips, n, mem, &soft, NULL, NULL, err)) return -1;
+    const iv_visual_inject vi = {.n_spans = n, .token_row = token_row, .feat_row = feat_row, .len = len,
+                                 .embeds = soft};
+    return iv_model_forward_visual(m, b, &vi, mem, hidden, err);
 }

@@ -61,13 +61,15 @@ typedef struct iv_gemma4_audio {
     int out_dims;
     const iv_tensor *out_w, *out_b;
     int text_hidden;
+    int audio_token_id; /* config.json's audio_token_id: the placeholder soft tokens replace */
     float embed_eps;
     const iv_tensor *embed_w; /* [text_hidden, out_dims] */
 } iv_gemma4_audio;
 
 /* Reads audio_config and the tower's tensors ("audio_tower." and
  * "embed_audio.", optionally under "model."); *out NULL when config.json has
- * no audio_config. Switches not implemented are IV_E_UNSUPPORTED naming the
+ * no audio_config or the checkpoint no audio_tower tensors (a text-only
+ * export). Switches not implemented are IV_E_UNSUPPORTED naming the
  * field. */
 int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err);
 
@@ -81,5 +83,21 @@ typedef void (*iv_audio_tap_fn)(void *ctx, const char *stage, iv_view v);
 int iv_gemma4_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const iv_audio_input *clips, int n,
                             const iv_fwd_mem *mem, iv_view *tokens, iv_audio_tap_fn tap, void *tap_ctx,
                             iv_err *err);
+
+/* The clips of one sequence, in token order. */
+typedef struct iv_seq_audios {
+    int n;
+    const iv_audio_input *clips;
+} iv_seq_audios;
+
+/* EmbeddingGemma2Model.forward with audio: the text model over a packed,
+ * uploaded batch whose sequence s has audios[s] (NULL or n 0: text only).
+ * Each clip's iv_gemma4_audio_num_tokens(n_frames) soft tokens replace the
+ * embeddings of its run of audio_token_id tokens starting at token_offset
+ * (which must hold exactly that many; no other audio tokens in the
+ * sequence); the per-layer inputs are computed from the merged embeddings,
+ * as transformers does. IV_E_UNSUPPORTED when the model has no audio tower. */
+int iv_model_forward_audio(const iv_model *m, const iv_batch *b, const iv_seq_audios *audios,
+                           const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
 
 #endif

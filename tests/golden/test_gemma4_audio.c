@@ -11,6 +11,7 @@
 
 #include "base/arena.h"
 #include "base/file.h"
+#include "base/json.h"
 #include "golden/golden_util.h"
 #include "models/audio_gemma4.h"
 #include "models/model.h"
@@ -195,4 +196,150 @@ TEST(gemma4_audio_rejects_unsupported_configs)
     CKPT_REJECT("embedding_gemma2_audio", other_tower, "audio_config.model_type", IV_E_UNSUPPORTED);
     /* channels[0] 64 with 128-bin conv weights: the weights' shape is wrong */
     CKPT_REJECT("embedding_gemma2_audio", narrow_channels, "layer0.conv.weight", IV_E_FORMAT);
+}
+
+/* ---- the mixed forward: audio soft tokens in the text model ---- */
+
+#define N_SEQS 2
+typedef struct seqfix {
+    int32_t ids[N_SEQS][64];
+    int lens[N_SEQS], clip[N_SEQS], offset[N_SEQS];
+    const iv_tensor *want[N_SEQS];
+} seqfix;
+
+static int seqfix_load(afix *f, seqfix *q)
+{
+    memset(q, 0, sizeof *q);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/models/embedding_gemma2_audio/audio_cases.json", iv_test_fixtures_dir());
+    cJSON *cases = NULL;
+    iv_err err = {0};
+    if (iv_json_load_file(path, 1 << 20, &cases, &err)) return iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    const cJSON *c;
+    int n = 0, rc = 0;
+    cJSON_ArrayForEach(c, iv_json_get(cases, "sequences"))
+    {
+        if (n == N_SEQS) break;
+        const cJSON *id;
+        int L = 0;
+        q->offset[n] = -1;
+        cJSON_ArrayForEach(id, iv_json_get(c, "input_ids"))
+        {
+            if (L == 64) break;
+            q->ids[n][L] = id->valueint;
+            if (id->valueint == f->m->audio->audio_token_id && q->offset[n] < 0) q->offset[n] = L;
+            L++;
+        }
+        q->lens[n] = L;
+        q->clip[n] = (int)iv_json_int(c, "clip", -1);
+        char name[96];
+        snprintf(name, sizeof name, "%s.last_hidden_state", iv_json_str(c, "name", ""));
+        if (iv_weights_f32(f->expected, name, 0, NULL, &q->want[n], &err) || q->clip[n] < 0 ||
+            q->clip[n] >= N_CLIPS || q->offset[n] < 0) {
+            rc = iv_test_fail(__FILE__, __LINE__, "sequence %s: %s", name, err.msg);
+            break;
+        }
+        n++;
+    }
+    cJSON_Delete(cases);
+    if (!rc && n != N_SEQS) rc = iv_test_fail(__FILE__, __LINE__, "%d sequences in audio_cases.json", n);
+    return rc;
+}
+
+/* Sequences `which` packed into one batch; returns the worst max abs. */
+static double check_mixed(afix *f, seqfix *q, const int *which, int n, double *worst_cos)
+{
+    iv_arena a;
+    iv_arena_init(&a);
+    const iv_fwd_mem mem = {&a, &a};
+    int32_t cu[N_SEQS + 1] = {0}, ids[2 * 64];
+    iv_audio_input clips[N_SEQS];
+    iv_seq_audios au[N_SEQS];
+    for (int i = 0; i < n; i++) {
+        const int s = which[i], c = q->clip[s];
+        cu[i + 1] = cu[i] + q->lens[s];
+        memcpy(ids + cu[i], q->ids[s], (size_t)q->lens[s] * sizeof(int32_t));
+        clips[i] = (iv_audio_input){.features = iv_f32(f->features[c]), .n_frames = f->frames[c],
+                                    .n_mels = (int)f->features[c]->shape[1], .token_offset = q->offset[s]};
+        au[i] = (iv_seq_audios){1, &clips[i]};
+    }
+    iv_batch b = {.n_seqs = n, .n_tokens = cu[n], .ids = ids, .cu_seqlens = cu};
+    iv_view hidden;
+    iv_err err = {0};
+    double worst = 0;
+    if (iv_model_check_batch(f->m, &b, &err) || iv_model_upload_batch(f->m, &b, &a, &err) ||
+        iv_model_forward_audio(f->m, &b, au, &mem, &hidden, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "mixed forward: %s", err.msg);
+    } else {
+        for (int i = 0; i < n; i++) {
+            const iv_tensor *want = q->want[which[i]];
+            const int64_t rows = want->shape[0], cols = want->shape[1];
+            CHECK_EQ_INT((int)hidden.cols, (int)cols);
+            if (hidden.cols != cols || rows != q->lens[which[i]]) continue;
+            const float *got = (const float *)hidden.data + (int64_t)cu[i] * hidden.ld;
+            char what[96];
+            snprintf(what, sizeof what, "sequence %d of %d (fixture sequence %d)", i, n, which[i]);
+            for (int64_t r = 0; r < rows; r++) {
+                const double c = iv_test_cosine(got + r * hidden.ld, iv_f32(want) + r * cols, cols);
+                const double d = iv_test_max_abs_diff(got + r * hidden.ld, iv_f32(want) + r * cols, cols);
+                CHECK_MSG(c >= MIN_COS && d <= MAX_ABS, "%s row %lld: cosine %.9f, max abs %.3g", what, (long long)r,
+                          c, d);
+                if (d > worst) worst = d;
+                if (c < *worst_cos) *worst_cos = c;
+            }
+        }
+    }
+    iv_arena_free(&a);
+    return worst;
+}
+
+TEST(gemma4_audio_mixed_forward_matches_transformers)
+{
+    afix f;
+    seqfix q;
+    if (afix_load(&f) == 0 && seqfix_load(&f, &q) == 0) {
+        static const int alone0[] = {0}, alone1[] = {1}, both[] = {0, 1}, swapped[] = {1, 0};
+        double cos = 1.0, d = 0;
+        d = fmax(d, check_mixed(&f, &q, alone0, 1, &cos));
+        d = fmax(d, check_mixed(&f, &q, alone1, 1, &cos));
+        d = fmax(d, check_mixed(&f, &q, both, 2, &cos));
+        d = fmax(d, check_mixed(&f, &q, swapped, 2, &cos));
+        printf("    embedding_gemma2 audio-only and mixed last_hidden_state: worst max abs %.2e, min cosine %.9f\n", d,
+               cos);
+    }
+    afix_free(&f);
+}
+
+TEST(gemma4_audio_mixed_forward_rejects_bad_spans)
+{
+    afix f;
+    seqfix q;
+    if (afix_load(&f) == 0 && seqfix_load(&f, &q) == 0) {
+        iv_arena a;
+        iv_arena_init(&a);
+        const iv_fwd_mem mem = {&a, &a};
+        int32_t cu[2] = {0, q.lens[1]};
+        iv_batch b = {.n_seqs = 1, .n_tokens = cu[1], .ids = q.ids[1], .cu_seqlens = cu};
+        iv_err err = {0};
+        iv_view hidden;
+        REQUIRE(iv_model_upload_batch(f.m, &b, &a, &err) == 0);
+        iv_audio_input clip = {.features = iv_f32(f.features[1]), .n_frames = f.frames[1], .n_mels = 128,
+                               .token_offset = q.offset[1] + 1};
+        iv_seq_audios au = {1, &clip};
+        /* shifted by one: the run ends on <eoa> */
+        CHECK(iv_model_forward_audio(f.m, &b, &au, &mem, &hidden, &err) == -1);
+        CHECK_EQ_INT(err.code, IV_E_INVALID);
+        /* the longer clip: more soft tokens than placeholders */
+        clip = (iv_audio_input){.features = iv_f32(f.features[0]), .n_frames = f.frames[0], .n_mels = 128,
+                                .token_offset = q.offset[1]};
+        CHECK(iv_model_forward_audio(f.m, &b, &au, &mem, &hidden, &err) == -1);
+        CHECK_EQ_INT(err.code, IV_E_INVALID);
+        /* a shorter clip: placeholders left over */
+        clip.n_frames = 8;
+        CHECK(iv_model_forward_audio(f.m, &b, &au, &mem, &hidden, &err) == -1);
+        CHECK_EQ_INT(err.code, IV_E_INVALID);
+        CHECK(strstr(err.msg, "audio tokens") != NULL);
+        iv_arena_free(&a);
+    }
+    afix_free(&f);
 }
