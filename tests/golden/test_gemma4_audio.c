@@ -12,6 +12,7 @@
 #include "base/arena.h"
 #include "base/file.h"
 #include "base/json.h"
+#include "engine/engine.h"
 #include "golden/golden_util.h"
 #include "models/audio_gemma4.h"
 #include "models/model.h"
@@ -340,6 +341,89 @@ TEST(gemma4_audio_mixed_forward_rejects_bad_spans)
         CHECK_EQ_INT(err.code, IV_E_INVALID);
         CHECK(strstr(err.msg, "audio tokens") != NULL);
         iv_arena_free(&a);
+    }
+    afix_free(&f);
+}
+
+/* Through the engine: both sequences packed in one iv_engine_run. */
+TEST(gemma4_audio_engine_run)
+{
+    afix f;
+    seqfix q;
+    if (afix_load(&f) == 0 && seqfix_load(&f, &q) == 0) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/models/embedding_gemma2_audio", iv_test_fixtures_dir());
+        iv_engine *e = NULL;
+        iv_err err = {0};
+        if (iv_engine_load(&e, dir, NULL, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "engine load: %s", err.msg);
+        } else {
+            iv_audio_input clips[N_SEQS];
+            iv_seq_input in[N_SEQS];
+            for (int s = 0; s < N_SEQS; s++) {
+                const int c = q.clip[s];
+                clips[s] = (iv_audio_input){.features = iv_f32(f.features[c]), .n_frames = f.frames[c],
+                                            .n_mels = (int)f.features[c]->shape[1], .token_offset = q.offset[s]};
+                in[s] = (iv_seq_input){.ids = q.ids[s], .len = q.lens[s], .audios = &clips[s], .n_audios = 1};
+            }
+            iv_outputs out;
+            double worst = 0, cos = 1.0;
+            if (iv_engine_run(e, IV_TASK_EMBED_ALL, in, N_SEQS, &out, &err)) {
+                iv_test_fail(__FILE__, __LINE__, "engine run: %s", err.msg);
+            } else {
+                for (int s = 0; s < N_SEQS; s++) {
+                    const iv_tensor *want = q.want[s];
+                    CHECK_EQ_INT(out.rows[s], q.lens[s]);
+                    CHECK_EQ_INT(out.cols, (int)want->shape[1]);
+                    if (out.rows[s] != q.lens[s] || out.cols != want->shape[1]) continue;
+                    for (int r = 0; r < q.lens[s]; r++) {
+                        const float *got = out.data + out.offsets[s] + (int64_t)r * out.cols;
+                        const double c = iv_test_cosine(got, iv_f32(want) + r * out.cols, out.cols);
+                        const double d = iv_test_max_abs_diff(got, iv_f32(want) + r * out.cols, out.cols);
+                        CHECK_MSG(c >= MIN_COS && d <= MAX_ABS, "engine sequence %d row %d: cosine %.9f, max abs %.3g",
+                                  s, r, c, d);
+                        worst = fmax(worst, d);
+                        cos = fmin(cos, c);
+                    }
+                }
+                iv_outputs_free(&out);
+            }
+            printf("    embedding_gemma2 audio through iv_engine_run: worst max abs %.2e, min cosine %.9f\n", worst,
+                   cos);
+            iv_engine_free(e);
+        }
+    }
+    afix_free(&f);
+}
+
+/* Off the CPU the tower is refused by name (its weights are not moved to
+ * devices yet), while the text model still loads there. */
+TEST(gemma4_audio_refused_off_cpu)
+{
+    afix f;
+    if (afix_load(&f) == 0) {
+        iv_err err = {0};
+        const iv_ops *emu = iv_ops_open("emulated", "bfloat16", &err);
+        REQUIRE(emu != NULL);
+        if (iv_model_to_device(f.m, emu, &err)) {
+            iv_test_fail(__FILE__, __LINE__, "to emulated: %s", err.msg);
+        } else {
+            iv_arena a;
+            iv_ops_arena_init(&a, emu);
+            iv_arena h;
+            iv_arena_init(&h);
+            const iv_fwd_mem mem = {&h, &a};
+            iv_audio_input in = {.features = iv_f32(f.features[0]), .n_frames = f.frames[0], .n_mels = 128};
+            iv_view tokens;
+            CHECK(iv_gemma4_audio_forward(f.m, f.m->audio, &in, 1, &mem, &tokens, NULL, NULL, &err) == -1);
+            CHECK_EQ_INT(err.code, IV_E_UNSUPPORTED);
+            CHECK(strstr(err.msg, "CPU only") != NULL);
+            iv_arena_free(&a);
+            iv_arena_free(&h);
+        }
+        afix_free(&f);
+        iv_ops_close(emu);
+        return;
     }
     afix_free(&f);
 }
