@@ -204,7 +204,7 @@ int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err)
     iv_gemma4_audio *a = iv_model_alloc(m, sizeof *a);
     if (!a) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int chunk = 0, left = 0, right = 0;
-    if (cfg_int(ac, "hidden_size", 1536, 2, 1 << 16, &a->hidden, err) ||
+    if (cfg_int(ac, "hidden_size", 1024, 2, 1 << 16, &a->hidden, err) ||
         cfg_int(ac, "num_attention_heads", 8, 1, 1024, &a->n_heads, err) ||
         cfg_int(ac, "num_hidden_layers", 12, 1, 1024, &a->n_layers, err) ||
         cfg_int(ac, "conv_kernel_size", 5, 1, 1024, &a->conv_kernel, err) ||
@@ -238,7 +238,7 @@ int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err)
         return iv_errf(err, IV_E_FORMAT, "audio_config: rms_norm_eps, gradient_clipping and attention_logit_cap "
                                          "must be positive");
     a->k_scale = (float)(log(1.0 + exp(1.0)) / log(2.0));
-    const int clipped = iv_json_bool(ac, "use_clipped_linears", 0);
+    const int clipped = iv_json_bool(ac, "use_clipped_linears", 1); /* Gemma4AudioConfig's default */
     const cJSON *ch = iv_json_get(ac, "subsampling_conv_channels");
     if (ch && (!cJSON_IsArray(ch) || cJSON_GetArraySize(ch) != 2))
         return iv_errf(err, IV_E_UNSUPPORTED, "audio_config.subsampling_conv_channels must list two channel counts");
