@@ -281,6 +281,55 @@ int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err)
     return 0;
 }
 
+/* ---- devices ---- */
+
+int iv_gemma4_audio_table_ok(const iv_ops *ops)
+{
+    return ops->conv2d && ops->clamp && ops->mul_cols && ops->causal_conv1d && ops->rel_bias;
+}
+
+static int prep(const iv_ops *ops, const iv_tensor **w, iv_err *err)
+{
+    const iv_tensor *r = ops->prepare_weight(ops, *w, (*w)->ndim == 2, err);
+    if (!r) return -1;
+    *w = r;
+    return 0;
+}
+
+static int prep_clip(const iv_ops *ops, iv_clip_linear *L, iv_err *err) { return prep(ops, &L->w, err); }
+
+static int prep_ffw(const iv_ops *ops, iv_g4a_ffw *F, iv_err *err)
+{
+    return prep(ops, &F->pre_norm, err) || prep(ops, &F->post_norm, err) || prep_clip(ops, &F->up, err) ||
+                   prep_clip(ops, &F->down, err)
+               ? -1
+               : 0;
+}
+
+int iv_gemma4_audio_to_device(iv_gemma4_audio *a, const iv_ops *ops, iv_err *err)
+{
+    if (ops->host_visible || !iv_gemma4_audio_table_ok(ops)) return 0; /* the forward refuses the latter */
+    if (prep(ops, &a->conv0_w, err) || prep(ops, &a->norm0_w, err) || prep(ops, &a->conv1_w, err) ||
+        prep(ops, &a->norm1_w, err) || prep(ops, &a->proj_w, err) || prep(ops, &a->out_w, err) ||
+        prep(ops, &a->out_b, err) || prep(ops, &a->embed_w, err))
+        goto fail;
+    for (int l = 0; l < a->n_layers; l++) {
+        iv_g4a_layer *L = &a->layers[l];
+        if (prep_ffw(ops, &L->ffw1, err) || prep_ffw(ops, &L->ffw2, err) || prep(ops, &L->norm_pre_attn, err) ||
+            prep(ops, &L->norm_post_attn, err) || prep(ops, &L->norm_out, err) || prep_clip(ops, &L->q, err) ||
+            prep_clip(ops, &L->k, err) || prep_clip(ops, &L->v, err) || prep_clip(ops, &L->post, err) ||
+            prep(ops, &L->q_scale, err) || prep(ops, &L->lconv_pre_norm, err) || prep(ops, &L->conv_norm, err) ||
+            prep(ops, &L->conv_w, err) || prep_clip(ops, &L->lin_start, err) || prep_clip(ops, &L->lin_end, err))
+            goto fail;
+        for (int h = 0; h < a->n_heads; h++)
+            if (prep(ops, &L->rel_k[h], err)) goto fail;
+    }
+    return 0;
+fail:
+    iv_err_prefix(err, "audio tower: ");
+    return -1;
+}
+
 /* ---- forward ---- */
 
 typedef struct fwd {
@@ -329,11 +378,11 @@ int iv_gemma4_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const i
                             const iv_fwd_mem *mem, iv_view *tokens, iv_audio_tap_fn tap, void *tap_ctx, iv_err *err)
 {
     const iv_ops *ops = m->ops;
-    /* The tower's weights stay host FP32: iv_model_to_device does not move
-     * them yet (models/linear_weights.c knows only the text model's). */
-    if (!ops->host_visible || !ops->conv2d || !ops->clamp || !ops->mul_cols || !ops->causal_conv1d || !ops->rel_bias)
-        return iv_errf(err, IV_E_UNSUPPORTED, "the Gemma4 audio tower runs on the CPU only for now (device %s); "
-                                              "run it with --device cpu",
+    /* Tables without the tower's ops (CUDA today) kept its weights on the
+     * host (iv_gemma4_audio_to_device): refuse by name. */
+    if (!iv_gemma4_audio_table_ok(ops))
+        return iv_errf(err, IV_E_UNSUPPORTED, "the %s device has no kernels for the Gemma4 audio tower yet "
+                                              "(conv2d, clamp, mul_cols); run it with --device cpu",
                        ops->name);
     if (n <= 0) return iv_errf(err, IV_E_INVALID, "no audio clips");
     int32_t *cu0 = iv_arena_alloc(mem->host, (size_t)(n + 1) * sizeof(int32_t));

@@ -73,6 +73,13 @@ typedef struct iv_gemma4_audio {
  * field. */
 int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err);
 
+/* Whether a table has every op the tower runs (CUDA has not yet). */
+int iv_gemma4_audio_table_ok(const iv_ops *ops);
+/* Replaces the tower's weights by ops' prepared copies (iv_model_to_device);
+ * a no-op on host-visible tables and on tables without the tower's ops,
+ * whose forward then refuses audio by name. */
+int iv_gemma4_audio_to_device(iv_gemma4_audio *a, const iv_ops *ops, iv_err *err);
+
 /* Optional per-stage observer: "subsample", "layer<i>", "tower",
  * "soft_tokens", each [N, width] rows of all clips in order. */
 typedef void (*iv_audio_tap_fn)(void *ctx, const char *stage, iv_view v);
