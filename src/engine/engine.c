@@ -23,6 +23,7 @@
 #include "heads/pooling.h"
 #include "heads/st_dense.h"
 #include "heads/task_heads.h"
+#include "models/audio_gemma4.h"
 #include "models/lm_score_head.h"
 #include "models/model.h"
 #include "models/pack_weights.h"
@@ -532,12 +533,20 @@ static int run_multivector(iv_engine *e, const iv_batch *b, iv_view hidden, iv_o
 }
 
 /* The backbone over the packed batch: the multimodal forward when some
- * sequence brings images, else the text one. */
+ * sequence brings images or audio, else the text one. */
 static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch *b, iv_view *hidden, iv_err *err)
 {
-    int any = 0;
-    for (int i = 0; i < n; i++) any |= seqs[i].n_images > 0;
-    if (!any) {
+    int any = 0, any_audio = 0;
+    for (int i = 0; i < n; i++) any |= seqs[i].n_images > 0, any_audio |= seqs[i].n_audios > 0;
+    if (any_audio) {
+        if (any) return iv_errf(err, IV_E_UNSUPPORTED, "a batch with both images and audio is not supported yet");
+        iv_seq_audios *sa = iv_arena_alloc(&e->arena, (size_t)n * sizeof *sa);
+        if (!sa) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        for (int i = 0; i < n; i++)
+            sa[i] = (iv_seq_audios){seqs[i].n_audios > 0 ? seqs[i].n_audios : 0, seqs[i].audios};
+        return iv_model_forward_audio(e->model, b, sa, &e->mem, hidden, err);
+    }
+    if (!any) { /* text only: media never fold */
         if (!e->no_fold) {
             const int folded = iv_fold_forward(e->model, e->prefix_cache, seqs, b, &e->mem, &e->pins, &e->fold_stats,
                                                hidden, err);

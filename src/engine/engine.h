@@ -81,6 +81,13 @@ typedef struct iv_seq_input {
     /* 1: never share this sequence's states with others (prefix folding and
      * the prefix cache): typed decisions, as the coverage spec asks. */
     int no_fold;
+    /* Audio clips of this sequence, for checkpoints with an audio tower
+     * (EmbeddingGemma2's Gemma4 tower, models/audio_gemma4.h): each one's
+     * valid log-mel frames and where its run of audio tokens starts in ids
+     * (the run must hold exactly its soft tokens). NULL / 0: none.
+     * docs/audio.md. A batch may not mix images and audio yet. */
+    const struct iv_audio_input *audios;
+    int n_audios;
 } iv_seq_input;
 
 /* Results of one forward: for sequence s, rows[s] rows of `cols` floats at

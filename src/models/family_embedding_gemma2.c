@@ -1,7 +1,8 @@
 /* EmbeddingGemma 2 text (transformers `embedding_gemma2_text`, and the text
  * backbone of the multimodal `embedding_gemma2` checkpoint, whose
  * text_config iv_hf_config reads and whose tensors sit under
- * `language_model.`; the image and audio towers are not run). A
+ * `language_model.`; its audio tower, when audio_config declares one, is
+ * loaded by models/audio_gemma4.c; the image tower is not run). A
  * bidirectional Gemma4-style encoder (the shared stack: models/gemma4_text.h):
  *   - embeddings x sqrt(hidden); RMSNorm x * w (weights around 1, not
  *     Gemma3's 1 + w), sandwich norms around attention and MLP;
@@ -18,6 +19,7 @@
  *     bias) on every token: the states the sentence-transformers pipeline
  *     pools are embedding_dim wide. */
 #include "base/json.h"
+#include "models/audio_gemma4.h"
 #include "models/family.h"
 #include "models/gemma4_text.h"
 #include "models/loader.h"
@@ -34,7 +36,8 @@ static int embedding_gemma2_load(iv_model *m, iv_err *err)
     if (iv_gemma4_text_load(m, &d, err)) return -1;
     const int64_t E = iv_json_int(m->cfg.json, "embedding_dim", 768);
     if (E <= 0 || E > (1 << 20)) return iv_errf(err, IV_E_FORMAT, "config.json: embedding_dim out of range");
-    return iv_ld(m, "embedding_projection.weight", E, m->cfg.hidden_size, &m->out_proj, err);
+    if (iv_ld(m, "embedding_projection.weight", E, m->cfg.hidden_size, &m->out_proj, err)) return -1;
+    return iv_gemma4_audio_load(m, &m->audio, err);
 }
 
 static const char *const k_types[] = {"embedding_gemma2_text", "embedding_gemma2", NULL};

@@ -257,8 +257,11 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
         return iv_errf(err, IV_E_NOMEM, "out of memory for embeddings of %lld tokens", (long long)T);
 
     if (vi) {
-        if (m->conv.w || m->ple_w || m->seq_rope || m->rel_bias.table)
-            return iv_errf(err, IV_E_INTERNAL, "visual rows with a token convolution, per-layer inputs, "
+        /* Per-layer inputs are built below from x after the rows are
+         * replaced: from the merged embeddings, as EmbeddingGemma2Model does
+         * with audio soft tokens (models/audio_gemma4.c). */
+        if (m->conv.w || m->seq_rope || m->rel_bias.table)
+            return iv_errf(err, IV_E_INTERNAL, "visual rows with a token convolution, "
                                                "length-dependent rotary or a relative bias");
         for (int i = 0; i < vi->n_spans; i++)
             ops->scale(ops, iv_view_rows(x, vi->token_row[i], vi->token_row[i] + vi->len[i]),

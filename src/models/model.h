@@ -160,6 +160,9 @@ typedef struct iv_model {
      * [IMG_END]): tokenizer ids the engine sets once the tokenizer is
      * loaded (the model's files do not name them); -1 until then. */
     int image_break_id, image_end_id;
+    /* EmbeddingGemma2's Gemma4 audio tower and embedder
+     * (models/audio_gemma4.h), or NULL. */
+    struct iv_gemma4_audio *audio;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;

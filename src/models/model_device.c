@@ -6,6 +6,7 @@
  * tables that are not host_visible. */
 #include <stdlib.h>
 
+#include "models/audio_gemma4.h"
 #include "models/linear_weights.h"
 #include "models/model.h"
 
@@ -32,6 +33,7 @@ int iv_model_to_device(iv_model *m, const iv_ops *ops, iv_err *err)
                            m->cfg.model_type, ops->name);
     const unsigned kinds = IV_LW_LAYER_MATMULS | IV_LW_AUX | IV_LW_HEADS | IV_LW_VECTORS;
     if (iv_model_replace_linear_weights(m, kinds, prepare, (void *)ops, err)) return -1;
+    if (m->audio && iv_gemma4_audio_to_device(m->audio, ops, err)) return -1;
     m->ops = ops;
     return 0;
 }

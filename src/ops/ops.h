@@ -114,6 +114,12 @@ typedef struct iv_attn_args {
      * (ColBERT query-expansion [MASK]s); its own query row is still computed. */
     const uint8_t *key_mask;
     float softcap;            /* 0: none; else scores = softcap * tanh(scores / softcap) */
+    /* 0: the softcap caps scale * q.k before the bias is added (Gemma 2);
+     * 1: it caps scale * q.k + bias (Gemma4's audio attention, whose
+     * relative-position term sits inside the tanh). CPU and emulated
+     * tables only: the models that set it need conv2d, which the CUDA
+     * table leaves NULL, so they are refused there at load. */
+    int softcap_after_bias;
 } iv_attn_args;
 
 /* Attention of folded prefixes (models/fold.h): the queries come in runs,
@@ -282,6 +288,28 @@ typedef struct iv_delta_rule_args {
 } iv_delta_rule_args;
 #define IV_DELTA_CHUNK_MAX 256
 
+/* A 2-D convolution without bias over packed images (iv_ops.conv2d;
+ * Gemma4's audio subsampler, whose "image" is the mel spectrogram): image s
+ * owns input rows [cu_in[s], cu_in[s+1]) and output rows [cu_out[s],
+ * cu_out[s+1]), with out_len = (in_len + 2 pad - kernel) / stride + 1 (0
+ * when in_len + 2 pad < kernel).
+ * A row is one position of the first (time) axis holding the second axis'
+ * positions, channels fastest: x [T, w_in * c_in], y [T', w_out * c_out],
+ * w_out = (w_in + 2 pad - kernel) / stride + 1. Square kernel and stride,
+ * zero padding `pad` on every side of every image (rows of other images
+ * are never read):
+ *   y[o, q, co] = sum_{ci, ki, kj} w[co, ci, ki, kj] x[o stride - pad + ki, q stride - pad + kj, ci]
+ * w is PyTorch's [c_out, c_in, kernel, kernel] Conv2d weight viewed
+ * [c_out, c_in * kernel * kernel]. y must not overlap x. */
+typedef struct iv_conv2d_args {
+    iv_view y, x;
+    const iv_tensor *w;
+    int c_in, c_out, w_in, w_out, kernel, stride, pad;
+    const int32_t *cu_in, *cu_out;         /* host, n_seqs + 1 entries covering all rows */
+    const int32_t *cu_in_dev, *cu_out_dev; /* dev, the same values */
+    int n_seqs;
+} iv_conv2d_args;
+
 typedef struct iv_ops iv_ops;
 struct iv_ops {
     const char *name;
@@ -388,6 +416,16 @@ struct iv_ops {
     /* The same rule in chunks (iv_delta_rule_args.chunk); NULL on tables
      * without it, where the model runs delta_rule. */
     void (*delta_chunk)(const iv_ops *ops, const iv_delta_rule_args *a);
+
+    /* Gemma4's audio tower: y = min(max(x, lo), hi) elementwise (torch.clamp,
+     * NaN stays NaN; infinite bounds are no-ops); y[t, c] = x[t, c] *
+     * w[c % n] with n = numel(w) dividing x.cols (a per-column scale tiled
+     * over heads); the 2-D convolution (iv_conv2d_args). y may alias x in
+     * clamp and mul_cols. NULL on tables without them, which then refuse the
+     * audio tower at load. */
+    void (*clamp)(const iv_ops *ops, iv_view y, iv_view x, float lo, float hi);
+    void (*mul_cols)(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w);
+    void (*conv2d)(const iv_ops *ops, const iv_conv2d_args *a);
 
     /* Row stride, in elements, for a scratch activation of `cols` columns
      * that a linear op will read (>= cols); NULL: cols. */

@@ -701,6 +701,7 @@ typedef struct att_case {
     int causal, window_left, window_right;
     int alibi, bias, key_mask;
     float softcap, q_range;
+    int softcap_after_bias;
 } att_case;
 
 /* Mixed lengths: a 1-token sequence, an empty one, one of several 64-query blocks. */
@@ -710,6 +711,9 @@ static const int ATT_LENS[] = {5, 1, 17, 0, 70, 2};
 static void run_attention(dctx *d, const void *cv)
 {
     const att_case *c = cv;
+    /* Only tables with the audio tower's ops take softcap_after_bias (the
+     * model needing it is refused elsewhere at load). */
+    if (c->softcap_after_bias && !d->ops->conv2d) return;
     ops_rng r = {8000 + (uint64_t)(c->n_heads * 1000 + c->head_dim * 10 + c->causal)};
     case_begin(d, "attention %s", c->name);
     int32_t cu[ATT_SEQS + 1] = {0};
@@ -767,6 +771,7 @@ static void run_attention(dctx *d, const void *cv)
             .bias_offsets_dev = bias ? offs : NULL,
             .key_mask = c->key_mask ? mask : NULL,
             .softcap = c->softcap,
+            .softcap_after_bias = c->softcap_after_bias,
         };
         d->cpu->attention(d->cpu, &a);
         a.q = iv_view_cols(dview(d, qkv), 0, qw);
@@ -786,18 +791,19 @@ static void run_attention(dctx *d, const void *cv)
 TEST(devices_attention)
 {
     static const att_case cases[] = {
-        {"bidirectional", 4, 4, 32, 0, -1, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"causal", 3, 3, 64, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"sliding window", 2, 2, 16, 0, 5, 3, 0, 0, 0, 0.0f, 1.0f},
-        {"causal sliding window", 4, 2, 24, 1, 4, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"gqa", 8, 2, 16, 0, -1, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"mqa, odd head_dim", 4, 1, 20, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"alibi", 4, 4, 16, 0, -1, -1, 1, 0, 0, 0.0f, 1.0f},
-        {"bias", 2, 2, 32, 0, -1, -1, 0, 1, 0, 0.0f, 1.0f},
-        {"key mask", 2, 2, 20, 0, -1, -1, 0, 0, 1, 0.0f, 1.0f},
-        {"softcap", 2, 2, 16, 0, -1, -1, 0, 0, 0, 5.0f, 4.0f},
-        {"everything", 4, 2, 17, 1, 40, -1, 1, 1, 1, 8.0f, 3.0f},
-        {"everything bidirectional", 6, 3, 33, 0, 50, 20, 1, 1, 1, 8.0f, 3.0f},
+        {"bidirectional", 4, 4, 32, 0, -1, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"causal", 3, 3, 64, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"sliding window", 2, 2, 16, 0, 5, 3, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"causal sliding window", 4, 2, 24, 1, 4, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"gqa", 8, 2, 16, 0, -1, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"mqa, odd head_dim", 4, 1, 20, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"alibi", 4, 4, 16, 0, -1, -1, 1, 0, 0, 0.0f, 1.0f, 0},
+        {"bias", 2, 2, 32, 0, -1, -1, 0, 1, 0, 0.0f, 1.0f, 0},
+        {"key mask", 2, 2, 20, 0, -1, -1, 0, 0, 1, 0.0f, 1.0f, 0},
+        {"softcap", 2, 2, 16, 0, -1, -1, 0, 0, 0, 5.0f, 4.0f, 0},
+        {"everything", 4, 2, 17, 1, 40, -1, 1, 1, 1, 8.0f, 3.0f, 0},
+        {"everything bidirectional", 6, 3, 33, 0, 50, 20, 1, 1, 1, 8.0f, 3.0f, 0},
+        {"softcap after bias (gemma4 audio)", 4, 4, 8, 1, 11, -1, 0, 1, 0, 5.0f, 4.0f, 1},
     };
     FOR_EACH_TABLE("attention", run_attention, cases);
 }
@@ -876,10 +882,10 @@ static void run_attention_rows(dctx *d, const void *cv)
 TEST(devices_attention_rows)
 {
     static const att_case cases[] = {
-        {"gqa", 8, 2, 16, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"window", 4, 2, 24, 1, 6, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"mqa, odd head_dim", 4, 1, 20, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f},
-        {"softcap, wide head", 2, 2, 128, 1, 30, -1, 0, 0, 0, 5.0f, 4.0f},
+        {"gqa", 8, 2, 16, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"window", 4, 2, 24, 1, 6, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"mqa, odd head_dim", 4, 1, 20, 1, -1, -1, 0, 0, 0, 0.0f, 1.0f, 0},
+        {"softcap, wide head", 2, 2, 128, 1, 30, -1, 0, 0, 0, 5.0f, 4.0f, 0},
     };
     FOR_EACH_TABLE("attention_rows", run_attention_rows, cases);
 }
@@ -1221,6 +1227,77 @@ TEST(devices_im2col)
 {
     static const int kernels[] = {1, 3, 5};
     FOR_EACH_TABLE("im2col", run_im2col, kernels);
+}
+
+/* ---- Gemma4 audio: clamp, mul_cols, conv2d ---- */
+
+static void run_clamp_mul_cols(dctx *d, const void *cv)
+{
+    const int which = *(const int *)cv;
+    if (!d->ops->clamp) return; /* a table without them refuses the audio tower at load */
+    ops_rng r = {17000 + (uint64_t)which};
+    case_begin(d, "%s", which ? "mul_cols" : "clamp");
+    abuf *x = abuf_new(d, &r, "x", 9, 24, 1, 27, -3.0f, 3.0f);
+    abuf *y = abuf_new(d, &r, "y", 9, 24, 2, 28, -1.0f, 1.0f);
+    wbuf *w = wbuf_new(d, &r, 0, 8, -2.0f, 2.0f, 0);
+    if (!d->broken) {
+        if (which) {
+            d->cpu->mul_cols(d->cpu, hview(y), hview(x), &w->ht);
+            d->ops->mul_cols(d->ops, dview(d, y), dview(d, x), w->dev);
+        } else {
+            d->cpu->clamp(d->cpu, hview(y), hview(x), -1.25f, 0.5f);
+            d->ops->clamp(d->ops, dview(d, y), dview(d, x), -1.25f, 0.5f);
+        }
+    }
+    case_end(d);
+}
+
+TEST(devices_clamp_mul_cols)
+{
+    static const int cases[] = {0, 1};
+    FOR_EACH_TABLE("clamp/mul_cols", run_clamp_mul_cols, cases);
+}
+
+typedef struct conv2d_case {
+    int c_in, c_out, w_in, kernel, stride, pad;
+} conv2d_case;
+
+static void run_conv2d(dctx *d, const void *cv)
+{
+    const conv2d_case *c = cv;
+    if (!d->ops->conv2d) return;
+    static const int lens[] = {7, 1, 12, 0, 4};
+    enum { N_SEQS = 5 };
+    ops_rng r = {18000 + (uint64_t)(c->c_in * 10 + c->kernel)};
+    case_begin(d, "conv2d %dx%d k%d s%d p%d", c->c_in, c->c_out, c->kernel, c->stride, c->pad);
+    int32_t cu_in[N_SEQS + 1] = {0}, cu_out[N_SEQS + 1] = {0};
+    for (int s = 0; s < N_SEQS; s++) {
+        cu_in[s + 1] = cu_in[s] + lens[s];
+        cu_out[s + 1] = cu_out[s] + (lens[s] + 2 * c->pad >= c->kernel ? (lens[s] + 2 * c->pad - c->kernel) / c->stride + 1 : 0);
+    }
+    const int w_out = (c->w_in + 2 * c->pad - c->kernel) / c->stride + 1;
+    const int64_t xc = (int64_t)c->w_in * c->c_in, yc = (int64_t)w_out * c->c_out;
+    abuf *x = abuf_new(d, &r, "x", cu_in[N_SEQS], xc, 1, xc + 2, -2.0f, 2.0f);
+    abuf *y = abuf_new(d, &r, "y", cu_out[N_SEQS], yc, 2, yc + 3, -1.0f, 1.0f);
+    wbuf *w = wbuf_new(d, &r, c->c_out, (int64_t)c->c_in * c->kernel * c->kernel, -0.5f, 0.5f, 0);
+    const int32_t *in_dev = dev_put(d, cu_in, sizeof cu_in), *out_dev = dev_put(d, cu_out, sizeof cu_out);
+    if (!d->broken) {
+        iv_conv2d_args a = {
+            .y = hview(y), .x = hview(x), .w = &w->ht, .c_in = c->c_in, .c_out = c->c_out, .w_in = c->w_in,
+            .w_out = w_out, .kernel = c->kernel, .stride = c->stride, .pad = c->pad, .cu_in = cu_in,
+            .cu_out = cu_out, .cu_in_dev = cu_in, .cu_out_dev = cu_out, .n_seqs = N_SEQS,
+        };
+        d->cpu->conv2d(d->cpu, &a);
+        a.y = dview(d, y), a.x = dview(d, x), a.w = w->dev, a.cu_in_dev = in_dev, a.cu_out_dev = out_dev;
+        d->ops->conv2d(d->ops, &a);
+    }
+    case_end(d);
+}
+
+TEST(devices_conv2d)
+{
+    static const conv2d_case cases[] = {{1, 6, 16, 3, 2, 1}, {6, 3, 8, 3, 2, 1}, {2, 4, 5, 3, 1, 0}};
+    FOR_EACH_TABLE("conv2d", run_conv2d, cases);
 }
 
 /* ---- Gated DeltaNet's delta rule, token by token and chunked ---- */

@@ -4,6 +4,7 @@
  *   visible(i, j) = (!causal || j <= i) && (wl < 0 || i - j <= wl)
  *                   && (wr < 0 || j - i <= wr) && key_mask[j] != 0
  *   s(i, j) = softcap(scale * q_i . k_j) + bias[h, i, j] - slope_h * |i - j|
+ *   (softcap_after_bias: softcap(scale * q_i . k_j + bias[h, i, j]) - ...)
  *   out_i   = sum_j softmax_j(s(i, j)) v_j  over the visible j
  * The softcap applies to the scaled dot product before any additive term,
  * as in Gemma 2 (tanh-capping, then the mask). A query that sees no key at
@@ -260,19 +261,27 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
     const float slope = a->alibi_slopes ? a->alibi_slopes[h] : 0.0f;
 
     /* scale * q.k and the softcap come before any additive term, so a bias
-     * needs its own pass in between. */
+     * needs its own pass in between; with softcap_after_bias the cap comes
+     * after it (a third pass). */
     if (bias_seq) {
+        const int cap_first = softcap && !a->softcap_after_bias;
         for (int64_t jj = 0; jj < nk; jj++)
             for (int g = 0; g < ng; g++) {
                 float *x = w->st + jj * ATT_BQ + g * IV_VL;
                 vf v = v_load(x) * scale;
-                if (softcap) v = cap * v_tanh(v / cap);
+                if (cap_first) v = cap * v_tanh(v / cap);
                 v_store(x, v);
             }
         for (int64_t r = 0; r < nq; r++) {
             const float *brow = bias_seq + ((int64_t)h * len + i0 + r) * len + jlo;
             for (int64_t jj = 0; jj < nk; jj++) w->st[jj * ATT_BQ + r] += brow[jj];
         }
+        if (softcap && !cap_first)
+            for (int64_t jj = 0; jj < nk; jj++)
+                for (int g = 0; g < ng; g++) {
+                    float *x = w->st + jj * ATT_BQ + g * IV_VL;
+                    v_store(x, cap * v_tanh(v_load(x) / cap));
+                }
     }
     for (int64_t jj = 0; jj < nk; jj++) {
         int32_t j = (int32_t)(jlo + jj);

@@ -68,6 +68,9 @@ void iv_cpu_gate_mul(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act 
 void iv_cpu_causal_conv1d(const iv_ops *ops, const iv_causal_conv_args *a);
 void iv_cpu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a);
 void iv_cpu_delta_chunk(const iv_ops *ops, const iv_delta_rule_args *a);
+void iv_cpu_clamp(const iv_ops *ops, iv_view y, iv_view x, float lo, float hi);
+void iv_cpu_mul_cols(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w);
+void iv_cpu_conv2d(const iv_ops *ops, const iv_conv2d_args *a);
 int64_t iv_cpu_act_stride(int64_t cols);
 
 #endif

@@ -69,6 +69,9 @@ static const iv_ops cpu_ops = {
     .causal_conv1d = iv_cpu_causal_conv1d,
     .delta_rule = iv_cpu_delta_rule,
     .delta_chunk = iv_cpu_delta_chunk,
+    .clamp = iv_cpu_clamp,
+    .mul_cols = iv_cpu_mul_cols,
+    .conv2d = iv_cpu_conv2d,
     .act_stride = iv_cpu_act_stride,
 };
 

@@ -358,7 +358,10 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     o->im2col = iv_cuda_im2col;
     /* gate_mul, causal_conv1d, delta_rule and delta_chunk (Gated DeltaNet,
      * gated attention) have no kernels here yet: they stay NULL and the
-     * model refuses such checkpoints at load (models/model_device.c). */
+     * model refuses such checkpoints at load (models/model_device.c).
+     * clamp, mul_cols and conv2d (Gemma4's audio tower) have none either,
+     * nor does attention honour softcap_after_bias, which only that tower
+     * sets: it refuses tables without conv2d (models/audio_gemma4.c). */
     /* Folded-prefix attention (iv_attn_rows_args) has no kernel yet: NULL
      * keeps the engine on the unfolded path here (docs/prefix-folding.md). */
     o->attention_rows = NULL;

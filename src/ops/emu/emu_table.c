@@ -1146,6 +1146,79 @@ static void emu_delta_rule_with(const iv_ops *ops, const iv_delta_rule_args *a, 
 static void emu_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a) { emu_delta_rule_with(ops, a, 0); }
 static void emu_delta_chunk(const iv_ops *ops, const iv_delta_rule_args *a) { emu_delta_rule_with(ops, a, 1); }
 
+/* ---- Gemma4's audio tower: clamp, mul_cols, conv2d (the CPU kernels on
+ * FP32 copies, outputs rounded to storage) ---- */
+
+static void emu_clamp(const iv_ops *ops, iv_view y, iv_view x, float lo, float hi)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "clamp", "y");
+    check_act_view(c, x, "clamp", "x");
+    if (x.rows != y.rows || x.cols != y.cols) emu_die("clamp", "shapes do not match");
+    if (x.rows == 0 || x.cols == 0) return;
+    float *xf = read_view(c, x, "clamp", "x");
+    cpu->clamp(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), lo, hi);
+    write_view(c, y, xf, "clamp", "y");
+    free(xf);
+}
+
+static void emu_mul_cols(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, y, "mul_cols", "y");
+    check_act_view(c, x, "mul_cols", "x");
+    const int64_t n = iv_tensor_numel(w);
+    if (x.rows != y.rows || x.cols != y.cols || n <= 0 || x.cols % n) emu_die("mul_cols", "shapes do not match");
+    if (x.rows == 0 || x.cols == 0) return;
+    float *xf = read_view(c, x, "mul_cols", "x");
+    float *wf = read_weight(c, w, "mul_cols", "weight");
+    iv_tensor wt = iv_tensor_1d(wf, n);
+    cpu->mul_cols(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), &wt);
+    write_view(c, y, xf, "mul_cols", "y");
+    free(xf);
+    free(wf);
+}
+
+static void emu_conv2d(const iv_ops *ops, const iv_conv2d_args *a)
+{
+    emu_ctx *c = ctx_of(ops);
+    const iv_ops *cpu = iv_cpu_ops();
+    check_act_view(c, a->y, "conv2d", "y");
+    check_act_view(c, a->x, "conv2d", "x");
+    const int64_t patch = (int64_t)a->c_in * a->kernel * a->kernel;
+    if (a->kernel < 1 || a->stride < 1 || a->pad < 0 || a->c_in < 1 || a->c_out < 1 ||
+        a->x.cols != (int64_t)a->w_in * a->c_in || a->y.cols != (int64_t)a->w_out * a->c_out ||
+        a->w_out != (a->w_in + 2 * a->pad - a->kernel) / a->stride + 1 || iv_tensor_rows(a->w) != a->c_out ||
+        iv_tensor_numel(a->w) != a->c_out * patch)
+        emu_die("conv2d", "shapes do not match");
+    check_cu_seqlens(c, a->cu_in, a->cu_in_dev, a->n_seqs, a->x.rows, "conv2d");
+    check_cu_seqlens(c, a->cu_out, a->cu_out_dev, a->n_seqs, a->y.rows, "conv2d");
+    for (int s = 0; s < a->n_seqs; s++) {
+        const int in_len = a->cu_in[s + 1] - a->cu_in[s], out_len = a->cu_out[s + 1] - a->cu_out[s];
+        if (out_len != (in_len + 2 * a->pad >= a->kernel ? (in_len + 2 * a->pad - a->kernel) / a->stride + 1 : 0))
+            emu_die("conv2d", "image %d: %d output rows for %d input rows", s, out_len, in_len);
+    }
+    if (a->y.rows == 0) return;
+    float *xf = read_view(c, a->x, "conv2d", "x");
+    float *wf = read_weight(c, a->w, "conv2d", "weight");
+    float *yf = iv_cpu_scratch((size_t)(a->y.rows * a->y.cols) * sizeof(float));
+    memset(yf, 0, (size_t)(a->y.rows * a->y.cols) * sizeof(float));
+    iv_tensor wt = iv_tensor_2d(wf, a->c_out, patch);
+    iv_conv2d_args h = *a;
+    h.x = dense(xf, a->x.rows, a->x.cols);
+    h.y = dense(yf, a->y.rows, a->y.cols);
+    h.w = &wt;
+    h.cu_in_dev = a->cu_in;
+    h.cu_out_dev = a->cu_out;
+    cpu->conv2d(cpu, &h);
+    write_view(c, a->y, yf, "conv2d", "y");
+    free(xf);
+    free(wf);
+    free(yf);
+}
+
 /* ---- the table ---- */
 
 const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
@@ -1200,6 +1273,9 @@ const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
         .causal_conv1d = emu_causal_conv1d,
         .delta_rule = emu_delta_rule,
         .delta_chunk = emu_delta_chunk,
+        .clamp = emu_clamp,
+        .mul_cols = emu_mul_cols,
+        .conv2d = emu_conv2d,
         .act_stride = NULL,
     };
     return &c->ops;
