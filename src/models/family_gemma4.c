@@ -9,11 +9,11 @@
  * (token table and projection), use_bidirectional_attention and the routed
  * experts beside the dense MLP.
  *
- * What this file adds: the names, the towers it refuses, and Gemma4Model's
- * placeholder ids embedded as the pad token. The image
- * tower (vision_config) is not implemented: text inputs run, images are
- * refused by the engine (the model has no visual tower); a checkpoint that
- * declares an audio tower (audio_config) is rejected at load. There are no
+ * What this file adds: the names, the image tower when config.json has a
+ * vision_config (models/vision_gemma4.h: tower, embedder, mixed forward,
+ * the image token run hook), the audio tower it refuses (a checkpoint that
+ * declares audio_config is rejected at load), and Gemma4Model's
+ * placeholder ids embedded as the pad token. There are no
  * task heads: transformers registers none for Gemma4 besides the LM head,
  * which a causal reranker reads through lm_score_head.h
  * (final_logit_softcapping included). */
@@ -22,6 +22,7 @@
 #include "base/json.h"
 #include "models/family.h"
 #include "models/gemma4_text.h"
+#include "models/vision_gemma4.h"
 
 static const char *const k_archs[] = {"Gemma4TextModel", "Gemma4ForCausalLM", "Gemma4Model",
                                       "Gemma4ForConditionalGeneration", NULL};
@@ -59,8 +60,9 @@ static int gemma4_load(iv_model *m, iv_err *err)
         .default_ple_dim = 256, .ple_token_table = 1, .full_rope_default = "proportional",
         .default_global_kv_heads = 0,
     };
-    if (iv_gemma4_text_load(m, &d, err)) return -1;
-    return placeholder_ids_as_pad(m, err);
+    if (iv_gemma4_text_load(m, &d, err) || placeholder_ids_as_pad(m, err)) return -1;
+    if (strcmp(m->cfg.model_type, "gemma4")) return 0; /* gemma4_text has no towers */
+    return iv_gemma4_vision_load(m, &m->gemma4_vision, err);
 }
 
 static const char *const k_types[] = {"gemma4_text", "gemma4", NULL};

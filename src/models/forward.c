@@ -255,14 +255,15 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
     if (!pos_dev || embed_tokens(m, b, pos_dev, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for embeddings of %lld tokens", (long long)T);
 
-    if (vi) {
-        if (m->conv.w || m->ple_w || m->seq_rope || m->rel_bias.table)
-            return iv_errf(err, IV_E_INTERNAL, "visual rows with a token convolution, per-layer inputs, "
-                                               "length-dependent rotary or a relative bias");
-        for (int i = 0; i < vi->n_spans; i++)
-            ops->scale(ops, iv_view_rows(x, vi->token_row[i], vi->token_row[i] + vi->len[i]),
-                       iv_view_rows(vi->embeds, vi->feat_row[i], vi->feat_row[i] + vi->len[i]), 1.0f);
-    }
+    if (vi && (m->conv.w || m->seq_rope || m->rel_bias.table))
+        return iv_errf(err, IV_E_INTERNAL, "visual rows with a token convolution, length-dependent rotary or a "
+                                           "relative bias");
+    /* Visual rows replace their tokens' embeddings before the per-layer
+     * inputs are computed: Gemma4's PLE projection reads the merged rows,
+     * its token table the placeholder ids embedded as pad (as_pad). */
+    for (int i = 0; vi && i < vi->n_spans; i++)
+        ops->scale(ops, iv_view_rows(x, vi->token_row[i], vi->token_row[i] + vi->len[i]),
+                   iv_view_rows(vi->embeds, vi->feat_row[i], vi->feat_row[i] + vi->len[i]), 1.0f);
     iv_tap(ops, "embeddings", -1, x);
     iv_attn_extras ex = {.positions = pos, .positions_dev = pos_dev, .alibi_slopes = m->alibi_slopes};
     if (vi && vi->positions) {

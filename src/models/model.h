@@ -156,6 +156,9 @@ typedef struct iv_model {
      * [IMG_END]): tokenizer ids the engine sets once the tokenizer is
      * loaded (the model's files do not name them); -1 until then. */
     int image_break_id, image_end_id;
+    /* Gemma4's vision tower and embedder (models/vision_gemma4.h), or NULL;
+     * image_token_id is then config.json's image_token_id. */
+    struct iv_gemma4_vision *gemma4_vision;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;
