@@ -13,12 +13,15 @@
 
 #include "base/arena.h"
 #include "base/file.h"
+#include "base/strbuf.h"
 #include "engine/engine.h"
+#include "engine/image_inputs.h"
 #include "golden/golden_util.h"
 #include "models/model.h"
 #include "models/pack_weights.h"
 #include "models/vision_gemma4.h"
 #include "ops/ops.h"
+#include "server/codec.h"
 #include "test.h"
 #include "unit/ckpt_test_util.h"
 
@@ -187,9 +190,10 @@ TEST(gemma4_vision_tower)
 /* Sequences `which` packed into one batch through iv_model_forward_images. */
 static int run_model(gfix *f, const int *which, int n, const char *label, double min_cos, double max_abs)
 {
-    iv_arena a;
+    iv_arena a, dev;
     iv_arena_init(&a);
-    const iv_fwd_mem mem = {&a, &a};
+    iv_ops_arena_init(&dev, f->m->ops);
+    const iv_fwd_mem mem = {&a, &dev};
     int32_t cu[MAX_SEQS + 1] = {0};
     iv_seq_images imgs[MAX_SEQS];
     for (int i = 0; i < n; i++) {
@@ -202,7 +206,7 @@ static int run_model(gfix *f, const int *which, int n, const char *label, double
     iv_view hidden;
     iv_err err = {0};
     int rc = 0;
-    if (iv_model_check_batch(f->m, &b, &err) || iv_model_upload_batch(f->m, &b, &a, &err) ||
+    if (iv_model_check_batch(f->m, &b, &err) || iv_model_upload_batch(f->m, &b, &dev, &err) ||
         iv_model_forward_images(f->m, &b, imgs, &mem, &hidden, &err)) {
         iv_test_fail(__FILE__, __LINE__, "%s: %s", label, err.msg);
         rc = -1;
@@ -218,6 +222,7 @@ static int run_model(gfix *f, const int *which, int n, const char *label, double
         free(host);
     }
     free(ids);
+    iv_arena_free(&dev);
     iv_arena_free(&a);
     return rc;
 }
@@ -241,4 +246,209 @@ TEST(gemma4_vision_mixed_forward)
             }
             gfix_free(&f);
         }
+}
+
+/* The mixed forward on the emulated device (16-bit storage): a device-path
+ * check against the FP32 reference. transformers itself, run in 16 bits on
+ * the same inputs (figures in docs/gemma4.md), reaches per-row min cosine 0.9736 / 0.9728 in bfloat16
+ * and 0.9898 / 0.9997 in float16 on gemma4_vision / gemma4_vision_cg: these
+ * tiny random checkpoints amplify storage rounding, so the bounds below sit
+ * under those figures rather than at the spec's 0.999. */
+static void check_emulated(const char *dtype, double min_cos)
+{
+    iv_err err = {0};
+    const iv_ops *ops = iv_ops_open("emulated", dtype, &err);
+    REQUIRE(ops);
+    for (int fx = 0; fx < N_FIXTURES; fx++) {
+        gfix f;
+        if (gfix_load(&f, k_fixtures[fx], iv_cpu_ops(), 0) == 0 && iv_model_to_device(f.m, ops, &err) == 0) {
+            const int all[3] = {0, 1, 2};
+            run_model(&f, all, 3, dtype, min_cos, 1e9);
+            CHECK_MSG(ops->sync(ops, &err) == 0, "%s", err.msg);
+            printf("    %s emulated %s: hidden min cosine %.6f\n", k_fixtures[fx], dtype, f.worst_cos);
+        } else if (err.msg[0]) {
+            iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        }
+        gfix_free(&f);
+    }
+    iv_ops_close(ops);
+}
+
+TEST(gemma4_vision_emulated_16bit)
+{
+    check_emulated("float16", 0.999);
+    check_emulated("bfloat16", 0.96);
+}
+
+/* Image tokens that do not match the images are refused, naming the input. */
+TEST(gemma4_vision_rejects_bad_runs)
+{
+    gfix f;
+    if (gfix_load(&f, "gemma4_vision", iv_cpu_ops(), 0)) {
+        gfix_free(&f);
+        return;
+    }
+    iv_arena a;
+    iv_arena_init(&a);
+    const iv_fwd_mem mem = {&a, &a};
+    const int s = 0, len = f.lens[s];
+    int32_t cu[2] = {0, len};
+    iv_image_input imgs[MAX_IMAGES];
+    memcpy(imgs, f.seq_images[s], sizeof imgs);
+    iv_seq_images si = {.n = f.seqs[s].n, .images = imgs};
+    iv_batch b = {.n_seqs = 1, .n_tokens = len, .ids = f.ids[s], .cu_seqlens = cu};
+    iv_view hidden;
+    iv_err err = {0};
+    REQUIRE(iv_model_upload_batch(f.m, &b, &a, &err) == 0);
+    imgs[0].token_offset -= 1; /* the run now starts on <boi> */
+    CHECK(iv_model_forward_images(f.m, &b, &si, &mem, &hidden, &err) != 0 && err.code == IV_E_INVALID &&
+          strstr(err.msg, "not the image token"));
+    imgs[0].token_offset += 1;
+    si.n = 1; /* the second image's tokens left over */
+    CHECK(iv_model_forward_images(f.m, &b, &si, &mem, &hidden, &err) != 0 && err.code == IV_E_INVALID &&
+          strstr(err.msg, "image tokens but its images fill"));
+    si.n = 2;
+    imgs[1].grid_w = 3; /* not a multiple of the pooling kernel */
+    CHECK(iv_model_forward_images(f.m, &b, &si, &mem, &hidden, &err) != 0 && err.code == IV_E_INVALID &&
+          strstr(err.msg, "pooling kernel"));
+    imgs[1].grid_w = 2 * 64; /* past the position table */
+    CHECK(iv_model_forward_images(f.m, &b, &si, &mem, &hidden, &err) != 0 && err.code == IV_E_INVALID);
+    iv_arena_free(&a);
+    gfix_free(&f);
+}
+
+/* Checkpoint variants not implemented, or incomplete towers, are refused
+ * at load with the field named. */
+static cJSON *vcfg(cJSON *c) { return cJSON_GetObjectItemCaseSensitive(c, "vision_config"); }
+static void g4_clipped(cJSON *c) { ckpt_set(vcfg(c), "use_clipped_linears", cJSON_CreateTrue()); }
+static void g4_standardize(cJSON *c) { ckpt_set(vcfg(c), "standardize", cJSON_CreateTrue()); }
+static void g4_bias(cJSON *c) { ckpt_set(vcfg(c), "attention_bias", cJSON_CreateTrue()); }
+static void g4_rope_type(cJSON *c)
+{
+    ckpt_set(vcfg(c), "rope_parameters", cJSON_Parse("{\"rope_type\": \"default\", \"rope_theta\": 100.0}"));
+}
+static void g4_act(cJSON *c) { ckpt_set(vcfg(c), "hidden_activation", cJSON_CreateString("quick_gelu")); }
+static void g4_type(cJSON *c) { ckpt_set(vcfg(c), "model_type", cJSON_CreateString("siglip_vision_model")); }
+static void g4_shallower(cJSON *c) { ckpt_set(vcfg(c), "num_hidden_layers", cJSON_CreateNumber(1)); }
+static void g4_deeper(cJSON *c) { ckpt_set(vcfg(c), "num_hidden_layers", cJSON_CreateNumber(3)); }
+static void g4_head_dim(cJSON *c) { ckpt_set(vcfg(c), "head_dim", cJSON_CreateNumber(6)); }
+static void g4_kv_heads(cJSON *c) { ckpt_set(vcfg(c), "num_key_value_heads", cJSON_CreateNumber(3)); }
+static void g4_pos_table(cJSON *c) { ckpt_set(vcfg(c), "position_embedding_size", cJSON_CreateNumber(32)); }
+
+TEST(gemma4_rejects_bad_vision_towers)
+{
+    const char *fx = "gemma4_vision";
+    CKPT_REJECT(fx, g4_clipped, "use_clipped_linears", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4_standardize, "standardize", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4_bias, "attention_bias", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4_rope_type, "rope_type", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4_act, "hidden_activation", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4_type, "model_type", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4_shallower, "more vision layers", IV_E_FORMAT);
+    CKPT_REJECT(fx, g4_deeper, "layers.2", IV_E_NOTFOUND);
+    CKPT_REJECT(fx, g4_head_dim, "head_dim", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4_kv_heads, "num_key_value_heads", IV_E_FORMAT);
+    CKPT_REJECT(fx, g4_pos_table, "position_embedding_table", IV_E_FORMAT);
+    static const char *const drops[][2] = {{"vision_tower.encoder.layers.1.mlp.up_proj.linear.weight", NULL},
+                                           {"embed_vision.embedding_projection.weight", NULL},
+                                           {"vision_tower.encoder.layers.0.self_attn.q_norm.weight", NULL}};
+    for (int i = 0; i < 3; i++) {
+        char dir[4096];
+        if (ckpt_make(dir, sizeof dir, fx, NULL, 0) == 0) {
+            if (ckpt_write_weights(dir, fx, drops[i], NULL, NULL, 0) == 0)
+                CKPT_LOAD_ERROR(dir, "vision tensor dropped", drops[i][0], IV_E_NOTFOUND);
+            tmp_rmtree(dir);
+        }
+    }
+}
+
+/* The request path (engine/image_inputs.c) on real pictures: each picture
+ * as base64 through the checkpoint's Gemma4 image processor, its single
+ * image placeholder expanded by the model's hook to <boi>, the image
+ * tokens, <eoi>, then all packed through the engine with a text-only
+ * sequence: the same hidden states as transformers (PIL,
+ * Gemma4ImageProcessorPil, Gemma4Model). */
+#define N_REAL 4
+TEST(gemma4_request_path_real_pictures)
+{
+    gfix f;
+    if (gfix_load(&f, "gemma4_vision", iv_cpu_ops(), 0)) {
+        gfix_free(&f);
+        return;
+    }
+    const int img_id = f.m->image_token_id, boi = f.m->gemma4_vision->boi_id, eoi = f.m->gemma4_vision->eoi_id;
+    char dir[4096];
+    fixture_dir("gemma4_vision", dir, sizeof dir);
+    iv_engine *e = NULL;
+    iv_err err = {0};
+    if (iv_engine_load(&e, dir, NULL, &err)) {
+        iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        gfix_free(&f);
+        return;
+    }
+    const iv_image_proc *proc = iv_engine_image_proc(e);
+    REQUIRE(proc && proc->model && proc->gemma4 && !proc->refused[0]);
+    const cJSON *real = cJSON_GetObjectItem(f.json, "real");
+    iv_image_set sets[N_REAL];
+    int32_t *ids[N_REAL] = {0};
+    iv_seq_input in[N_REAL + 1];
+    memset(sets, 0, sizeof sets);
+    memset(in, 0, sizeof in);
+    int n = 0;
+    for (const cJSON *c = real ? real->child : NULL; c && n < N_REAL; c = c->next, n++) {
+        char path[4400], *data;
+        size_t len;
+        snprintf(path, sizeof path, "%s/images/%s", iv_test_fixtures_dir(), cJSON_GetObjectItem(c, "file")->valuestring);
+        if (iv_file_read_all(path, 1 << 24, &data, &len, &err)) break;
+        iv_strbuf b64;
+        iv_sb_init(&b64);
+        iv_codec_base64(&b64, (const unsigned char *)data, len);
+        free(data);
+        const int rc = iv_image_set_add(proc, &sets[n], b64.data, b64.len, &err);
+        iv_sb_free(&b64);
+        if (rc) break;
+        const cJSON *before = cJSON_GetObjectItem(c, "before"), *after = cJSON_GetObjectItem(c, "after");
+        const int nb = cJSON_GetArraySize(before), na = cJSON_GetArraySize(after);
+        int32_t rendered[64];
+        REQUIRE(nb + 1 + na <= 64);
+        for (int t = 0; t < nb; t++) rendered[t] = cJSON_GetArrayItem(before, t)->valueint;
+        rendered[nb] = img_id;
+        for (int t = 0; t < na; t++) rendered[nb + 1 + t] = cJSON_GetArrayItem(after, t)->valueint;
+        int out_len = 0;
+        if (iv_image_expand(proc, &sets[n], rendered, nb + 1 + na, &ids[n], &out_len, &err)) break;
+        const int soft = cJSON_GetObjectItem(c, "soft_tokens")->valueint;
+        const cJSON *size = cJSON_GetObjectItem(c, "image_size");
+        CHECK_EQ_INT(sets[n].in[0].grid_h * 4, cJSON_GetArrayItem(size, 0)->valueint);
+        CHECK_EQ_INT(sets[n].in[0].grid_w * 4, cJSON_GetArrayItem(size, 1)->valueint);
+        CHECK_EQ_INT((int)sets[n].run_len[0], soft + 2);
+        CHECK_EQ_INT((int)sets[n].in[0].token_offset, nb + 1);
+        CHECK(ids[n][nb] == boi && ids[n][nb + 1] == img_id && ids[n][nb + soft] == img_id &&
+              ids[n][nb + soft + 1] == eoi);
+        in[n] = (iv_seq_input){.ids = ids[n], .len = out_len, .images = sets[n].in, .n_images = 1};
+    }
+    if (n < N_REAL) iv_test_fail(__FILE__, __LINE__, "picture %d: %s", n, err.msg);
+    in[n] = (iv_seq_input){.ids = f.ids[1], .len = f.lens[1]}; /* a text-only sequence packed with them */
+    iv_outputs out;
+    if (n == N_REAL && iv_engine_run(e, IV_TASK_EMBED_ALL, in, n + 1, &out, &err) == 0) {
+        for (int k = 0; k <= n; k++) {
+            const iv_tensor *want = k < n ? expected(&f, "real.%d", k) : expected(&f, "hidden.%d", 1);
+            if (want && out.rows[k] == want->shape[0])
+                compare(&f, k < n ? "request-path hidden" : "text-only hidden", out.data + out.offsets[k],
+                        want->shape[1], want, MIN_COS, MAX_ABS);
+            else
+                iv_test_fail(__FILE__, __LINE__, "sequence %d: %d rows", k, out.rows[k]);
+        }
+        iv_outputs_free(&out);
+        printf("    %d real pictures through the request path + 1 text-only packed: worst max abs %.2e, min cosine "
+               "%.8f\n",
+               n, f.worst_abs, f.worst_cos);
+    } else if (n == N_REAL) {
+        iv_test_fail(__FILE__, __LINE__, "engine run: %s", err.msg);
+    }
+    for (int k = 0; k < N_REAL; k++) {
+        iv_image_set_free(&sets[k]);
+        free(ids[k]);
+    }
+    iv_engine_free(e);
+    gfix_free(&f);
 }
