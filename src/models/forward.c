@@ -65,6 +65,7 @@ static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos
 static int run_layers_deepstack(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex,
                                 const iv_visual_inject *vi, iv_view x, const iv_fwd_mem *mem)
 {
+    if (vi->spec || vi->layers) return -1; /* no mask variant with DeepStack (no family asks for both) */
     const int n = vi->n_deepstack < m->n_layers ? vi->n_deepstack : m->n_layers;
     for (int l = 0; l < n; l++) {
         iv_attn_extras one = *ex;
@@ -82,9 +83,14 @@ static int run_layers_deepstack(const iv_model *m, const iv_batch *b, const iv_a
 
 /* The block stack, with the token convolution after layer 0 when the model
  * has one. */
-static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, iv_view x,
-                      const iv_fwd_mem *mem)
+static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, const iv_visual_inject *vi,
+                      iv_view x, const iv_fwd_mem *mem)
 {
+    if (vi && (vi->spec || vi->layers)) {
+        if (m->conv.w) return -1; /* no family has both */
+        return iv_block_stack_forward(m->ops, vi->spec ? vi->spec : &m->block, vi->layers ? vi->layers : m->layers,
+                                      m->n_layers, b, ex, x, mem);
+    }
     if (!m->conv.w || m->n_layers == 0)
         return iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, ex, x, mem);
     const iv_view emb = iv_act_alloc(m->ops, mem->dev, x.rows, x.cols, x.cols);
@@ -271,12 +277,17 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
         ex.positions_dev = vi->positions_dev;
         ex.pos_axis_stride = vi->pos_axis_stride;
     }
+    if (vi && vi->bias) {
+        ex.bias = vi->bias;
+        ex.bias_offsets = vi->bias_offsets;
+        ex.bias_offsets_dev = vi->bias_offsets_dev;
+    }
     if (m->rel_bias.table && build_rel_bias(m, b, mem, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, mem->host, &ex, err)) return -1;
     if (m->ple_w && build_ple(m, b, x, mem->dev, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
-    if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, x, mem))
+    if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, vi, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     if (m->final_norm.present) iv_block_norm(ops, &m->block, &m->final_norm, x, x, NULL);
     if (m->out_proj) {

@@ -415,6 +415,65 @@ static int check_runs(const iv_model *m, const iv_batch *b, int s, const iv_seq_
     return 0;
 }
 
+/* use_bidirectional_attention "vision" (create_masks_for_vision_model):
+ * sliding layers let token i see j when j > i - W and (j <= i or i and j
+ * lie in the same run of image tokens); full layers stay causal. The
+ * attention op runs without its causal flag: sliding layers keep their left
+ * window and lose any right bound, full layers get a right window of 0
+ * (causal), and a bias per sequence masks j > i outside image runs
+ * (-1e30: the softmax weight is exactly 0, as transformers' min-float
+ * mask). */
+static int vision_masks(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_visual_inject *vi,
+                        iv_err *err)
+{
+    const int H = m->block.n_heads;
+    int64_t *off = iv_arena_alloc(mem->host, (size_t)b->n_seqs * sizeof(int64_t));
+    int32_t *blk = iv_arena_alloc(mem->host, (size_t)(b->max_seqlen > 0 ? b->max_seqlen : 1) * sizeof(int32_t));
+    if (!off || !blk) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    int64_t total = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int64_t L = iv_batch_seqlen(b, s);
+        off[s] = total;
+        total += (int64_t)H * L * L;
+    }
+    if (total > ((int64_t)1 << 27))
+        return iv_errf(err, IV_E_TOO_LARGE, "the image attention mask of this batch would take %lld floats (over "
+                                            "2^27): send fewer or shorter inputs per batch",
+                       (long long)total);
+    float *bias = iv_arena_alloc(mem->host, (size_t)(total > 0 ? total : 1) * sizeof(float));
+    iv_layer *layers = iv_arena_alloc(mem->host, (size_t)m->n_layers * sizeof *layers);
+    iv_block_spec *spec = iv_arena_alloc(mem->host, sizeof *spec);
+    if (!bias || !layers || !spec) return iv_errf(err, IV_E_NOMEM, "out of memory for the image attention mask");
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int L = iv_batch_seqlen(b, s);
+        const int32_t *ids = b->ids + b->cu_seqlens[s];
+        for (int t = 0, g = -1; t < L; t++) {
+            const int img = ids[t] == m->image_token_id;
+            if (img && (t == 0 || ids[t - 1] != m->image_token_id)) g++;
+            blk[t] = img ? g : -1;
+        }
+        float *row = bias + off[s];
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < L; j++)
+                row[(int64_t)i * L + j] = j <= i || (blk[i] >= 0 && blk[i] == blk[j]) ? 0.0f : -1e30f;
+        for (int h = 1; h < H; h++) memcpy(row + (int64_t)h * L * L, row, (size_t)L * L * sizeof(float));
+    }
+    *spec = m->block;
+    spec->causal = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        layers[l] = m->layers[l];
+        if (layers[l].window_left >= 0) layers[l].window_right = -1; /* sliding */
+        else layers[l].window_right = 0;                                 /* full: causal */
+    }
+    vi->spec = spec;
+    vi->layers = layers;
+    vi->bias = iv_dev_upload_new(m->ops, mem->dev, bias, (size_t)total * sizeof(float));
+    vi->bias_offsets = off;
+    vi->bias_offsets_dev = iv_dev_upload_new(m->ops, mem->dev, off, (size_t)b->n_seqs * sizeof(int64_t));
+    if (!vi->bias || !vi->bias_offsets_dev) return iv_errf(err, IV_E_NOMEM, "out of memory for the image attention mask");
+    return 0;
+}
+
 int iv_gemma4_forward(const iv_model *m, const iv_batch *b, const iv_seq_images *images, const iv_fwd_mem *mem,
                       iv_view *hidden, iv_err *err)
 {
@@ -432,10 +491,6 @@ int iv_gemma4_forward(const iv_model *m, const iv_batch *b, const iv_seq_images 
     for (int s = 0; s < b->n_seqs; s++)
         if (check_runs(m, b, s, images ? &images[s] : NULL, err)) return -1;
     if (!n_images) return iv_model_forward(m, b, mem, hidden, err);
-    if (v->bidirectional_vision)
-        return iv_errf(err, IV_E_UNSUPPORTED, "config.json: text_config.use_bidirectional_attention \"vision\" "
-                                              "(image tokens attending to their whole image in sliding layers) is "
-                                              "not implemented: this checkpoint reads text only");
     iv_image_input *flat = iv_arena_alloc(mem->host, (size_t)n_images * sizeof *flat);
     int64_t *spans = iv_arena_alloc(mem->host, (size_t)(3 * n_images) * sizeof(int64_t));
     if (!flat || !spans) return iv_errf(err, IV_E_NOMEM, "out of memory");
@@ -451,6 +506,7 @@ int iv_gemma4_forward(const iv_model *m, const iv_batch *b, const iv_seq_images 
             feat += len[k];
         }
     iv_visual_inject vi = {.n_spans = n_images, .token_row = tok, .feat_row = feat_row, .len = len};
+    if (v->bidirectional_vision && vision_masks(m, b, mem, &vi, err)) return -1;
     iv_view states;
     if (iv_gemma4_vision_forward(m, flat, n_images, mem, &states, &vi.embeds, err)) return -1;
     return iv_model_forward_visual(m, b, &vi, mem, hidden, err);

@@ -53,8 +53,8 @@ static const iv_tensor *expected(gfix *f, const char *fmt, int a)
     return t;
 }
 
-static const char *const k_fixtures[] = {"gemma4_vision", "gemma4_vision_cg"};
-#define N_FIXTURES 2
+static const char *const k_fixtures[] = {"gemma4_vision", "gemma4_vision_cg", "gemma4_vision_bidir"};
+#define N_FIXTURES 3
 
 static void fixture_dir(const char *name, char *dir, size_t cap)
 {
