@@ -31,14 +31,15 @@
  * Mixed forward (Gemma4Model.forward): each image is the run <boi>, one
  * image token (image_token_id) per soft token, <eoi>, as Gemma4Processor
  * writes it; the image's token_offset is its first image token. Its soft
- * tokens replace those tokens' embeddings (after the per-layer inputs were
- * computed with the image tokens embedded as the pad token, as
- * transformers does). Positions stay 1-D.
+ * tokens replace those tokens' embeddings (before the per-layer inputs are
+ * computed: the PLE projection reads the merged rows, the PLE token table
+ * the image tokens embedded as the pad token, as transformers does).
+ * Positions stay 1-D. With text_config.use_bidirectional_attention
+ * "vision", sliding layers let image tokens see their whole run of image
+ * tokens (create_masks_for_vision_model; full layers stay causal).
  *
  * Not implemented, refused naming the field: use_clipped_linears,
- * standardize, a rope type other than axial, and images on a text config
- * with use_bidirectional_attention "vision" (its sliding layers let image
- * tokens see their whole image). */
+ * standardize, attention_bias, a rope type other than axial. */
 #ifndef IV_MODELS_VISION_GEMMA4_H
 #define IV_MODELS_VISION_GEMMA4_H
 
