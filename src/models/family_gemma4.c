@@ -28,27 +28,6 @@ static const char *const k_archs[] = {"Gemma4TextModel", "Gemma4ForCausalLM", "G
                                       "Gemma4ForConditionalGeneration", NULL};
 static const char *const k_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
 
-/* Gemma4Model.forward embeds its image / video / audio placeholder ids as
- * the pad token (embeddings and per-layer inputs) before any media is
- * scattered in: on text, such ids look like padding. Gemma4TextModel /
- * Gemma4ForCausalLM (model_type gemma4_text) do not. */
-static int placeholder_ids_as_pad(iv_model *m, iv_err *err)
-{
-    if (strcmp(m->cfg.model_type, "gemma4")) return 0;
-    if (m->cfg.pad_token_id < 0 || m->cfg.pad_token_id >= m->embed.word->shape[0])
-        return iv_errf(err, IV_E_FORMAT, "config.json: gemma4 needs text_config.pad_token_id within the vocabulary");
-    static const char *const keys[] = {"image_token_id", "video_token_id", "audio_token_id"};
-    static const int64_t defaults[] = {258880, 258884, 258881}; /* Gemma4Config's */
-    iv_embed_spec *es = &m->embed;
-    es->as_pad_id = m->cfg.pad_token_id;
-    for (int k = 0; k < 3; k++) {
-        const cJSON *v = iv_json_get(m->cfg.root, keys[k]);
-        const int64_t id = v && cJSON_IsNull(v) ? -1 : iv_json_int(m->cfg.root, keys[k], defaults[k]);
-        if (id >= 0 && id < es->word->shape[0]) es->as_pad[es->n_as_pad++] = (int32_t)id;
-    }
-    return 0;
-}
-
 static int gemma4_load(iv_model *m, iv_err *err)
 {
     const cJSON *audio = iv_json_get(m->cfg.root, "audio_config");
@@ -60,8 +39,11 @@ static int gemma4_load(iv_model *m, iv_err *err)
         .default_ple_dim = 256, .ple_token_table = 1, .full_rope_default = "proportional",
         .default_global_kv_heads = 0,
     };
-    if (iv_gemma4_text_load(m, &d, err) || placeholder_ids_as_pad(m, err)) return -1;
-    if (strcmp(m->cfg.model_type, "gemma4")) return 0; /* gemma4_text has no towers */
+    if (iv_gemma4_text_load(m, &d, err)) return -1;
+    /* Gemma4TextModel / Gemma4ForCausalLM (gemma4_text) have no towers and
+     * no placeholder ids. */
+    if (strcmp(m->cfg.model_type, "gemma4")) return 0;
+    if (iv_gemma4_placeholders_as_pad(m, err)) return -1;
     return iv_gemma4_vision_load(m, &m->gemma4_vision, err);
 }
 

@@ -1,5 +1,7 @@
 /* Gemma4's vision tower, embedder and mixed text + image forward against
- * transformers (tests/fixtures/models/gemma4_vision, gemma4_vision_cg;
+ * transformers (tests/fixtures/models/gemma4_vision, gemma4_vision_cg,
+ * gemma4_vision_bidir, and EmbeddingGemma 2 with the same tower:
+ * embedding_gemma2_vision;
  * written by tools/fixtures/synthetic_gemma4_vision.py): the tower's pooled
  * soft tokens and the embedder's features of every image, all images
  * packed in one batch and each alone; the last hidden states of mixed and
@@ -53,8 +55,9 @@ static const iv_tensor *expected(gfix *f, const char *fmt, int a)
     return t;
 }
 
-static const char *const k_fixtures[] = {"gemma4_vision", "gemma4_vision_cg", "gemma4_vision_bidir"};
-#define N_FIXTURES 3
+static const char *const k_fixtures[] = {"gemma4_vision", "gemma4_vision_cg", "gemma4_vision_bidir",
+                                         "embedding_gemma2_vision"};
+#define N_FIXTURES 4
 
 static void fixture_dir(const char *name, char *dir, size_t cap)
 {
@@ -250,11 +253,16 @@ TEST(gemma4_vision_mixed_forward)
 
 /* The mixed forward on the emulated device (16-bit storage): a device-path
  * check against the FP32 reference. transformers itself, run in 16 bits on
- * the same inputs (figures in docs/gemma4.md), reaches per-row min cosine 0.9736 / 0.9728 in bfloat16
- * and 0.9898 / 0.9997 in float16 on gemma4_vision / gemma4_vision_cg: these
- * tiny random checkpoints amplify storage rounding, so the bounds below sit
- * under those figures rather than at the spec's 0.999. */
-static void check_emulated(const char *dtype, double min_cos)
+ * the same inputs, reaches per-row min cosine (bfloat16 / float16) 0.9736 /
+ * 0.9898 on gemma4_vision, 0.9728 / 0.9997 on gemma4_vision_cg and 0.8907 /
+ * 0.9986 on embedding_gemma2_vision (figures in docs/vision.md): these tiny
+ * random checkpoints amplify storage rounding, so the bounds below (per
+ * fixture, in k_fixtures order) sit near those figures rather than at the
+ * spec's 0.999. */
+static const double k_min_cos_fp16[N_FIXTURES] = {0.999, 0.999, 0.999, 0.997};
+static const double k_min_cos_bf16[N_FIXTURES] = {0.96, 0.98, 0.98, 0.93};
+
+static void check_emulated(const char *dtype, const double *min_cos)
 {
     iv_err err = {0};
     const iv_ops *ops = iv_ops_open("emulated", dtype, &err);
@@ -263,9 +271,10 @@ static void check_emulated(const char *dtype, double min_cos)
         gfix f;
         if (gfix_load(&f, k_fixtures[fx], iv_cpu_ops(), 0) == 0 && iv_model_to_device(f.m, ops, &err) == 0) {
             const int all[3] = {0, 1, 2};
-            run_model(&f, all, 3, dtype, min_cos, 1e9);
+            run_model(&f, all, 3, dtype, min_cos[fx], 1e9);
             CHECK_MSG(ops->sync(ops, &err) == 0, "%s", err.msg);
-            printf("    %s emulated %s: hidden min cosine %.6f\n", k_fixtures[fx], dtype, f.worst_cos);
+            printf("    %s emulated %s: hidden min cosine %.6f (bound %.3f)\n", k_fixtures[fx], dtype, f.worst_cos,
+                   min_cos[fx]);
         } else if (err.msg[0]) {
             iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
         }
@@ -276,8 +285,8 @@ static void check_emulated(const char *dtype, double min_cos)
 
 TEST(gemma4_vision_emulated_16bit)
 {
-    check_emulated("float16", 0.999);
-    check_emulated("bfloat16", 0.96);
+    check_emulated("float16", k_min_cos_fp16);
+    check_emulated("bfloat16", k_min_cos_bf16);
 }
 
 /* Image tokens that do not match the images are refused, naming the input. */
