@@ -428,14 +428,17 @@ static int vision_masks(const iv_model *m, const iv_batch *b, const iv_fwd_mem *
 {
     const int H = m->block.n_heads;
     int64_t *off = iv_arena_alloc(mem->host, (size_t)b->n_seqs * sizeof(int64_t));
-    int32_t *blk = iv_arena_alloc(mem->host, (size_t)(b->max_seqlen > 0 ? b->max_seqlen : 1) * sizeof(int32_t));
-    if (!off || !blk) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    if (!off) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int64_t total = 0;
+    int longest = 1;
     for (int s = 0; s < b->n_seqs; s++) {
         const int64_t L = iv_batch_seqlen(b, s);
         off[s] = total;
         total += (int64_t)H * L * L;
+        if (L > longest) longest = (int)L;
     }
+    int32_t *blk = iv_arena_alloc(mem->host, (size_t)longest * sizeof(int32_t));
+    if (!blk) return iv_errf(err, IV_E_NOMEM, "out of memory");
     if (total > ((int64_t)1 << 27))
         return iv_errf(err, IV_E_TOO_LARGE, "the image attention mask of this batch would take %lld floats (over "
                                             "2^27): send fewer or shorter inputs per batch",
