@@ -376,18 +376,18 @@ TEST(gemma4_rejects_bad_vision_towers)
  * image placeholder expanded by the model's hook to <boi>, the image
  * tokens, <eoi>, then all packed through the engine with a text-only
  * sequence: the same hidden states as transformers (PIL,
- * Gemma4ImageProcessorPil, Gemma4Model). */
+ * Gemma4ImageProcessorPil, Gemma4Model; EmbeddingGemma2Model on its fixture). */
 #define N_REAL 4
-TEST(gemma4_request_path_real_pictures)
+static void request_path(const char *fixture)
 {
     gfix f;
-    if (gfix_load(&f, "gemma4_vision", iv_cpu_ops(), 0)) {
+    if (gfix_load(&f, fixture, iv_cpu_ops(), 0)) {
         gfix_free(&f);
         return;
     }
     const int img_id = f.m->image_token_id, boi = f.m->gemma4_vision->boi_id, eoi = f.m->gemma4_vision->eoi_id;
     char dir[4096];
-    fixture_dir("gemma4_vision", dir, sizeof dir);
+    fixture_dir(fixture, dir, sizeof dir);
     iv_engine *e = NULL;
     iv_err err = {0};
     if (iv_engine_load(&e, dir, NULL, &err)) {
@@ -448,9 +448,9 @@ TEST(gemma4_request_path_real_pictures)
                 iv_test_fail(__FILE__, __LINE__, "sequence %d: %d rows", k, out.rows[k]);
         }
         iv_outputs_free(&out);
-        printf("    %d real pictures through the request path + 1 text-only packed: worst max abs %.2e, min cosine "
-               "%.8f\n",
-               n, f.worst_abs, f.worst_cos);
+        printf("    %s: %d real pictures through the request path + 1 text-only packed: worst max abs %.2e, min "
+               "cosine %.8f\n",
+               fixture, n, f.worst_abs, f.worst_cos);
     } else if (n == N_REAL) {
         iv_test_fail(__FILE__, __LINE__, "engine run: %s", err.msg);
     }
@@ -460,4 +460,10 @@ TEST(gemma4_request_path_real_pictures)
     }
     iv_engine_free(e);
     gfix_free(&f);
+}
+
+TEST(gemma4_request_path_real_pictures)
+{
+    request_path("gemma4_vision");
+    request_path("embedding_gemma2_vision");
 }
