@@ -32,16 +32,35 @@ static int pixtral_proc_load(iv_image_proc *p, const char *dir, const iv_model *
     return 0;
 }
 
+/* Gemma4: Gemma4ImageProcessor's file, checked against the tower. */
+static int gemma4_proc_load(iv_image_proc *p, const char *dir, const iv_model *m, iv_err *err)
+{
+    p->gemma4 = 1;
+    if (!iv_gemma4_processor_named(dir)) {
+        refuse_missing_processor(p);
+        return 0;
+    }
+    if (iv_gemma4_image_config_load(&p->g4, dir, err)) return iv_err_prefix(err, "image processor: ");
+    const iv_gemma4_vision *v = m->gemma4_vision;
+    if (p->g4.patch_size != v->patch || p->g4.pooling_kernel_size != v->pool)
+        return iv_errf(err, IV_E_UNSUPPORTED,
+                       "image processor: patch_size %d and pooling_kernel_size %d disagree with the vision tower's "
+                       "%d and %d (config.json vision_config)",
+                       p->g4.patch_size, p->g4.pooling_kernel_size, v->patch, v->pool);
+    return 0;
+}
+
 int iv_image_proc_load(iv_image_proc *p, const char *dir, const iv_model *m, int64_t max_pixels, iv_err *err)
 {
     memset(p, 0, sizeof *p);
-    if ((!m->vision && !m->pixtral) || !m->image_token_run) return 0;
+    if ((!m->vision && !m->pixtral && !m->gemma4_vision) || !m->image_token_run) return 0;
     p->model = m;
     /* ColQwen3's processor puts an image document in a user message with
      * this text after the image (issue 17 / the model card). */
     if (!strcmp(m->cfg.model_type, "colqwen3")) p->image_doc_text = "Describe the image.";
     p->limits.max_pixels = max_pixels > 0 ? max_pixels : IV_IMAGE_DEFAULT_MAX_PIXELS;
     if (m->pixtral) return pixtral_proc_load(p, dir, m, err);
+    if (m->gemma4_vision) return gemma4_proc_load(p, dir, m, err);
     if (iv_qwen_vl_config_load(&p->qwen, dir, err)) {
         if (err->code != IV_E_NOTFOUND) return iv_err_prefix(err, "image processor: ");
         refuse_missing_processor(p);
@@ -107,6 +126,24 @@ static int pixtral_input(const iv_image_proc *p, const iv_image *img, iv_image_i
     return 0;
 }
 
+static int gemma4_input(const iv_image_proc *p, const iv_image *img, iv_image_input *in, float **pixels,
+                        iv_err *err)
+{
+    iv_gemma4_pixels px;
+    if (iv_gemma4_preprocess(&p->g4, img, &px, err)) return -1;
+    const size_t n = (size_t)px.grid_h * px.grid_w * 3 * p->g4.patch_size * p->g4.patch_size;
+    float *patches = malloc(n * sizeof *patches);
+    if (!patches) {
+        iv_gemma4_pixels_free(&px);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    iv_gemma4_patchify(&p->g4, &px, patches);
+    *pixels = patches;
+    *in = (iv_image_input){.pixel_values = patches, .grid_t = 1, .grid_h = px.grid_h, .grid_w = px.grid_w};
+    iv_gemma4_pixels_free(&px);
+    return 0;
+}
+
 int iv_image_set_add(const iv_image_proc *p, iv_image_set *s, const char *src, size_t n, iv_err *err)
 {
     const int k = s->n;
@@ -115,8 +152,9 @@ int iv_image_set_add(const iv_image_proc *p, iv_image_set *s, const char *src, s
     if (grow(s)) return iv_errf(err, IV_E_NOMEM, "out of memory");
     iv_image img;
     if (iv_image_decode_source(src, n, &p->limits, &img, err)) return iv_err_prefix(err, "image %d: ", k);
-    const int rc = p->pixtral ? pixtral_input(p, &img, &s->in[k], &s->pixels[k], err)
-                              : qwen_input(p, &img, &s->in[k], &s->pixels[k], err);
+    const int rc = p->pixtral  ? pixtral_input(p, &img, &s->in[k], &s->pixels[k], err)
+                   : p->gemma4 ? gemma4_input(p, &img, &s->in[k], &s->pixels[k], err)
+                               : qwen_input(p, &img, &s->in[k], &s->pixels[k], err);
     iv_image_free(&img);
     if (rc) return iv_err_prefix(err, "image %d: ", k);
     int64_t start;

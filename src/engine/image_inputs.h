@@ -15,9 +15,11 @@
 
 #include "base/err.h"
 #include "image/image.h"
+#include "image/gemma4.h"
 #include "image/pixtral.h"
 #include "image/qwen_vl.h"
 #include "models/model.h"
+#include "models/vision_gemma4.h"
 #include "models/vision_pixtral.h"
 #include "models/vision_qwen3vl.h"
 
@@ -25,11 +27,12 @@
  * has a vision tower and an image_token_run hook. */
 typedef struct iv_image_proc {
     const iv_model *model;   /* NULL: the model takes no images */
-    /* The checkpoint's image processor: Qwen2/3-VL's, or Pixtral's for a
-     * Mistral3 tower (pixtral set). */
-    int pixtral;
+    /* The checkpoint's image processor: Qwen2/3-VL's, Pixtral's for a
+     * Mistral3 tower (pixtral set), or Gemma4's (gemma4 set). */
+    int pixtral, gemma4;
     iv_qwen_vl_config qwen;
     iv_pixtral_config pix;
+    iv_gemma4_image_config g4;
     iv_image_limits limits;  /* decoding bounds (pixels, bytes) */
     /* Text a bare image input gets after the image in its user message
      * (ColQwen3's "Describe the image."), or NULL. */

@@ -9,11 +9,11 @@
  * (token table and projection), use_bidirectional_attention and the routed
  * experts beside the dense MLP.
  *
- * What this file adds: the names, the towers it refuses, and Gemma4Model's
- * placeholder ids embedded as the pad token. The image
- * tower (vision_config) is not implemented: text inputs run, images are
- * refused by the engine (the model has no visual tower); a checkpoint that
- * declares an audio tower (audio_config) is rejected at load. There are no
+ * What this file adds: the names, the image tower when config.json has a
+ * vision_config (models/vision_gemma4.h: tower, embedder, mixed forward,
+ * the image token run hook), the audio tower it refuses (a checkpoint that
+ * declares audio_config is rejected at load), and Gemma4Model's
+ * placeholder ids embedded as the pad token. There are no
  * task heads: transformers registers none for Gemma4 besides the LM head,
  * which a causal reranker reads through lm_score_head.h
  * (final_logit_softcapping included). */
@@ -22,31 +22,11 @@
 #include "base/json.h"
 #include "models/family.h"
 #include "models/gemma4_text.h"
+#include "models/vision_gemma4.h"
 
 static const char *const k_archs[] = {"Gemma4TextModel", "Gemma4ForCausalLM", "Gemma4Model",
                                       "Gemma4ForConditionalGeneration", NULL};
 static const char *const k_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
-
-/* Gemma4Model.forward embeds its image / video / audio placeholder ids as
- * the pad token (embeddings and per-layer inputs) before any media is
- * scattered in: on text, such ids look like padding. Gemma4TextModel /
- * Gemma4ForCausalLM (model_type gemma4_text) do not. */
-static int placeholder_ids_as_pad(iv_model *m, iv_err *err)
-{
-    if (strcmp(m->cfg.model_type, "gemma4")) return 0;
-    if (m->cfg.pad_token_id < 0 || m->cfg.pad_token_id >= m->embed.word->shape[0])
-        return iv_errf(err, IV_E_FORMAT, "config.json: gemma4 needs text_config.pad_token_id within the vocabulary");
-    static const char *const keys[] = {"image_token_id", "video_token_id", "audio_token_id"};
-    static const int64_t defaults[] = {258880, 258884, 258881}; /* Gemma4Config's */
-    iv_embed_spec *es = &m->embed;
-    es->as_pad_id = m->cfg.pad_token_id;
-    for (int k = 0; k < 3; k++) {
-        const cJSON *v = iv_json_get(m->cfg.root, keys[k]);
-        const int64_t id = v && cJSON_IsNull(v) ? -1 : iv_json_int(m->cfg.root, keys[k], defaults[k]);
-        if (id >= 0 && id < es->word->shape[0]) es->as_pad[es->n_as_pad++] = (int32_t)id;
-    }
-    return 0;
-}
 
 static int gemma4_load(iv_model *m, iv_err *err)
 {
@@ -60,7 +40,11 @@ static int gemma4_load(iv_model *m, iv_err *err)
         .default_global_kv_heads = 0,
     };
     if (iv_gemma4_text_load(m, &d, err)) return -1;
-    return placeholder_ids_as_pad(m, err);
+    /* Gemma4TextModel / Gemma4ForCausalLM (gemma4_text) have no towers and
+     * no placeholder ids. */
+    if (strcmp(m->cfg.model_type, "gemma4")) return 0;
+    if (iv_gemma4_placeholders_as_pad(m, err)) return -1;
+    return iv_gemma4_vision_load(m, &m->gemma4_vision, err);
 }
 
 static const char *const k_types[] = {"gemma4_text", "gemma4", NULL};

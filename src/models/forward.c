@@ -66,6 +66,7 @@ static int embed_tokens(const iv_model *m, const iv_batch *b, const int32_t *pos
 static int run_layers_deepstack(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex,
                                 const iv_visual_inject *vi, iv_view x, const iv_fwd_mem *mem)
 {
+    if (vi->spec || vi->layers) return -1; /* no mask variant with DeepStack (no family asks for both) */
     const int n = vi->n_deepstack < m->n_layers ? vi->n_deepstack : m->n_layers;
     for (int l = 0; l < n; l++) {
         iv_attn_extras one = *ex;
@@ -83,9 +84,14 @@ static int run_layers_deepstack(const iv_model *m, const iv_batch *b, const iv_a
 
 /* The block stack, with the token convolution after layer 0 when the model
  * has one. */
-static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, iv_view x,
-                      const iv_fwd_mem *mem)
+static int run_layers(const iv_model *m, const iv_batch *b, const iv_attn_extras *ex, const iv_visual_inject *vi,
+                      iv_view x, const iv_fwd_mem *mem)
 {
+    if (vi && (vi->spec || vi->layers)) {
+        if (m->conv.w) return -1; /* no family has both */
+        return iv_block_stack_forward(m->ops, vi->spec ? vi->spec : &m->block, vi->layers ? vi->layers : m->layers,
+                                      m->n_layers, b, ex, x, mem);
+    }
     if (!m->conv.w || m->n_layers == 0)
         return iv_block_stack_forward(m->ops, &m->block, m->layers, m->n_layers, b, ex, x, mem);
     const iv_view emb = iv_act_alloc(m->ops, mem->dev, x.rows, x.cols, x.cols);
@@ -256,17 +262,16 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
     if (!pos_dev || embed_tokens(m, b, pos_dev, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for embeddings of %lld tokens", (long long)T);
 
-    if (vi) {
-        /* Per-layer inputs are built below from x after the rows are
-         * replaced: from the merged embeddings, as EmbeddingGemma2Model does
-         * with audio soft tokens (models/audio_gemma4.c). */
-        if (m->conv.w || m->seq_rope || m->rel_bias.table)
-            return iv_errf(err, IV_E_INTERNAL, "visual rows with a token convolution, "
-                                               "length-dependent rotary or a relative bias");
-        for (int i = 0; i < vi->n_spans; i++)
-            ops->scale(ops, iv_view_rows(x, vi->token_row[i], vi->token_row[i] + vi->len[i]),
-                       iv_view_rows(vi->embeds, vi->feat_row[i], vi->feat_row[i] + vi->len[i]), 1.0f);
-    }
+    if (vi && (m->conv.w || m->seq_rope || m->rel_bias.table))
+        return iv_errf(err, IV_E_INTERNAL, "visual rows with a token convolution, length-dependent rotary or a "
+                                           "relative bias");
+    /* Visual rows replace their tokens' embeddings before the per-layer
+     * inputs are computed: Gemma4's PLE projection reads the merged rows,
+     * its token table the placeholder ids embedded as pad (as_pad); audio soft
+     * tokens alike (models/audio_gemma4.c). */
+    for (int i = 0; vi && i < vi->n_spans; i++)
+        ops->scale(ops, iv_view_rows(x, vi->token_row[i], vi->token_row[i] + vi->len[i]),
+                   iv_view_rows(vi->embeds, vi->feat_row[i], vi->feat_row[i] + vi->len[i]), 1.0f);
     iv_tap(ops, "embeddings", -1, x);
     iv_attn_extras ex = {.positions = pos, .positions_dev = pos_dev, .alibi_slopes = m->alibi_slopes};
     if (vi && vi->positions) {
@@ -274,12 +279,17 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
         ex.positions_dev = vi->positions_dev;
         ex.pos_axis_stride = vi->pos_axis_stride;
     }
+    if (vi && vi->bias) {
+        ex.bias = vi->bias;
+        ex.bias_offsets = vi->bias_offsets;
+        ex.bias_offsets_dev = vi->bias_offsets_dev;
+    }
     if (m->rel_bias.table && build_rel_bias(m, b, mem, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for relative position bias");
     if (m->seq_rope && build_seq_rope(m, b, mem->host, &ex, err)) return -1;
     if (m->ple_w && build_ple(m, b, x, mem->dev, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
-    if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, x, mem))
+    if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, vi, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
     if (m->final_norm.present) iv_block_norm(ops, &m->block, &m->final_norm, x, x, NULL);
     if (m->out_proj) {
@@ -349,7 +359,7 @@ int iv_model_forward_folded(const iv_model *m, const iv_batch *b, const iv_fold_
             .n_load = plan->n_load, .load = load, .n_store = n_store, .store = store,
         };
         const iv_attn_extras ex = {.positions = plan->pos + C, .positions_dev = pos_dev + C, .fold = &fold};
-        if (run_layers(m, &fb, &ex, x, mem)) goto oom;
+        if (run_layers(m, &fb, &ex, NULL, x, mem)) goto oom;
         iv_view y = x;
         if (m->final_norm.present) iv_block_norm(ops, &m->block, &m->final_norm, x, x, NULL);
         if (m->out_proj) {

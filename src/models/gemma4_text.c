@@ -375,3 +375,20 @@ int iv_gemma4_text_load(iv_model *m, const iv_gemma4_text_desc *d, iv_err *err)
     plan_free(&p);
     return rc ? -1 : 0;
 }
+
+int iv_gemma4_placeholders_as_pad(iv_model *m, iv_err *err)
+{
+    if (m->cfg.pad_token_id < 0 || m->cfg.pad_token_id >= m->embed.word->shape[0])
+        return iv_errf(err, IV_E_FORMAT, "config.json: %s needs text_config.pad_token_id within the vocabulary",
+                       m->cfg.model_type);
+    static const char *const keys[] = {"image_token_id", "video_token_id", "audio_token_id"};
+    static const int64_t defaults[] = {258880, 258884, 258881}; /* Gemma4Config's and EmbeddingGemma2Config's */
+    iv_embed_spec *es = &m->embed;
+    es->as_pad_id = m->cfg.pad_token_id;
+    for (int k = 0; k < 3; k++) {
+        const cJSON *v = iv_json_get(m->cfg.root, keys[k]);
+        const int64_t id = v && cJSON_IsNull(v) ? -1 : iv_json_int(m->cfg.root, keys[k], defaults[k]);
+        if (id >= 0 && id < es->word->shape[0]) es->as_pad[es->n_as_pad++] = (int32_t)id;
+    }
+    return 0;
+}

@@ -46,4 +46,12 @@ typedef struct iv_gemma4_text_desc {
  * rejects switches it does not implement with IV_E_UNSUPPORTED naming them. */
 int iv_gemma4_text_load(iv_model *m, const iv_gemma4_text_desc *d, iv_err *err);
 
+/* Gemma4Model.forward (and EmbeddingGemma2Model's) embeds its image / video
+ * / audio placeholder ids (config.json image_token_id, video_token_id,
+ * audio_token_id) as text_config.pad_token_id, in the embeddings and the
+ * per-layer token table, before any media is scattered in: on text such ids
+ * look like padding. Sets m->embed.as_pad for the ids inside the
+ * vocabulary. The multimodal model types only (gemma4, embedding_gemma2). */
+int iv_gemma4_placeholders_as_pad(iv_model *m, iv_err *err);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "models/loader.h"
+#include "models/vision_gemma4.h"
 #include "models/vision_pixtral.h"
 #include "models/vision_qwen3vl.h"
 #include "tensor/safetensors.h"
@@ -219,6 +220,34 @@ static int swap_pixtral(walk *wk, iv_pixtral_vision *v, unsigned kinds, iv_err *
     return rc;
 }
 
+/* Gemma4's vision tower and embedder, as Qwen3-VL's: linears with the layer
+ * matmuls, norms and the position tables with the vectors. */
+static int swap_gemma4_vision(walk *wk, iv_gemma4_vision *v, unsigned kinds, iv_err *err)
+{
+    int rc = 0;
+    for (int l = 0; l < v->depth && !rc; l++) {
+        iv_layer *L = &v->layers[l];
+        if (kinds & IV_LW_LAYER_MATMULS)
+            rc = swap(wk, &L->qkv_w, l, "vision attention QKV", err) ||
+                 swap(wk, &L->o_w, l, "vision attention output", err) || swap(wk, &L->up_w, l, "vision MLP up", err) ||
+                 swap(wk, &L->down_w, l, "vision MLP down", err);
+        if ((kinds & IV_LW_VECTORS) && !rc) {
+            wk->vectors = 1;
+            rc = swap_layer_vectors(wk, L, l, err);
+            wk->vectors = 0;
+        }
+    }
+    if ((kinds & IV_LW_LAYER_MATMULS) && !rc)
+        rc = swap(wk, &v->patch_w, -1, "vision patch embedding", err) ||
+             swap(wk, &v->proj_w, -1, "vision embedding projection", err);
+    if ((kinds & IV_LW_VECTORS) && !rc) {
+        wk->vectors = 1;
+        rc = swap(wk, &v->pos_table, -1, "vision position embeddings", err);
+        wk->vectors = 0;
+    }
+    return rc;
+}
+
 int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weight_fn fn, void *ctx, iv_err *err)
 {
     walk wk = {.m = m, .fn = fn, .ctx = ctx};
@@ -259,6 +288,7 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
     }
     if (m->vision && !rc) rc = swap_vision(&wk, m->vision, kinds, err);
     if (m->pixtral && !rc) rc = swap_pixtral(&wk, m->pixtral, kinds, err);
+    if (m->gemma4_vision && !rc) rc = swap_gemma4_vision(&wk, m->gemma4_vision, kinds, err);
     if ((kinds & IV_LW_VECTORS) && !rc) {
         wk.vectors = 1;
         rc = swap_vectors(&wk, err);

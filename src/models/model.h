@@ -163,6 +163,9 @@ typedef struct iv_model {
     /* EmbeddingGemma2's Gemma4 audio tower and embedder
      * (models/audio_gemma4.h), or NULL. */
     struct iv_gemma4_audio *audio;
+    /* Gemma4's vision tower and embedder (models/vision_gemma4.h), or NULL;
+     * image_token_id is then config.json's image_token_id. */
+    struct iv_gemma4_vision *gemma4_vision;
 
     /* Buffers the loader created (fused QKV weights, tied copies): freed with the model. */
     void **owned;
@@ -201,6 +204,14 @@ typedef struct iv_visual_inject {
     /* Rotary positions, axis a of token t at [a * pos_axis_stride + t] (host, dev). */
     const int32_t *positions, *positions_dev;
     int64_t pos_axis_stride;
+    /* A mask variant for batches with images (Gemma4's "vision"
+     * bidirectionality): the spec and layers to run instead of the model's,
+     * NULL: the model's; and an additive attention bias per sequence
+     * (iv_attn_args.bias, bias_offsets host and dev), NULL: none. */
+    const struct iv_block_spec *spec;
+    const struct iv_layer *layers;
+    const float *bias;
+    const int64_t *bias_offsets, *bias_offsets_dev;
 } iv_visual_inject;
 /* iv_model_forward with visual rows (vi NULL: iv_model_forward). */
 int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const iv_fwd_mem *mem,

@@ -132,22 +132,30 @@ TEST(golden_gemma4_packed_batches)
     }
 }
 
-/* The image tower is not implemented: a Gemma4ForConditionalGeneration
- * checkpoint runs text, and a sequence that brings an image is refused
- * with a clear error instead of running without it. */
+/* A gemma4_text checkpoint has no tower: a sequence that brings an image
+ * is refused with a clear error instead of running without it. On
+ * gemma4_cond (a tower, "vision" bidirectionality) an image whose run does
+ * not lie on image tokens is refused naming the input (the tower and the
+ * mixed forward against transformers: test_gemma4_vision.c). */
 TEST(gemma4_refuses_images)
 {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/models/gemma4_cond", iv_test_fixtures_dir());
+    static const float pixels[4 * 48] = {0};
+    /* 2 x 2 patches pooled 2 x 2: one soft token, <boi> 295 <image> 297 <eoi> 296. */
+    const iv_image_input img = {.pixel_values = pixels, .grid_t = 1, .grid_h = 2, .grid_w = 2, .token_offset = 1};
+    const int32_t ids[] = {0, 295, 297, 296, 2};
+    const iv_seq_input seq = {.ids = ids, .len = 5, .images = &img, .n_images = 1};
+    iv_outputs out;
     iv_engine *e;
     iv_err err = {0};
+    snprintf(dir, sizeof dir, "%s/models/gemma4_text", iv_test_fixtures_dir());
     REQUIRE(iv_engine_load(&e, dir, NULL, &err) == 0);
-    static const float pixels[4 * 48] = {0};
-    const iv_image_input img = {.pixel_values = pixels, .grid_t = 1, .grid_h = 2, .grid_w = 2};
-    const int32_t ids[] = {0, 5, 6, 2};
-    const iv_seq_input seq = {.ids = ids, .len = 4, .images = &img, .n_images = 1};
-    iv_outputs out;
     CHECK(iv_engine_run(e, IV_TASK_EMBED_ALL, &seq, 1, &out, &err) != 0);
     CHECK_MSG(err.code == IV_E_UNSUPPORTED && strstr(err.msg, "no vision tower"), "got %d: %s", err.code, err.msg);
+    iv_engine_free(e);
+    snprintf(dir, sizeof dir, "%s/models/gemma4_cond", iv_test_fixtures_dir());
+    REQUIRE(iv_engine_load(&e, dir, NULL, &err) == 0);
+    CHECK(iv_engine_run(e, IV_TASK_EMBED_ALL, &seq, 1, &out, &err) != 0); /* offset 1 is <boi> */
+    CHECK_MSG(err.code == IV_E_INVALID && strstr(err.msg, "not the image token"), "got %d: %s", err.code, err.msg);
     iv_engine_free(e);
 }

@@ -1,0 +1,322 @@
+/* The Gemma4 image processor (see gemma4.h). Written from transformers
+ * 5.25's image_processing_pil_gemma4.py and processing_gemma4.py. */
+#include "image/gemma4.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "base/json.h"
+#include "image/qwen_vl.h" /* iv_image_flatten_on_white */
+#include "image/resample.h"
+
+#define BOUND (1 << 16) /* sides and patch sizes above this are not images this server takes */
+
+void iv_gemma4_image_config_default(iv_gemma4_image_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->patch_size = 16;
+    cfg->max_soft_tokens = 280;
+    cfg->pooling_kernel_size = 3;
+    cfg->do_resize = cfg->do_rescale = 1;
+    cfg->resample = IV_RESAMPLE_BICUBIC;
+    cfg->rescale_factor = 1.0 / 255.0;
+    for (int c = 0; c < 3; c++) cfg->image_std[c] = 1.0;
+}
+
+/* Keys that describe the file, the batch or the processor around it and
+ * change nothing for one image: size is not read by this processor (its
+ * resize is driven by the patch budget), image_seq_length is
+ * Gemma4Processor's default run length, which the per-image soft token
+ * count replaces. */
+static const char *const ignored_keys[] = {
+    "image_processor_type", "processor_class", "auto_map", "_processor_class", "return_tensors", "data_format",
+    "input_data_format", "device", "disable_grouping", "size", "image_seq_length", NULL,
+};
+
+static int pos_int(const cJSON *v, const char *key, int *out, iv_err *err)
+{
+    if (!iv_json_is_integer(v) || v->valuedouble <= 0 || v->valuedouble > BOUND)
+        return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a positive integer up to %d", key,
+                       BOUND);
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *v, const char *key, int *out, iv_err *err)
+{
+    if (!cJSON_IsBool(v)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be true or false", key);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+static int get_triple(const cJSON *v, const char *key, double out[3], iv_err *err)
+{
+    if (cJSON_IsNumber(v)) {
+        out[0] = out[1] = out[2] = v->valuedouble;
+        return 0;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
+        return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a number or a list of 3 numbers", key);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *e = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(e)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must hold numbers", key);
+        out[i] = e->valuedouble;
+    }
+    return 0;
+}
+
+static int is_ignored(const char *k)
+{
+    for (int i = 0; ignored_keys[i]; i++)
+        if (!strcmp(k, ignored_keys[i])) return 1;
+    return 0;
+}
+
+static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err)
+{
+    if (!cJSON_IsObject(root)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: not a JSON object");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root)
+    {
+        const char *k = it->string;
+        int b = 0;
+        iv_json_get(root, k); /* seen by the checkpoint-field recorder */
+        if (is_ignored(k)) continue;
+        if (!strcmp(k, "patch_size")) {
+            if (pos_int(it, k, &cfg->patch_size, err)) return -1;
+        } else if (!strcmp(k, "pooling_kernel_size")) {
+            if (pos_int(it, k, &cfg->pooling_kernel_size, err)) return -1;
+        } else if (!strcmp(k, "max_soft_tokens")) {
+            if (!iv_json_is_integer(it)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be an integer", k);
+            const int v = (int)it->valuedouble;
+            if (v != 70 && v != 140 && v != 280 && v != 560 && v != 1120)
+                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"max_soft_tokens\" must be one of 70, "
+                                                      "140, 280, 560, 1120 (as the processor requires), not %d",
+                               v);
+            cfg->max_soft_tokens = v;
+        } else if (!strcmp(k, "do_resize")) {
+            if (get_bool(it, k, &cfg->do_resize, err)) return -1;
+        } else if (!strcmp(k, "do_rescale")) {
+            if (get_bool(it, k, &cfg->do_rescale, err)) return -1;
+        } else if (!strcmp(k, "do_normalize")) {
+            if (get_bool(it, k, &cfg->do_normalize, err)) return -1;
+        } else if (!strcmp(k, "do_convert_rgb")) {
+            if (get_bool(it, k, &b, err)) return -1;
+            if (!b)
+                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"do_convert_rgb\": false is not "
+                                                      "supported (images are always converted to RGB)");
+        } else if (!strcmp(k, "rescale_factor")) {
+            if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
+                return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"rescale_factor\" must be a positive number");
+            cfg->rescale_factor = it->valuedouble;
+        } else if (!strcmp(k, "resample")) {
+            if (!iv_json_is_integer(it) ||
+                (it->valuedouble != IV_RESAMPLE_BICUBIC && it->valuedouble != IV_RESAMPLE_BILINEAR))
+                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"resample\" must be 3 (bicubic) or 2 "
+                                                      "(bilinear)");
+            cfg->resample = (int)it->valuedouble;
+        } else if (!strcmp(k, "image_mean")) {
+            if (get_triple(it, k, cfg->image_mean, err)) return -1;
+        } else if (!strcmp(k, "image_std")) {
+            if (get_triple(it, k, cfg->image_std, err)) return -1;
+            for (int i = 0; i < 3; i++)
+                if (cfg->image_std[i] == 0)
+                    return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"image_std\" has a zero");
+        } else {
+            return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: unknown key \"%s\" for the Gemma4 image "
+                                                  "processor",
+                           k);
+        }
+    }
+    const cJSON *t = iv_json_get(root, "image_processor_type");
+    if (t && (!cJSON_IsString(t) || strncmp(t->valuestring, "Gemma4ImageProcessor", 20)))
+        return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: image_processor_type %s is not the Gemma4 "
+                                              "image processor",
+                       cJSON_IsString(t) ? t->valuestring : "(not a string)");
+    if ((int64_t)cfg->patch_size * cfg->pooling_kernel_size > BOUND)
+        return iv_errf(err, IV_E_FORMAT, "preprocessor config: patch_size * pooling_kernel_size is over %d", BOUND);
+    return 0;
+}
+
+int iv_gemma4_image_config_parse(iv_gemma4_image_config *cfg, const char *json, size_t len, iv_err *err)
+{
+    cJSON *root;
+    if (iv_json_parse(json, len, "preprocessor_config.json", &root, err)) return -1;
+    int rc = parse_obj(cfg, root, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int iv_gemma4_image_config_load(iv_gemma4_image_config *cfg, const char *dir, iv_err *err)
+{
+    char pre[4096], proc[4096];
+    iv_gemma4_image_config_default(cfg);
+    iv_path_join(pre, sizeof pre, dir, "preprocessor_config.json");
+    iv_path_join(proc, sizeof proc, dir, "processor_config.json");
+    const int has_pre = iv_file_exists(pre);
+    if (!has_pre && !iv_file_exists(proc))
+        return iv_errf(err, IV_E_NOTFOUND, "%s has no preprocessor_config.json (nor processor_config.json): the "
+                                           "image processor is not configured",
+                       dir);
+    cJSON *root = NULL;
+    int rc = 0;
+    if (iv_json_load_file(has_pre ? pre : proc, 1 << 20, &root, err)) return -1;
+    if (has_pre) {
+        if (parse_obj(cfg, root, err)) rc = iv_err_prefix(err, "%s: ", pre);
+    } else {
+        const cJSON *ip = iv_json_get(root, "image_processor");
+        rc = ip ? parse_obj(cfg, ip, err) : iv_errf(err, IV_E_FORMAT, "no \"image_processor\" object in it");
+        if (rc) iv_err_prefix(err, "%s: ", proc);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int iv_gemma4_processor_named(const char *dir)
+{
+    char path[4096];
+    cJSON *root = NULL;
+    iv_err err = {0};
+    int named = 0;
+    iv_path_join(path, sizeof path, dir, "preprocessor_config.json");
+    const int pre = iv_file_exists(path);
+    if (!pre) iv_path_join(path, sizeof path, dir, "processor_config.json");
+    if (iv_file_exists(path) && iv_json_load_file(path, 1 << 20, &root, &err) == 0) {
+        const cJSON *obj = pre ? root : iv_json_get(root, "image_processor");
+        named = !strncmp(iv_json_str(obj, "image_processor_type", ""), "Gemma4ImageProcessor", 20);
+    }
+    cJSON_Delete(root);
+    return named;
+}
+
+int iv_gemma4_resize_size(const iv_gemma4_image_config *cfg, int height, int width, int *out_h, int *out_w,
+                          iv_err *err)
+{
+    const int64_t p = cfg->patch_size, k = cfg->pooling_kernel_size, u = p * k;
+    const int64_t max_patches = (int64_t)cfg->max_soft_tokens * k * k;
+    if (height <= 0 || width <= 0) return iv_errf(err, IV_E_INVALID, "image has a zero size (%dx%d)", width, height);
+    if (!cfg->do_resize) {
+        if (height % u || width % u || (height / p) * (width / p) > max_patches)
+            return iv_errf(err, IV_E_INVALID, "image is %dx%d: without resizing, both sides must be multiples of "
+                                              "%lld and the image at most %lld patches",
+                           width, height, (long long)u, (long long)max_patches);
+        *out_h = height, *out_w = width;
+        return 0;
+    }
+    /* get_aspect_ratio_preserving_size, in Python's float64 arithmetic. */
+    const double total_px = (double)height * (double)width;
+    const double target_px = (double)max_patches * (double)(p * p);
+    const double factor = sqrt(target_px / total_px);
+    int64_t th = (int64_t)floor(factor * height / (double)u) * u;
+    int64_t tw = (int64_t)floor(factor * width / (double)u) * u;
+    if (th == 0 && tw == 0)
+        return iv_errf(err, IV_E_INVALID, "image is %dx%d: it resizes to 0x0 (the processor refuses it too)", width,
+                       height);
+    const int64_t max_side = (max_patches / (k * k)) * u;
+    if (th == 0) {
+        th = u;
+        tw = (int64_t)floor((double)width / (double)height) * u;
+        if (tw > max_side) tw = max_side;
+    } else if (tw == 0) {
+        tw = u;
+        th = (int64_t)floor((double)height / (double)width) * u;
+        if (th > max_side) th = max_side;
+    }
+    if ((double)th * (double)tw > target_px)
+        return iv_errf(err, IV_E_INVALID, "image is %dx%d: it resizes to %lldx%lld, over %lld patches of %lld "
+                                          "(the processor refuses it too)",
+                       width, height, (long long)tw, (long long)th, (long long)max_patches, (long long)p);
+    *out_h = (int)th;
+    *out_w = (int)tw;
+    return 0;
+}
+
+int iv_gemma4_soft_tokens(const iv_gemma4_image_config *cfg, int height, int width, int *n, iv_err *err)
+{
+    int h = 0, w = 0;
+    if (iv_gemma4_resize_size(cfg, height, width, &h, &w, err)) return -1;
+    const int p = cfg->patch_size, k = cfg->pooling_kernel_size;
+    *n = (h / p) * (w / p) / (k * k);
+    return 0;
+}
+
+int iv_gemma4_preprocess(const iv_gemma4_image_config *cfg, const iv_image *img, iv_gemma4_pixels *out,
+                         iv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int W = img->width, H = img->height, rh = 0, rw = 0;
+    if (iv_gemma4_resize_size(cfg, H, W, &rh, &rw, err)) return -1;
+    uint8_t *rgb = malloc((size_t)W * (size_t)H * 3);
+    if (!rgb) return iv_errf(err, IV_E_NOMEM, "out of memory preprocessing an image");
+    iv_image_flatten_on_white(img, rgb);
+    if (rh != H || rw != W) { /* the processor resizes only when the size changes */
+        uint8_t *r = malloc((size_t)rw * (size_t)rh * 3);
+        if (!r || iv_resample_rgb(rgb, W, H, r, rw, rh, (enum iv_resample_filter)cfg->resample, err)) {
+            free(r);
+            free(rgb);
+            return r ? -1 : iv_errf(err, IV_E_NOMEM, "out of memory resizing an image");
+        }
+        free(rgb);
+        rgb = r;
+        W = rw, H = rh;
+    }
+    /* Each 8-bit level maps to one float per channel: numpy's float64
+     * rescale cast to float32, then (only with do_normalize) float32
+     * (x - mean) / std. */
+    float lut[3][256];
+    for (int c = 0; c < 3; c++) {
+        const float mean = (float)cfg->image_mean[c], std = (float)cfg->image_std[c];
+        for (int v = 0; v < 256; v++) {
+            const float x = cfg->do_rescale ? (float)((double)v * cfg->rescale_factor) : (float)v;
+            lut[c][v] = cfg->do_normalize ? (x - mean) / std : x;
+        }
+    }
+    const size_t plane = (size_t)W * (size_t)H;
+    out->pixel_values = malloc(3 * plane * sizeof(float));
+    if (!out->pixel_values) {
+        free(rgb);
+        return iv_errf(err, IV_E_NOMEM, "out of memory for a %dx%d image", W, H);
+    }
+    for (size_t i = 0; i < plane; i++)
+        for (int c = 0; c < 3; c++) out->pixel_values[c * plane + i] = lut[c][rgb[i * 3 + c]];
+    free(rgb);
+    const int k = cfg->pooling_kernel_size;
+    out->height = H, out->width = W;
+    out->grid_h = H / cfg->patch_size, out->grid_w = W / cfg->patch_size;
+    out->soft_tokens = out->grid_h * out->grid_w / (k * k);
+    return 0;
+}
+
+void iv_gemma4_pixels_free(iv_gemma4_pixels *p)
+{
+    if (!p) return;
+    free(p->pixel_values);
+    memset(p, 0, sizeof *p);
+}
+
+void iv_gemma4_patchify(const iv_gemma4_image_config *cfg, const iv_gemma4_pixels *px, float *out)
+{
+    const int P = cfg->patch_size;
+    const size_t W = (size_t)px->width, plane = W * (size_t)px->height;
+    float *o = out;
+    for (int gy = 0; gy < px->grid_h; gy++)
+        for (int gx = 0; gx < px->grid_w; gx++)
+            for (int py = 0; py < P; py++)
+                for (int qx = 0; qx < P; qx++) {
+                    const size_t at = ((size_t)gy * P + py) * W + (size_t)gx * P + qx;
+                    for (int c = 0; c < 3; c++) *o++ = px->pixel_values[c * plane + at];
+                }
+}
+
+int64_t iv_gemma4_image_token_run(int n_soft, int32_t boi_id, int32_t image_id, int32_t eoi_id, int32_t *out)
+{
+    if (n_soft <= 0) return 0;
+    if (out) {
+        out[0] = boi_id;
+        for (int i = 0; i < n_soft; i++) out[1 + i] = image_id;
+        out[n_soft + 1] = eoi_id;
+    }
+    return (int64_t)n_soft + 2;
+}
