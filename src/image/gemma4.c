@@ -8,7 +8,8 @@
 
 #include "base/file.h"
 #include "base/json.h"
-#include "image/qwen_vl.h" /* iv_image_flatten_on_white */
+#include "image/planes.h"
+#include "image/processor_keys.h"
 #include "image/resample.h"
 
 #define BOUND (1 << 16) /* sides and patch sizes above this are not images this server takes */
@@ -44,29 +45,6 @@ static int pos_int(const cJSON *v, const char *key, int *out, iv_err *err)
     return 0;
 }
 
-static int get_bool(const cJSON *v, const char *key, int *out, iv_err *err)
-{
-    if (!cJSON_IsBool(v)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be true or false", key);
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-static int get_triple(const cJSON *v, const char *key, double out[3], iv_err *err)
-{
-    if (cJSON_IsNumber(v)) {
-        out[0] = out[1] = out[2] = v->valuedouble;
-        return 0;
-    }
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
-        return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a number or a list of 3 numbers", key);
-    for (int i = 0; i < 3; i++) {
-        const cJSON *e = cJSON_GetArrayItem(v, i);
-        if (!cJSON_IsNumber(e)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must hold numbers", key);
-        out[i] = e->valuedouble;
-    }
-    return 0;
-}
-
 static int is_ignored(const char *k)
 {
     for (int i = 0; ignored_keys[i]; i++)
@@ -97,13 +75,13 @@ static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err
                                v);
             cfg->max_soft_tokens = v;
         } else if (!strcmp(k, "do_resize")) {
-            if (get_bool(it, k, &cfg->do_resize, err)) return -1;
+            if (iv_processor_key_bool(it, k, &cfg->do_resize, err)) return -1;
         } else if (!strcmp(k, "do_rescale")) {
-            if (get_bool(it, k, &cfg->do_rescale, err)) return -1;
+            if (iv_processor_key_bool(it, k, &cfg->do_rescale, err)) return -1;
         } else if (!strcmp(k, "do_normalize")) {
-            if (get_bool(it, k, &cfg->do_normalize, err)) return -1;
+            if (iv_processor_key_bool(it, k, &cfg->do_normalize, err)) return -1;
         } else if (!strcmp(k, "do_convert_rgb")) {
-            if (get_bool(it, k, &b, err)) return -1;
+            if (iv_processor_key_bool(it, k, &b, err)) return -1;
             if (!b)
                 return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"do_convert_rgb\": false is not "
                                                       "supported (images are always converted to RGB)");
@@ -118,9 +96,9 @@ static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err
                                                       "(bilinear)");
             cfg->resample = (int)it->valuedouble;
         } else if (!strcmp(k, "image_mean")) {
-            if (get_triple(it, k, cfg->image_mean, err)) return -1;
+            if (iv_processor_key_triple(it, k, cfg->image_mean, err)) return -1;
         } else if (!strcmp(k, "image_std")) {
-            if (get_triple(it, k, cfg->image_std, err)) return -1;
+            if (iv_processor_key_triple(it, k, cfg->image_std, err)) return -1;
             for (int i = 0; i < 3; i++)
                 if (cfg->image_std[i] == 0)
                     return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"image_std\" has a zero");
@@ -248,40 +226,11 @@ int iv_gemma4_preprocess(const iv_gemma4_image_config *cfg, const iv_image *img,
     memset(out, 0, sizeof *out);
     int W = img->width, H = img->height, rh = 0, rw = 0;
     if (iv_gemma4_resize_size(cfg, H, W, &rh, &rw, err)) return -1;
-    uint8_t *rgb = malloc((size_t)W * (size_t)H * 3);
-    if (!rgb) return iv_errf(err, IV_E_NOMEM, "out of memory preprocessing an image");
-    iv_image_flatten_on_white(img, rgb);
-    if (rh != H || rw != W) { /* the processor resizes only when the size changes */
-        uint8_t *r = malloc((size_t)rw * (size_t)rh * 3);
-        if (!r || iv_resample_rgb(rgb, W, H, r, rw, rh, (enum iv_resample_filter)cfg->resample, err)) {
-            free(r);
-            free(rgb);
-            return r ? -1 : iv_errf(err, IV_E_NOMEM, "out of memory resizing an image");
-        }
-        free(rgb);
-        rgb = r;
-        W = rw, H = rh;
-    }
-    /* Each 8-bit level maps to one float per channel: numpy's float64
-     * rescale cast to float32, then (only with do_normalize) float32
-     * (x - mean) / std. */
-    float lut[3][256];
-    for (int c = 0; c < 3; c++) {
-        const float mean = (float)cfg->image_mean[c], std = (float)cfg->image_std[c];
-        for (int v = 0; v < 256; v++) {
-            const float x = cfg->do_rescale ? (float)((double)v * cfg->rescale_factor) : (float)v;
-            lut[c][v] = cfg->do_normalize ? (x - mean) / std : x;
-        }
-    }
-    const size_t plane = (size_t)W * (size_t)H;
-    out->pixel_values = malloc(3 * plane * sizeof(float));
-    if (!out->pixel_values) {
-        free(rgb);
-        return iv_errf(err, IV_E_NOMEM, "out of memory for a %dx%d image", W, H);
-    }
-    for (size_t i = 0; i < plane; i++)
-        for (int c = 0; c < 3; c++) out->pixel_values[c * plane + i] = lut[c][rgb[i * 3 + c]];
-    free(rgb);
+    const iv_planes_spec ps = {.width = rw, .height = rh, .resample = cfg->resample, .do_rescale = cfg->do_rescale,
+                               .do_normalize = cfg->do_normalize, .rescale_factor = cfg->rescale_factor,
+                               .mean = cfg->image_mean, .std = cfg->image_std};
+    if (iv_image_planes(img, &ps, &out->pixel_values, err)) return -1;
+    W = ps.width, H = ps.height;
     const int k = cfg->pooling_kernel_size;
     out->height = H, out->width = W;
     out->grid_h = H / cfg->patch_size, out->grid_w = W / cfg->patch_size;

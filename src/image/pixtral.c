@@ -8,7 +8,7 @@
 
 #include "base/file.h"
 #include "base/json.h"
-#include "image/qwen_vl.h" /* iv_image_flatten_on_white */
+#include "image/planes.h"
 #include "image/processor_keys.h"
 #include "image/resample.h"
 
@@ -276,39 +276,12 @@ int iv_pixtral_preprocess(const iv_pixtral_config *cfg, const iv_image *img, iv_
     memset(out, 0, sizeof *out);
     int W = img->width, H = img->height, rh = 0, rw = 0;
     if (iv_pixtral_resize_size(cfg, H, W, &rh, &rw, err)) return -1;
-    uint8_t *rgb = malloc((size_t)W * (size_t)H * 3);
-    if (!rgb) return iv_errf(err, IV_E_NOMEM, "out of memory preprocessing an image");
-    iv_image_flatten_on_white(img, rgb);
-    if (cfg->do_resize && (rh != H || rw != W)) { /* PIL's resize to the same size is a copy */
-        uint8_t *r = malloc((size_t)rw * (size_t)rh * 3);
-        if (!r || iv_resample_rgb(rgb, W, H, r, rw, rh, (enum iv_resample_filter)cfg->resample, err)) {
-            free(r);
-            free(rgb);
-            return r ? -1 : iv_errf(err, IV_E_NOMEM, "out of memory resizing an image");
-        }
-        free(rgb);
-        rgb = r;
-        W = rw, H = rh;
-    }
-    /* Each 8-bit level maps to one float per channel: numpy's float64
-     * rescale cast to float32, then float32 (x - mean) / std. */
-    float lut[3][256];
-    for (int c = 0; c < 3; c++) {
-        const float mean = (float)cfg->image_mean[c], std = (float)cfg->image_std[c];
-        for (int v = 0; v < 256; v++) {
-            const float x = cfg->do_rescale ? (float)((double)v * cfg->rescale_factor) : (float)v;
-            lut[c][v] = cfg->do_normalize ? (x - mean) / std : x;
-        }
-    }
-    const size_t plane = (size_t)W * (size_t)H;
-    out->pixel_values = malloc(3 * plane * sizeof(float));
-    if (!out->pixel_values) {
-        free(rgb);
-        return iv_errf(err, IV_E_NOMEM, "out of memory for a %dx%d image", W, H);
-    }
-    for (size_t i = 0; i < plane; i++)
-        for (int c = 0; c < 3; c++) out->pixel_values[c * plane + i] = lut[c][rgb[i * 3 + c]];
-    free(rgb);
+    const iv_planes_spec ps = {.width = cfg->do_resize ? rw : W, .height = cfg->do_resize ? rh : H,
+                               .resample = cfg->resample, .do_rescale = cfg->do_rescale,
+                               .do_normalize = cfg->do_normalize, .rescale_factor = cfg->rescale_factor,
+                               .mean = cfg->image_mean, .std = cfg->image_std};
+    if (iv_image_planes(img, &ps, &out->pixel_values, err)) return -1;
+    W = ps.width, H = ps.height;
     out->height = H, out->width = W;
     out->grid_h = H / cfg->patch_size, out->grid_w = W / cfg->patch_size;
     out->rows = out->grid_h / cfg->merge_size, out->cols = out->grid_w / cfg->merge_size;

@@ -1,0 +1,24 @@
+/* The last steps most image processors share (Pixtral's, Gemma4's): RGB
+ * with transparency flattened over white, resized with PIL's filter when
+ * the size changes (PIL copies otherwise), then rescaled and normalised as
+ * numpy does into channel-major float planes [3, H, W]. */
+#ifndef IV_IMAGE_PLANES_H
+#define IV_IMAGE_PLANES_H
+
+#include "base/err.h"
+#include "image/image.h"
+
+typedef struct iv_planes_spec {
+    int width, height;        /* the target size */
+    int resample;             /* PIL's enum (resample.h) */
+    int do_rescale, do_normalize;
+    double rescale_factor;
+    const double *mean, *std; /* [3] each */
+} iv_planes_spec;
+
+/* *pixels (malloc'd): [3, height, width]; each 8-bit level maps to one
+ * float per channel: the float64 rescale cast to float32, then (with
+ * do_normalize) float32 (x - mean) / std. */
+int iv_image_planes(const iv_image *img, const iv_planes_spec *s, float **pixels, iv_err *err);
+
+#endif
