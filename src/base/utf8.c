@@ -76,3 +76,17 @@ void iv_utf8_scrub(char *s)
         s[i++] = '?';
     }
 }
+
+long iv_utf8_invalid_at(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if ((unsigned char)s[i] < 0x80) { /* the common case, and NUL, which seq_len would not take */
+            i++;
+            continue;
+        }
+        const int l = iv_utf8_seq_len(s + i, n - i);
+        if (l == 0) return (long)i;
+        i += (size_t)l;
+    }
+    return -1;
+}

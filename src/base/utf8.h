@@ -20,6 +20,9 @@ size_t iv_utf8_cut(const char *s, size_t n, size_t max_bytes);
 /* Length (1..4) of the well-formed UTF-8 sequence at s[0..n) (RFC 3629: no
  * overlong forms, surrogates or code points past U+10FFFF), 0 if there is none. */
 int iv_utf8_seq_len(const char *s, size_t n);
+/* Byte offset of the first ill-formed sequence in s[0..n), or -1 when all
+ * of it is well-formed UTF-8 (U+0000 included). */
+long iv_utf8_invalid_at(const char *s, size_t n);
 /* Makes the NUL-terminated s valid UTF-8 in place: a sequence cut short at
  * the end (a message truncated to its buffer) is dropped, any other
  * ill-formed byte becomes '?'. */

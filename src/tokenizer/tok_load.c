@@ -6,6 +6,7 @@
 
 #include "base/file.h"
 #include "base/json.h"
+#include "base/utf8.h"
 #include "tokenizer/tok_internal.h"
 
 #define TOK_MAX_JSON (1024u << 20)
@@ -177,6 +178,13 @@ static int load_text(iv_tokenizer **out, const char *json, size_t len, const cha
                      size_t cfg_len, const char *cfg_name, iv_err *err)
 {
     *out = NULL;
+    /* The reference reads both files into Rust / Python strings, which
+     * refuse ill-formed UTF-8; the tokenizer's code assumes it is well
+     * formed (a stray byte in an added token read past its end). */
+    long bad = iv_utf8_invalid_at(json, len);
+    if (bad >= 0) return iv_errf(err, IV_E_FORMAT, "%s is not valid UTF-8 (byte %ld)", json_name, bad);
+    if (cfg && (bad = iv_utf8_invalid_at(cfg, cfg_len)) >= 0)
+        return iv_errf(err, IV_E_FORMAT, "%s is not valid UTF-8 (byte %ld)", cfg_name, bad);
     /* cJSON ends strings at U+0000: stand it in with an unused code point. */
     uint32_t nul_ph = 0;
     size_t prot_len = 0;

@@ -38,6 +38,18 @@ TEST(tok_load_malformed_json)
     expect_error("{\"version\":\"2.0\"," WP_MODEL "}", IV_E_UNSUPPORTED, "version", "2.0");
 }
 
+/* Found by fuzz_tokenizer: a raw 0xFF byte in a normalized added token was
+ * decoded past the token's end (heap overflow under ASan). The reference
+ * refuses files that are not UTF-8; so do we, before parsing. */
+TEST(tok_load_rejects_invalid_utf8)
+{
+    expect_error("{\"added_tokens\":[{\"id\":2,\"content\":\"x\xff\",\"normalized\":true}],"
+                 "\"normalizer\":{\"type\":\"Lowercase\"}," WP_MODEL "}",
+                 IV_E_FORMAT, "tokenizer.json is not valid UTF-8", "byte 37");
+    expect_error("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"\xed\xa0\x80\":0}}}", IV_E_FORMAT,
+                 "not valid UTF-8", NULL); /* an encoded surrogate */
+}
+
 TEST(tok_load_unknown_types)
 {
     expect_error("{\"normalizer\":{\"type\":\"Fancy\"}," WP_MODEL "}", IV_E_UNSUPPORTED, "normalizer", "Fancy");
