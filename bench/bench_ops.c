@@ -83,7 +83,7 @@ static void bench_gemm_and_linear(const iv_ops *ops, int64_t t, int64_t in, int6
 
     gemm_ctx g = {t, out, in, x, w, y};
     double tg = best_time(run_sgemm, &g, 0.5);
-    linear_ctx l = {ops, {y, t, out, out}, {x, t, in, in}, iv_tensor_2d(w, out, in), iv_tensor_1d(b, out), act, r};
+    linear_ctx l = {ops, {y, t, out, out, IV_F32}, {x, t, in, in, IV_F32}, iv_tensor_2d(w, out, in), iv_tensor_1d(b, out), act, r};
     double tl = best_time(run_linear, &l, 0.5);
     /* The same op on the weight packed as the model loads it. */
     float *wp = iv_cpu_scratch(iv_cpu_panel_floats(out, in) * sizeof(float));
