@@ -68,10 +68,14 @@ static void bench_linear(const lin_shape *s, int rounds)
     float *wp = aligned_alloc(64, iv_cpu_panel_floats(s->out, s->in) * sizeof(float));
     iv_cpu_pack_panels(wp, w, s->out, s->in);
     iv_tensor wt = iv_cpu_panel_tensor(wp, s->out, s->in), bt = iv_tensor_1d(b, s->out);
+    /* 8-bit weights, and the 7-bit ones the vpmaddubsw kernel runs on. */
     void *blob = aligned_alloc(64, (iv_int8_packed_bytes(s->out, s->in) + 63) & ~(size_t)63);
-    float *scales = malloc((size_t)s->out * sizeof(float));
-    iv_int8_pack_weights(blob, scales, w, s->out, s->in);
+    void *blob7 = aligned_alloc(64, (iv_int8_packed_bytes(s->out, s->in) + 63) & ~(size_t)63);
+    float *scales = malloc((size_t)s->out * sizeof(float)), *scales7 = malloc((size_t)s->out * sizeof(float));
+    iv_int8_pack_weights(blob, scales, w, s->out, s->in, IV_INT8_QMAX);
+    iv_int8_pack_weights(blob7, scales7, w, s->out, s->in, IV_INT8_QMAX_7BIT);
     iv_tensor qt = iv_int8_weight_tensor(blob, scales, s->out, s->in);
+    iv_tensor qt7 = iv_int8_weight_tensor(blob7, scales7, s->out, s->in);
     iv_view xv = {x, s->t, s->in, s->in, IV_F32}, yv = {y, s->t, s->out, s->out, IV_F32};
 
     /* Contender 0 is FP32; then one per available int8 kernel. */
@@ -86,7 +90,9 @@ static void bench_linear(const lin_shape *s, int rounds)
             if (c) iv_int8_kernel_select((iv_int8_kernel)kernels[c - 1]);
             double t0 = omp_get_wtime();
             if (c == 0) f32->linear(f32, yv, xv, &wt, &bt, s->act, r);
-            else i8->linear(i8, yv, xv, &qt, &bt, s->act, r);
+            else
+                i8->linear(i8, yv, xv, iv_int8_kernel_qmax((iv_int8_kernel)kernels[c - 1]) < IV_INT8_QMAX ? &qt7 : &qt, &bt,
+                           s->act, r);
             double dt = omp_get_wtime() - t0;
             if (round >= 0) times[c][round] = dt;
         }
@@ -109,6 +115,8 @@ static void bench_linear(const lin_shape *s, int rounds)
     free(r);
     free(blob);
     free(scales);
+    free(blob7);
+    free(scales7);
 }
 
 /* ---- 2. MiniLM end to end ---- */
@@ -151,8 +159,10 @@ static double run_once(iv_engine *e, const batch_in *b)
     return dt;
 }
 
-/* FP32, then the int8 engine once per available kernel, interleaved. */
-static void bench_engines(iv_engine *fp32, iv_engine *int8, const batch_in *b, int rounds, const char *label)
+/* FP32, then an int8 engine once per available kernel, interleaved: the
+ * one with 7-bit weights for the vpmaddubsw kernel, 8-bit for the others. */
+static void bench_engines(iv_engine *fp32, iv_engine *int8, iv_engine *int8_w7, const batch_in *b, int rounds,
+                          const char *label)
 {
     int kernels[MAX_CONTENDERS], nk = 0;
     const iv_int8_kernel best = iv_int8_kernel_active();
@@ -163,7 +173,8 @@ static void bench_engines(iv_engine *fp32, iv_engine *int8, const batch_in *b, i
     for (int r = -3; r < rounds; r++) /* three warm-up rounds */
         for (int c = 0; c <= nk; c++) {
             if (c) iv_int8_kernel_select((iv_int8_kernel)kernels[c - 1]);
-            double dt = run_once(c ? int8 : fp32, b);
+            iv_engine *e = !c ? fp32 : iv_int8_kernel_qmax((iv_int8_kernel)kernels[c - 1]) < IV_INT8_QMAX ? int8_w7 : int8;
+            double dt = run_once(e, b);
             if (r >= 0) t[c][r] = dt;
         }
     iv_int8_kernel_select(best);
@@ -199,22 +210,26 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         bench_linear(&shapes[i], shapes[i].t <= 64 ? 400 : 15);
 
-    iv_engine *fp32, *int8;
+    iv_engine *fp32, *int8, *int8_w7;
     iv_err err = {0};
     iv_engine_opts of = {.dtype = "float32"}, oi = {.dtype = "int8"};
-    if (iv_engine_load(&fp32, model, &of, &err) || iv_engine_load(&int8, model, &oi, &err)) {
+    if (iv_engine_load(&fp32, model, &of, &err) || setenv("IV_INT8_WEIGHT_BITS", "8", 1) ||
+        iv_engine_load(&int8, model, &oi, &err) || setenv("IV_INT8_WEIGHT_BITS", "7", 1) ||
+        iv_engine_load(&int8_w7, model, &oi, &err)) {
         fprintf(stderr, "%s: %s (run scripts/fetch-models.sh)\n", model, err.msg);
         return 1;
     }
+    unsetenv("IV_INT8_WEIGHT_BITS");
     printf("%s end to end (embeddings, mean pooling)\n", model);
     batch_in single = make_batch(1, 8, 7), big = make_batch(32, 128, 8);
-    bench_engines(fp32, int8, &single, 400, "1 x 8 tokens");
-    bench_engines(fp32, int8, &big, 21, "32 x 128 tokens");
+    bench_engines(fp32, int8, int8_w7, &single, 400, "1 x 8 tokens");
+    bench_engines(fp32, int8, int8_w7, &big, 21, "32 x 128 tokens");
     free(single.ids);
     free(single.seqs);
     free(big.ids);
     free(big.seqs);
     iv_engine_free(fp32);
     iv_engine_free(int8);
+    iv_engine_free(int8_w7);
     return 0;
 }

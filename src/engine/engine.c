@@ -152,9 +152,12 @@ static int quantize_if_int8(iv_model *m, iv_err *err)
     if (m->ops != iv_cpu_int8_ops()) return 0;
     iv_quant_stats st;
     if (iv_model_quantize_int8(m, &st, err)) return -1;
-    IV_INFO("int8: quantized %d weight tensors (%.1f MiB -> %.1f MiB, kernel %s)%s", st.tensors,
-            (double)st.f32_bytes / 1048576.0, (double)st.int8_bytes / 1048576.0,
-            iv_int8_kernel_name(iv_int8_kernel_active()), st.kept_f32 ? "; some too wide, kept float32" : "");
+    IV_INFO("int8: quantized %d weight tensors to %d-bit (%.1f MiB -> %.1f MiB, kernel %s)%s", st.tensors,
+            st.qmax == IV_INT8_QMAX ? 8 : 7, (double)st.f32_bytes / 1048576.0, (double)st.int8_bytes / 1048576.0,
+            iv_int8_kernel_name(st.qmax == IV_INT8_QMAX && iv_int8_kernel_active() == IV_INT8_KERNEL_AVX2_UBSW
+                                    ? IV_INT8_KERNEL_AVX2
+                                    : iv_int8_kernel_active()),
+            st.kept_f32 ? "; some too wide, kept float32" : "");
     return 0;
 }
 

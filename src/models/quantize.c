@@ -23,7 +23,7 @@ static const iv_tensor *quantize_one(iv_model *m, const iv_tensor *w, const char
     float *scales = iv_model_alloc(m, (size_t)out * sizeof(float));
     if (!t || !raw || !scales) return iv_errf(err, IV_E_NOMEM, "out of memory quantizing %s", what), NULL;
     void *blob = raw + ((64 - (uintptr_t)raw % 64) % 64);
-    if (iv_int8_pack_weights(blob, scales, iv_f32(w), out, in))
+    if (iv_int8_pack_weights(blob, scales, iv_f32(w), out, in, st->qmax))
         return iv_errf(err, IV_E_FORMAT, "%s weight holds NaN or infinite values; cannot quantize it", what), NULL;
     *t = iv_int8_weight_tensor(blob, scales, out, in);
     st->tensors++;
@@ -45,7 +45,9 @@ static const iv_tensor *quantize_or_keep(iv_model *m, const iv_tensor *w, const 
 
 int iv_model_quantize_int8(iv_model *m, iv_quant_stats *stats, iv_err *err)
 {
-    iv_quant_stats st = {0};
+    iv_quant_stats st = {.qmax = iv_int8_weight_qmax()};
+    if (st.qmax < 0)
+        return iv_errf(err, IV_E_INVALID, "IV_INT8_WEIGHT_BITS is \"%s\": it must be 8 or 7", getenv("IV_INT8_WEIGHT_BITS"));
     if (m->ops != iv_cpu_int8_ops())
         return iv_errf(err, IV_E_UNSUPPORTED, "int8 weights need the cpu-int8 op table (model runs on \"%s\")",
                        m->ops ? m->ops->name : "?");

@@ -16,6 +16,7 @@ typedef struct iv_quant_stats {
     int kept_f32;      /* too wide to quantize exactly (in >= IV_INT8_MAX_IN) */
     size_t f32_bytes;  /* their FP32 size */
     size_t int8_bytes; /* their int8 size, scales included */
+    int qmax;          /* weights quantized to +-qmax (127, or 63 for vpmaddubsw: ops/cpu/int8_ops.h) */
 } iv_quant_stats;
 
 /* Quantizes m's layers in place; stats may be NULL. Weights with NaN or

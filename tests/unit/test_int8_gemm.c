@@ -18,14 +18,21 @@ typedef struct {
     iv_tensor t;
 } qweight;
 
-static qweight quantize_weight(const float *w, int64_t out, int64_t in)
+/* Weights quantized to +-qmax; quantize_weight uses the active kernel's
+ * range, as the model loader does by default. */
+static qweight quantize_weight_q(const float *w, int64_t out, int64_t in, int qmax)
 {
     qweight q;
     q.blob = aligned_alloc(64, (iv_int8_packed_bytes(out, in) + 63) & ~(size_t)63);
     q.scales = malloc((size_t)out * sizeof(float));
-    if (!q.blob || !q.scales || iv_int8_pack_weights(q.blob, q.scales, w, out, in)) abort();
+    if (!q.blob || !q.scales || iv_int8_pack_weights(q.blob, q.scales, w, out, in, qmax)) abort();
     q.t = iv_int8_weight_tensor(q.blob, q.scales, out, in);
     return q;
+}
+
+static qweight quantize_weight(const float *w, int64_t out, int64_t in)
+{
+    return quantize_weight_q(w, out, in, iv_int8_kernel_qmax(iv_int8_kernel_active()));
 }
 
 static void qweight_free(qweight *q)
@@ -56,19 +63,22 @@ static double act_d(double v, iv_act act)
 
 /* ---- kernels: exact int32 ---- */
 
-/* Integer weights whose rows reach +-127 quantize to themselves (scale 1). */
+/* Integer weights whose rows reach +-qmax (the kernel's range: 127, or 63
+ * for vpmaddubsw, whose pair sums then sit just under the 16-bit bound)
+ * quantize to themselves (scale 1). */
 static void check_tile_exact(int kernel, int rows, int64_t in, int extreme, ops_rng *r)
 {
     const iv_int8_kernel_desc *kd = iv_int8_kernel_desc_of((iv_int8_kernel)kernel);
     const int64_t out = kd->cols, kp = iv_int8_padded_in(in);
+    const int qm = kd->qmax;
     float *w = malloc((size_t)(out * in) * sizeof(float));
     for (int64_t n = 0; n < out; n++)
         for (int64_t k = 0; k < in; k++) {
-            int v = extreme ? ((n + k) % 2 ? 127 : -127) : (int)(ops_rng_next(r) % 255) - 127;
-            if (extreme == 2) v = 127; /* largest positive sums: overflow margin */
-            w[n * in + k] = (float)(k == 0 ? (v < 0 ? -127 : 127) : v);
+            int v = extreme ? ((n + k) % 2 ? qm : -qm) : (int)(ops_rng_next(r) % (2 * qm + 1)) - qm;
+            if (extreme == 2) v = qm; /* largest positive sums: overflow margin */
+            w[n * in + k] = (float)(k == 0 ? (v < 0 ? -qm : qm) : v);
         }
-    qweight q = quantize_weight(w, out, in);
+    qweight q = quantize_weight_q(w, out, in, qm);
     const size_t esz = kd->wide ? 2 : 1, stride = (size_t)kp * esz;
     uint8_t *a = calloc((size_t)rows * stride, 1);
     uint8_t *av = malloc((size_t)(rows * in));
@@ -116,10 +126,11 @@ TEST(int8_kernels_exact_int32)
 /* ---- the op: exact integers end to end ---- */
 
 /* Rows holding 0 and 255 quantize with scale 1 and zero point 0, weights
- * reaching +-127 with scale 1: y is then the exact integer dot product
- * (below 2^24, so exact in float). */
+ * reaching +-qmax (the active kernel's) with scale 1: y is then the exact
+ * integer dot product (below 2^24, so exact in float). */
 static void check_linear_integers(int64_t rows, int64_t in, int64_t out, int pattern, ops_rng *r)
 {
+    const int qm = iv_int8_kernel_qmax(iv_int8_kernel_active());
     const iv_ops *ops = iv_cpu_int8_ops();
     float *x = malloc((size_t)(rows * in) * sizeof(float)), *w = malloc((size_t)(out * in) * sizeof(float));
     for (int64_t t = 0; t < rows; t++)
@@ -127,8 +138,8 @@ static void check_linear_integers(int64_t rows, int64_t in, int64_t out, int pat
             x[t * in + k] = pattern ? 255.0f : (k == 0 ? 255.0f : k == 1 ? 0.0f : (float)(ops_rng_next(r) & 255));
     for (int64_t n = 0; n < out; n++)
         for (int64_t k = 0; k < in; k++)
-            w[n * in + k] = pattern ? ((k + n) % 2 ? 127.0f : -127.0f)
-                                    : (k == 0 ? 127.0f : (float)((int)(ops_rng_next(r) % 255) - 127));
+            w[n * in + k] = pattern ? (float)((k + n) % 2 ? qm : -qm)
+                                    : (k == 0 ? (float)qm : (float)((int)(ops_rng_next(r) % (2 * qm + 1)) - qm));
     qweight q = quantize_weight(w, out, in);
     float *y = malloc((size_t)(rows * out) * sizeof(float));
     ops->linear(ops, (iv_view){y, rows, out, out, IV_F32}, (iv_view){x, rows, in, in, IV_F32}, &q.t, NULL, IV_ACT_NONE, NULL);
@@ -338,26 +349,55 @@ TEST(int8_table_dispatches_on_weight_dtype)
     qweight_free(&q);
 }
 
-/* All kernels give the same bits (same integers, same epilogue). */
+/* All kernels give the same bits (same integers, same epilogue), on 8-bit
+ * weights (which the vpmaddubsw kernel hands to the exact vpmaddwd one) and
+ * on 7-bit weights (which every kernel runs). */
 TEST(int8_kernels_agree_bitwise)
 {
     ops_rng r = {97};
     const iv_ops *ops = iv_cpu_int8_ops();
     const int64_t rows = 61, in = 203, out = 90;
     float *x = ops_rand(&r, rows * in, -3.0f, 2.0f), *w = ops_rand(&r, out * in, -0.2f, 0.2f);
-    qweight q = quantize_weight(w, out, in);
     float *ref = malloc((size_t)(rows * out) * sizeof(float)), *y = malloc((size_t)(rows * out) * sizeof(float));
-    int have_ref = 0;
-    FOR_EACH_KERNEL(k)
-    {
-        ops->linear(ops, (iv_view){have_ref ? y : ref, rows, out, out, IV_F32}, (iv_view){x, rows, in, in, IV_F32}, &q.t, NULL,
-                    IV_ACT_NONE, NULL);
-        if (have_ref) CHECK_MSG(!memcmp(ref, y, (size_t)(rows * out) * sizeof(float)), "kernel %d differs", k);
-        have_ref = 1;
+    const int ranges[] = {IV_INT8_QMAX, IV_INT8_QMAX_7BIT};
+    for (int q7 = 0; q7 < 2; q7++) {
+        qweight q = quantize_weight_q(w, out, in, ranges[q7]);
+        int have_ref = 0;
+        FOR_EACH_KERNEL(k)
+        {
+            ops->linear(ops, (iv_view){have_ref ? y : ref, rows, out, out, IV_F32}, (iv_view){x, rows, in, in, IV_F32},
+                        &q.t, NULL, IV_ACT_NONE, NULL);
+            if (have_ref)
+                CHECK_MSG(!memcmp(ref, y, (size_t)(rows * out) * sizeof(float)), "qmax %d: kernel %d differs",
+                          ranges[q7], k);
+            have_ref = 1;
+        }
+        qweight_free(&q);
     }
     free(x);
     free(w);
     free(ref);
     free(y);
+}
+
+/* Why 8-bit weights must not reach vpmaddubsw: its 16-bit pair sums
+ * saturate (255 * 127 * 2 > 32767), so the tile itself is wrong on them. */
+TEST(int8_vpmaddubsw_saturates_on_8bit_weights)
+{
+    if (!iv_int8_kernel_available(IV_INT8_KERNEL_AVX2_UBSW)) {
+        iv_test_skip("no AVX2 here");
+        return;
+    }
+    const iv_int8_kernel_desc *kd = iv_int8_kernel_desc_of(IV_INT8_KERNEL_AVX2_UBSW);
+    const int64_t out = kd->cols, in = 8, kp = iv_int8_padded_in(in);
+    float w[16 * 8];
+    for (int64_t i = 0; i < out * in; i++) w[i] = 127.0f;
+    qweight q = quantize_weight_q(w, out, in, IV_INT8_QMAX);
+    uint8_t a[8];
+    memset(a, 255, sizeof a);
+    int32_t c[16];
+    kd->tile(a, (size_t)kp, 1, q.blob, kp, c, out);
+    CHECK(c[0] != 255 * 127 * 8);
+    CHECK(c[0] == 32767 * 4);
     qweight_free(&q);
 }

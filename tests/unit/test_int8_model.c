@@ -88,6 +88,32 @@ TEST(int8_model_pass_needs_int8_table)
     iv_model_free(m);
 }
 
+/* IV_INT8_WEIGHT_BITS takes 8 or 7; anything else is a load error, and the
+ * two values give those ranges. */
+TEST(int8_model_weight_bits_env)
+{
+    static const char *vals[] = {"8", "7", "6", "eight"};
+    for (int v = 0; v < 4; v++) {
+        iv_model *m;
+        if (load_fixture_model(&m, "bert", iv_cpu_int8_ops())) return;
+        iv_err err = {0};
+        iv_quant_stats st = {0};
+        setenv("IV_INT8_WEIGHT_BITS", vals[v], 1);
+        const int rc = iv_model_quantize_int8(m, &st, &err);
+        unsetenv("IV_INT8_WEIGHT_BITS");
+        if (v < 2) {
+            CHECK_EQ_INT(rc, 0);
+            CHECK_EQ_INT(st.qmax, v ? IV_INT8_QMAX_7BIT : IV_INT8_QMAX);
+            const iv_tensor *w = m->layers[0].qkv_w;
+            CHECK_EQ_INT(iv_int8_blob_qmax(w->data, w->shape[0], w->shape[1]), st.qmax);
+        } else {
+            CHECK_EQ_INT(rc, -1);
+            CHECK_CONTAINS(err.msg, "must be 8 or 7");
+        }
+        iv_model_free(m);
+    }
+}
+
 /* Random tiny weights are harder on 8 bits than trained ones; still close. */
 static void check_engine_hidden(const char *name, double min_cos)
 {

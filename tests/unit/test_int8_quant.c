@@ -85,14 +85,17 @@ TEST(int8_weights_per_row_symmetric)
 {
     ops_rng r = {82};
     const int64_t shapes[][2] = {{1, 1}, {3, 5}, {17, 33}, {40, 384}};
-    for (int sh = 0; sh < 4; sh++) {
+    for (int cs = 0; cs < 8; cs++) {
+        /* 8-bit, then the 7-bit range of the vpmaddubsw kernel. */
+        const int sh = cs % 4, qm = cs < 4 ? IV_INT8_QMAX : IV_INT8_QMAX_7BIT;
         const int64_t out = shapes[sh][0], in = shapes[sh][1];
         float *w = ops_rand(&r, out * in, -0.3f, 0.2f);
         for (int64_t k = 0; k < in; k++) w[(out - 1) * in + k] = 0.0f; /* an all-zero row */
         if (out > 2) w[in + 1] = 5.0f;                                  /* an outlier row */
         void *blob = aligned_alloc(64, (iv_int8_packed_bytes(out, in) + 63) & ~(size_t)63);
         float *scales = malloc((size_t)out * sizeof(float));
-        REQUIRE(iv_int8_pack_weights(blob, scales, w, out, in) == 0);
+        REQUIRE(iv_int8_pack_weights(blob, scales, w, out, in, qm) == 0);
+        CHECK_EQ_INT(iv_int8_blob_qmax(blob, out, in), qm);
         iv_tensor t = iv_int8_weight_tensor(blob, scales, out, in);
         CHECK(t.dtype == IV_I8 && t.scales == scales && t.shape[0] == out && t.shape[1] == in);
         const int32_t *sums = (const int32_t *)((const char *)blob + iv_int8_sums_offset(out, in));
@@ -100,14 +103,14 @@ TEST(int8_weights_per_row_symmetric)
         for (int64_t n = 0; n < out; n++) {
             float amax = 0.0f;
             for (int64_t k = 0; k < in; k++) amax = fmaxf(amax, fabsf(w[n * in + k]));
-            CHECK_MSG(scales[n] == amax / 127.0f, "row %lld scale %.9g, want %.9g", (long long)n, scales[n],
-                      amax / 127.0f);
+            CHECK_MSG(scales[n] == amax / (float)qm, "row %lld scale %.9g, want %.9g", (long long)n, scales[n],
+                      amax / (float)qm);
             int32_t sum = 0;
             for (int64_t k = 0; k < in; k++) {
                 int q = iv_int8_weight_at(&t, n, k);
                 int want = amax > 0 ? (int)nearbyintf(w[n * in + k] / scales[n]) : 0;
                 double err = fabs((double)w[n * in + k] - (double)scales[n] * q);
-                if ((q != want || q < -127 || q > 127 || !(err <= 0.5 * scales[n] * (1 + 1e-5))) && bad++ < 3)
+                if ((q != want || q < -qm || q > qm || !(err <= 0.5 * scales[n] * (1 + 1e-5))) && bad++ < 3)
                     iv_test_fail(__FILE__, __LINE__, "[%lld][%lld] %.9g -> %d, want %d", (long long)n, (long long)k,
                                  w[n * in + k], q, want);
                 sum += q;
@@ -125,8 +128,8 @@ TEST(int8_weights_reject_non_finite)
     float w[6] = {1, 2, 3, 4, NAN, 6};
     void *blob = aligned_alloc(64, (iv_int8_packed_bytes(2, 3) + 63) & ~(size_t)63);
     float scales[2];
-    CHECK(iv_int8_pack_weights(blob, scales, w, 2, 3) == -1);
+    CHECK(iv_int8_pack_weights(blob, scales, w, 2, 3, IV_INT8_QMAX) == -1);
     w[4] = -INFINITY;
-    CHECK(iv_int8_pack_weights(blob, scales, w, 2, 3) == -1);
+    CHECK(iv_int8_pack_weights(blob, scales, w, 2, 3, IV_INT8_QMAX) == -1);
     free(blob);
 }

@@ -97,6 +97,63 @@ static int avx2_available(void)
     return iv_cpu_isa_allows(IV_ISA_AVX2) && __builtin_cpu_supports("avx2");
 }
 
+/* ---- AVX2: vpmaddubsw on 7-bit weights ----
+ * The packed layout and the broadcast are VNNI's (below): the row's 4 uint8
+ * activations in every 32-bit lane against a panel group. vpmaddubsw
+ * multiplies them with the signed weights and adds neighbouring products
+ * in 16 bits, vpmaddwd against ones adds the two pairs of each lane into
+ * int32: one vpdpbusd in three instructions, 32 multiply-adds per vpmaddubsw
+ * against vpmaddwd's 16. The 16-bit pair sum saturates past 32767, so this
+ * kernel is exact only for weights within +-IV_INT8_QMAX_7BIT
+ * (2 * 255 * 63 = 32130), which is how weights are quantized where it is
+ * the best kernel: oneDNN scales weights by 0.5 on CPUs without VNNI, and
+ * onnxruntime's MLAS asks for reduce_range, for the same reason. Weights
+ * quantized to +-127 never reach it (int8_linear.c). 6 rows x 16 columns:
+ * 12 accumulators, 2 weight vectors, the broadcast and the product; the
+ * ones are a memory operand. */
+
+AVX2_TARGET static inline __attribute__((always_inline)) __m256i ubsw_dot4(__m256i acc, __m256i av, __m256i w,
+                                                                          const __m256i *ones)
+{
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(av, w), _mm256_loadu_si256(ones)));
+}
+
+AVX2_TARGET static inline __attribute__((always_inline)) void
+ubsw_tile_rows(const uint8_t *a, size_t a_stride, const int8_t *w, int64_t kp, int32_t *c, int64_t ldc, const int R)
+{
+    static const int16_t ones16[16] __attribute__((aligned(32))) = {1, 1, 1, 1, 1, 1, 1, 1,
+                                                                    1, 1, 1, 1, 1, 1, 1, 1};
+    const __m256i *ones = (const __m256i *)ones16;
+    const int8_t *w0 = w, *w1 = w + IV_INT8_PANEL * kp;
+    __m256i acc0[IV_INT8_MR], acc1[IV_INT8_MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_si256();
+    for (int64_t g = 0; g < kp / 4; g++) {
+        const __m256i p0 = _mm256_loadu_si256((const __m256i *)(w0 + g * 32));
+        const __m256i p1 = _mm256_loadu_si256((const __m256i *)(w1 + g * 32));
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            int32_t quad;
+            memcpy(&quad, a + (size_t)r * a_stride + (size_t)g * 4, sizeof quad);
+            const __m256i av = _mm256_set1_epi32(quad);
+            acc0[r] = ubsw_dot4(acc0[r], av, p0, ones);
+            acc1[r] = ubsw_dot4(acc1[r], av, p1, ones);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_si256((__m256i *)(c + (int64_t)r * ldc), acc0[r]);
+        _mm256_storeu_si256((__m256i *)(c + (int64_t)r * ldc + IV_INT8_PANEL), acc1[r]);
+    }
+}
+
+AVX2_TARGET static void ubsw_tile(const void *a, size_t a_stride, int rows, const int8_t *w, int64_t kp, int32_t *c,
+                                  int64_t ldc)
+{
+    const uint8_t *ab = a;
+    ROWS_SWITCH(ubsw_tile_rows, rows, ab, a_stride, w, kp, c, ldc);
+}
+
 /* ---- VNNI: vpdpbusd on 256-bit vectors ----
  * The row's 4 activations (uint8) are broadcast to every 32-bit lane and
  * multiplied with a whole panel group (8 rows x 4 signed values), the four
@@ -203,6 +260,7 @@ static int vnni512_available(void)
 
 static int avx2_available(void) { return 0; }
 static int vnni_available(void) { return 0; }
+#define ubsw_tile scalar_tile
 static int vnni512_available(void) { return 0; }
 #define avx2_tile scalar_tile
 #define vnni_tile scalar_tile
@@ -211,10 +269,13 @@ static int vnni512_available(void) { return 0; }
 #endif
 
 static const iv_int8_kernel_desc kernels[IV_INT8_KERNEL_COUNT] = {
-    [IV_INT8_KERNEL_SCALAR] = {"scalar", IV_INT8_PANEL, 0, scalar_available, scalar_tile},
-    [IV_INT8_KERNEL_AVX2] = {"avx2-vpmaddwd", IV_INT8_PANEL, 1, avx2_available, avx2_tile},
-    [IV_INT8_KERNEL_VNNI] = {"avx512vnni-vpdpbusd", 2 * IV_INT8_PANEL, 0, vnni_available, vnni_tile},
-    [IV_INT8_KERNEL_VNNI512] = {"avx512vnni-zmm", 4 * IV_INT8_PANEL, 0, vnni512_available, vnni512_tile},
+    [IV_INT8_KERNEL_SCALAR] = {"scalar", IV_INT8_PANEL, 0, IV_INT8_QMAX, scalar_available, scalar_tile},
+    [IV_INT8_KERNEL_AVX2] = {"avx2-vpmaddwd", IV_INT8_PANEL, 1, IV_INT8_QMAX, avx2_available, avx2_tile},
+    [IV_INT8_KERNEL_AVX2_UBSW] = {"avx2-vpmaddubsw", 2 * IV_INT8_PANEL, 0, IV_INT8_QMAX_7BIT, avx2_available,
+                                  ubsw_tile},
+    [IV_INT8_KERNEL_VNNI] = {"avx512vnni-vpdpbusd", 2 * IV_INT8_PANEL, 0, IV_INT8_QMAX, vnni_available, vnni_tile},
+    [IV_INT8_KERNEL_VNNI512] = {"avx512vnni-zmm", 4 * IV_INT8_PANEL, 0, IV_INT8_QMAX, vnni512_available,
+                                vnni512_tile},
 };
 
 const iv_int8_kernel_desc *iv_int8_kernel_desc_of(iv_int8_kernel k)

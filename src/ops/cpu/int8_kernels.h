@@ -26,6 +26,7 @@ typedef struct iv_int8_kernel_desc {
     const char *name;
     int cols; /* output columns per tile: a multiple of IV_INT8_PANEL dividing 32 */
     int wide; /* activations as uint16 (1) or uint8 (0) */
+    int qmax; /* exact for weights within +-qmax (IV_INT8_QMAX or IV_INT8_QMAX_7BIT) */
     int (*available)(void);
     iv_int8_tile_fn tile;
 } iv_int8_kernel_desc;

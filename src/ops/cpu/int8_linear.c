@@ -58,6 +58,8 @@ void iv_int8_kernel_select(iv_int8_kernel k)
 
 const char *iv_int8_kernel_name(iv_int8_kernel k) { return iv_int8_kernel_desc_of(k)->name; }
 
+int iv_int8_kernel_qmax(iv_int8_kernel k) { return iv_int8_kernel_desc_of(k)->qmax; }
+
 /* ---- activations ---- */
 
 typedef uint16_t v8u16 __attribute__((vector_size(16)));
@@ -208,8 +210,13 @@ void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor
     assert(y.rows == rows);
     if (rows == 0 || out == 0) return;
 
+    /* 8-bit weights on a CPU whose best kernel needs 7-bit ones (they were
+     * quantized with IV_INT8_WEIGHT_BITS=8, or the kernel was switched after
+     * loading): the exact AVX2 kernel, which that CPU has. */
+    const iv_int8_kernel_desc *kd = iv_int8_kernel_desc_of(iv_int8_kernel_active());
+    if (iv_int8_blob_qmax(w->data, out, in) > kd->qmax) kd = iv_int8_kernel_desc_of(IV_INT8_KERNEL_AVX2);
     int8_call c = {
-        .kd = iv_int8_kernel_desc_of(iv_int8_kernel_active()),
+        .kd = kd,
         .wq = w->data,
         .w_sums = (const int32_t *)((const char *)w->data + iv_int8_sums_offset(out, in)),
         .w_scale = w->scales,

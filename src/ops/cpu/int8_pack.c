@@ -1,6 +1,7 @@
 /* Int8 weights: per-row symmetric quantization and the packed layout the
  * int8 kernels read (described in int8_ops.h). Runs once per weight at load. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/cpu/int8_kernels.h"
@@ -11,9 +12,27 @@ size_t iv_int8_sums_offset(int64_t out, int64_t in)
     return (size_t)(iv_int8_padded_out(out) * iv_int8_padded_in(in));
 }
 
-size_t iv_int8_packed_bytes(int64_t out, int64_t in)
+static size_t qmax_offset(int64_t out, int64_t in)
 {
     return iv_int8_sums_offset(out, in) + (size_t)iv_int8_padded_out(out) * sizeof(int32_t);
+}
+
+size_t iv_int8_packed_bytes(int64_t out, int64_t in) { return qmax_offset(out, in) + sizeof(int32_t); }
+
+int iv_int8_blob_qmax(const void *blob, int64_t out, int64_t in)
+{
+    int32_t q;
+    memcpy(&q, (const char *)blob + qmax_offset(out, in), sizeof q);
+    return q;
+}
+
+int iv_int8_weight_qmax(void)
+{
+    const char *bits = getenv("IV_INT8_WEIGHT_BITS");
+    if (bits && !strcmp(bits, "8")) return IV_INT8_QMAX;
+    if (bits && !strcmp(bits, "7")) return IV_INT8_QMAX_7BIT;
+    if (bits && *bits) return -1;
+    return iv_int8_kernel_qmax(iv_int8_kernel_active());
 }
 
 /* Where weight (n, k) lives in the blob: panel n / 8, group k / 4. */
@@ -23,8 +42,9 @@ static size_t packed_index(int64_t n, int64_t k, int64_t kp)
                     (n % IV_INT8_PANEL) * 4 + k % 4);
 }
 
-int iv_int8_pack_weights(void *blob, float *scales, const float *w, int64_t out, int64_t in)
+int iv_int8_pack_weights(void *blob, float *scales, const float *w, int64_t out, int64_t in, int qmax)
 {
+    const float qm = (float)qmax;
     const int64_t kp = iv_int8_padded_in(in);
     int8_t *q = blob;
     int32_t *sums = (int32_t *)((char *)blob + iv_int8_sums_offset(out, in));
@@ -37,19 +57,21 @@ int iv_int8_pack_weights(void *blob, float *scales, const float *w, int64_t out,
             const float a = fabsf(row[k]);
             if (a > amax) amax = a;
         }
-        const float s = amax / 127.0f;
+        const float s = amax / qm;
         scales[n] = s;
         int32_t sum = 0;
         if (s > 0.0f) {
             for (int64_t k = 0; k < in; k++) {
                 float v = nearbyintf(row[k] / s);
-                v = fminf(fmaxf(v, -127.0f), 127.0f);
+                v = fminf(fmaxf(v, -qm), qm);
                 q[packed_index(n, k, kp)] = (int8_t)v;
                 sum += (int32_t)v;
             }
         }
         sums[n] = sum;
     }
+    const int32_t q32 = qmax;
+    memcpy((char *)blob + qmax_offset(out, in), &q32, sizeof q32);
     return 0;
 }
 
