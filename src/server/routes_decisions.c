@@ -253,7 +253,9 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
      * it otherwise: pplx-decider's Qwen3.5 is recurrent), and the questions'
      * conversations share the template head and the state
      * (docs/prefix-folding.md: the server's own folding, not a client's
-     * folded input). */
+     * folded input). Folding happens within a batch: the questions go in
+     * one. */
+    o.together = 1;
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
 }
 
@@ -345,7 +347,9 @@ static void submit_continuation(iv_req *r, iv_model_slot *m, decision_job *d)
     o.truncate = 0;
     /* No no_fold: the sequences of a question share its whole prompt, and
      * the questions share the template head and the state; on a causal LM
-     * the engine's folding computes each shared prefix once, exactly. */
+     * the engine's folding computes each shared prefix once, exactly, within
+     * a batch: the request's sequences go in one. */
+    o.together = 1;
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_continuation);
 }
 

@@ -344,6 +344,29 @@ TEST(srv_decisions_letters_match_transformers)
     cJSON_Delete(doc);
 }
 
+/* The tokens of a question's deduplicated sequences (prefix + cont[:t], for
+ * every option and t < |cont|), from the reference's ids. */
+static long question_sequence_tokens(const cJSON *a)
+{
+    const int pre = cJSON_GetArraySize(obj(a, "prefix_ids"));
+    const cJSON *conts = obj(a, "continuation_ids");
+    long total = 0;
+    for (int j = 0; j < cJSON_GetArraySize(conts); j++) {
+        const cJSON *cj = cJSON_GetArrayItem(conts, j);
+        for (int t = 0; t < cJSON_GetArraySize(cj); t++) {
+            int seen = 0;
+            for (int i = 0; i < j && !seen; i++) {
+                const cJSON *ci = cJSON_GetArrayItem(conts, i);
+                seen = cJSON_GetArraySize(ci) > t;
+                for (int u = 0; seen && u < t; u++)
+                    seen = cJSON_GetArrayItem(ci, u)->valueint == cJSON_GetArrayItem(cj, u)->valueint;
+            }
+            if (!seen) total += pre + t;
+        }
+    }
+    return total;
+}
+
 /* The continuation contract (--decision-continuation sum|mean) over HTTP on
  * the qwen3_letters checkpoint against transformers
  * (expected_continuation.json, tools/fixtures/synthetic_continuation.py):
@@ -362,6 +385,7 @@ static void continuation_server(const cJSON *doc, const char *norm, const char *
     snprintf(sk, sizeof sk, "scores_%s", norm);
     double max_p = 0, max_s = 0;
     int n_answers = 0, n_choice_ok = 0, n_choice = 0, c_i = 0;
+    long seq_tokens = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, obj(doc, "cases"))
     {
@@ -380,6 +404,7 @@ static void continuation_server(const cJSON *doc, const char *norm, const char *
             const cJSON *got = obj(obj(r.json, "answers"), a->string);
             const cJSON *wp = obj(a, pk), *ws = obj(a, sk);
             tokens += jint(a, "tokens");
+            seq_tokens += question_sequence_tokens(a);
             n_answers++;
             if (cJSON_HasObjectItem(got, "noul")) {
                 const double e = fabs(jnum(got, "noul") - cJSON_GetArrayItem(wp, 1)->valuedouble);
@@ -425,6 +450,21 @@ static void continuation_server(const cJSON *doc, const char *norm, const char *
     CHECK_MSG(n_answers == 7 && max_p <= 1e-4 && max_s <= 1e-4, "p %g, score %g over %d answers", max_p, max_s,
               n_answers);
     CHECK_MSG(n_choice == 3 && n_choice_ok == n_choice, "%d of %d choices as the reference", n_choice_ok, n_choice);
+    /* Each request's sequences went in one batch (iv_input_opts.together:
+     * none ran alone before the others were tokenized), and each such batch
+     * folds (the state and the questions' prompts shared): 3 folded batches
+     * holding every sequence's tokens. */
+    http_resp mr;
+    if (http_get(&s, "/metrics", &mr) == 0) {
+        const int on = !strcmp(fold, "true");
+        const double folded = srv_metric(mr.body, "te_prefix_fold_batches_total");
+        const double ftok = srv_metric(mr.body, "te_prefix_fold_tokens_total");
+        const double fcomp = srv_metric(mr.body, "te_prefix_fold_computed_tokens_total");
+        printf("    fold %s: %g folded batches, %g tokens, %g computed\n", fold, folded, ftok, fcomp);
+        CHECK_MSG(folded == (on ? 3 : 0), "%g folded batches (fold %s)", folded, fold);
+        CHECK_MSG(ftok == (on ? (double)seq_tokens : 0), "%g folded tokens, the sequences hold %ld", ftok, seq_tokens);
+        http_resp_free(&mr);
+    }
     expect(&s, "{\"model\":\"m\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"choice\",\"criteria\":[\"\",\"x\"]}}}",
            422, "body.questions.a", "value_error");
     srv_stop(&s);
