@@ -184,6 +184,12 @@ void iv_cont_plan_free(iv_cont_plan *plan)
     memset(plan, 0, sizeof *plan);
 }
 
+int iv_cont_max_sequences(int vocab)
+{
+    const int64_t by_bytes = IV_CONT_MAX_LOGIT_BYTES / ((int64_t)sizeof(float) * (vocab > 0 ? vocab : 1));
+    return by_bytes < IV_CONT_MAX_SEQUENCES ? (int)(by_bytes > 0 ? by_bytes : 1) : IV_CONT_MAX_SEQUENCES;
+}
+
 double iv_cont_logsumexp(const float *logits, int vocab)
 {
     double m = -INFINITY, s = 0;

@@ -38,6 +38,11 @@
 
 struct iv_chat_template;
 
+/* A request's sequences each bring back vocab floats: at most this many
+ * sequences, and at most this many bytes of logits (413 beyond). */
+#define IV_CONT_MAX_SEQUENCES 1024
+#define IV_CONT_MAX_LOGIT_BYTES ((int64_t)256 << 20)
+
 typedef enum iv_cont_norm { IV_CONT_SUM = 1, IV_CONT_MEAN = 2 } iv_cont_norm;
 
 /* One token read: the log-prob of token at the end of sequence seq. */
@@ -79,6 +84,8 @@ const char *iv_cont_text(const iv_dq_question *q, int j);
 int iv_cont_plan_build(const iv_dq_request *r, const struct iv_chat_template *ct, const iv_tokenizer *tok,
                        int vocab, iv_cont_plan *plan, int *bad_q, iv_err *err);
 void iv_cont_plan_free(iv_cont_plan *plan);
+/* The most sequences a request may run on an LM head of vocab rows. */
+int iv_cont_max_sequences(int vocab);
 
 /* log sum_v exp(logits[v]) in float64: the log-softmax's normaliser. */
 double iv_cont_logsumexp(const float *logits, int vocab);

@@ -84,7 +84,9 @@ typedef struct iv_seq_input {
     const struct iv_image_input *images;
     int n_images;
     /* 1: never share this sequence's states with others (prefix folding and
-     * the prefix cache): typed decisions, as the coverage spec asks. */
+     * the prefix cache). The Laya and Clef decision routes set it (their
+     * backbones cannot fold anyway); the server's own folding is exact, so
+     * causal decision contracts leave it off (docs/prefix-folding.md). */
     int no_fold;
     /* Audio clips of this sequence, for checkpoints with an audio tower
      * (EmbeddingGemma2's Gemma4 tower, models/audio_gemma4.h): each one's

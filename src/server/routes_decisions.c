@@ -333,6 +333,16 @@ static void submit_continuation(iv_req *r, iv_model_slot *m, decision_job *d)
         else fail_one(r, 500, "internal_error", err.msg[0] ? err.msg : "out of memory", (const char *const[]){"body", NULL});
         return;
     }
+    const int max_seqs = iv_cont_max_sequences(V);
+    if (d->cont.n_seqs > max_seqs) {
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "the options' continuations need %d scored sequences (one per continuation token after the "
+                 "first, per question); this model reads at most %d per request",
+                 d->cont.n_seqs, max_seqs);
+        fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "questions", NULL});
+        return;
+    }
     r->inputs.items = calloc((size_t)d->cont.n_seqs, sizeof *r->inputs.items);
     if (!r->inputs.items) {
         fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});

@@ -467,6 +467,14 @@ static void continuation_server(const cJSON *doc, const char *norm, const char *
     }
     expect(&s, "{\"model\":\"m\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"choice\",\"criteria\":[\"\",\"x\"]}}}",
            422, "body.questions.a", "value_error");
+    /* Too many scored sequences (IV_CONT_MAX_SEQUENCES): 413. */
+    iv_strbuf big;
+    iv_sb_init(&big);
+    iv_sb_puts(&big, "{\"model\":\"m\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"choice\",\"criteria\":[");
+    for (int i = 0; i < 60; i++) iv_sb_printf(&big, "%s\"option number %d with a rather long label\"", i ? "," : "", i);
+    iv_sb_puts(&big, "]}}}");
+    expect(&s, big.data, 413, "body.questions", "too_long");
+    iv_sb_free(&big);
     srv_stop(&s);
 }
 
