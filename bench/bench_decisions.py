@@ -17,6 +17,17 @@ sides answer the same request (a ~250-token state; noul, choice and score
 questions in turn); each point is the median of --repeat timed requests
 after one warm-up. Prints one line per point and the ratio of a 16-question
 request to 16 one-question requests (below 1: batching or sharing pays).
+
+--contract continuation|letters runs the option-token contracts on a causal
+random checkpoint instead (.cache/bench-models/causal-qwen3-l<N>/, not
+committed): Qwen3ForCausalLM with Qwen3-0.6B's widths and --layers of its
+28 layers (default 4, as bench_prefix.c, for a 2-core machine), the
+committed Llama 3 tokenizer and Llama 3.1's chat template. The server runs
+with --decision-continuation sum (or --decision-letters) and prefix folding
+on (--prefix-fold false with --no-fold, for the comparison). There is no
+Python peer for these contracts' timings (--no-reference is implied).
+
+    python3 bench/bench_decisions.py --binary build/release/infinity_v3 --contract continuation [--no-fold]
 """
 import argparse
 import json
@@ -81,6 +92,29 @@ def build_checkpoint(shape):
     return out
 
 
+def build_causal_checkpoint(layers):
+    import torch
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    out = os.path.join(ROOT, ".cache", "bench-models", "causal-qwen3-l%d" % layers)
+    if os.path.exists(os.path.join(out, "model.safetensors")):
+        return out
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(4)
+    cfg = Qwen3Config(num_hidden_layers=layers, hidden_size=1024, num_attention_heads=16, num_key_value_heads=8,
+                      head_dim=128, intermediate_size=3072, vocab_size=151936, max_position_embeddings=40960,
+                      rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
+    Qwen3ForCausalLM(cfg).eval().save_pretrained(out)
+    tcfg = json.load(open(os.path.join(ROOT, "tests", "fixtures", "chat_templates", "Llama-3.1-8B-Instruct",
+                                       "tokenizer_config.json")))
+    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(ROOT, "tests", "fixtures", "tokenizers", "llama-3",
+                                                              "tokenizer.json"),
+                                  bos_token=tcfg["bos_token"], eos_token=tcfg["eos_token"])
+    tok.chat_template = tcfg["chat_template"]
+    tok.save_pretrained(out)
+    return out
+
+
 def questions(n):
     qs = {}
     for i in range(n):
@@ -97,10 +131,10 @@ def questions(n):
     return qs
 
 
-def start_server(binary, model):
+def start_server(binary, model, extra=()):
     log = open("/tmp/iv_bench_decisions.log", "w")
     proc = subprocess.Popen([binary, "serve", "--model-id", model, "--served-model-name", "laya", "--port", "0",
-                             "--hostname", "127.0.0.1"], stdout=log, stderr=subprocess.STDOUT)
+                             "--hostname", "127.0.0.1"] + list(extra), stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 300
     while time.time() < deadline:
         m = re.search(r"Ready: listening on 127\.0\.0\.1:(\d+)", open("/tmp/iv_bench_decisions.log").read())
@@ -137,14 +171,25 @@ def main():
     ap.add_argument("--counts", default="1,4,16")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--contract", choices=["laya", "continuation", "letters"], default="laya")
+    ap.add_argument("--layers", type=int, default=4, help="causal checkpoint depth (continuation, letters)")
+    ap.add_argument("--no-fold", action="store_true", help="serve with --prefix-fold false")
     a = ap.parse_args()
     counts = [int(c) for c in a.counts.split(",")]
-    model = build_checkpoint(a.shape)
+    extra = ["--prefix-fold", "false"] if a.no_fold else []
+    if a.contract == "laya":
+        model = build_checkpoint(a.shape)
+        name = "laya-" + a.shape
+    else:
+        model = build_causal_checkpoint(a.layers)
+        name = "causal-qwen3-l%d, %s contract" % (a.layers, a.contract)
+        extra += ["--decision-continuation", "sum"] if a.contract == "continuation" else ["--decision-letters"]
+        a.no_reference = True
     import torch
-    print("laya-%s, state %d chars, %d CPU threads (torch %d), median of %d" % (
-        a.shape, len(STATE), os.cpu_count(), torch.get_num_threads(), a.repeat))
+    print("%s, prefix folding %s, state %d chars, %d CPU threads (torch %d), median of %d" % (
+        name, "off" if a.no_fold else "on", len(STATE), os.cpu_count(), torch.get_num_threads(), a.repeat))
     ours, ref = {}, {}
-    proc, base = start_server(a.binary, model)
+    proc, base = start_server(a.binary, model, extra)
     try:
         for n in counts:
             body = {"model": "laya", "state": STATE, "questions": questions(n)}
@@ -153,6 +198,10 @@ def main():
             print("infinity_v3 %2d questions: %7.3f s/request, %6.2f questions/s (%d tokens)"
                   % (n, ours[n], n / ours[n], toks), flush=True)
     finally:
+        folded = re.findall(r'te_prefix_fold_(batches|tokens|computed_tokens)_total\{[^}]*\} (\d+)',
+                            urllib.request.urlopen(base + "/metrics", timeout=60).read().decode())
+        if folded:
+            print("prefix folding over the run: " + ", ".join("%s %s" % kv for kv in folded))
         proc.terminate()
         proc.wait()
     if not a.no_reference:

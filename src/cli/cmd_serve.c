@@ -64,6 +64,9 @@ static void usage(FILE *f)
             "                               shape (temperatures, tokens, Laya's confidences); else per request\n"
             "  --decision-letters           answer typed decisions with a chat LM (*ForCausalLM + chat\n"
             "                               template): the LM logits of option letters A.. (docs/decisions.md)\n"
+            "  --decision-continuation sum|mean  answer typed decisions with a chat LM (*ForCausalLM + chat\n"
+            "                               template): each option's continuation log-prob after the rendered\n"
+            "                               prompt, summed or averaged over its tokens (docs/decisions.md)\n"
             "  --decision-lenient           accept unknown request fields (strict: 422)\n"
             "  --decision-max-questions N   questions per request (64; more is 413)\n"
             "  --decision-max-options N     options of a choice question (255)\n"
@@ -283,6 +286,13 @@ static int serve(int argc, char **argv)
             if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_levels = (int)x;
         } else if (!strcmp(a, "--decision-max-state-tokens")) {
             if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.decision_max_state_tokens = (int)x;
+        } else if (!strcmp(a, "--decision-continuation")) {
+            if (!strcmp(val, "sum")) o.engine.decision_continuation = 1;
+            else if (!strcmp(val, "mean")) o.engine.decision_continuation = 2;
+            else {
+                fprintf(stderr, "infinity_v3 serve: --decision-continuation takes sum or mean, not \"%s\"\n", val);
+                rc = 2;
+            }
         } else if (!strcmp(a, "--decision-extended") || !strcmp(a, "--decision-lenient")) {
             rc = parse_bool(a, val, !strcmp(a, "--decision-extended") ? &o.decision_extended : &o.decision_limits.lenient);
         } else if (!strcmp(a, "--drain-timeout")) {
@@ -388,7 +398,7 @@ static const char *const k_env_flags[] = {
     "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
     "--otlp-endpoint", "--otlp-service-name", "--read-timeout", "--decision-max-questions",
     "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", "--prefix-fold",
-    "--prefix-cache-mb", NULL};
+    "--prefix-cache-mb", "--decision-continuation", NULL};
 static const char *const k_env_switches[] = {"--json-output", "--decision-extended", "--decision-letters",
                                              "--decision-lenient", NULL};
 

@@ -179,6 +179,7 @@ static void *tokenize_main(void *arg)
         pthread_mutex_lock(&b->ready_lock);
         iv_item_list_push(&b->ready_list, it);
         atomic_fetch_add(&b->ready_count, 1);
+        atomic_fetch_add(&job->ready, 1);
         pthread_cond_signal(&b->ready_cond);
         pthread_mutex_unlock(&b->ready_lock);
     }
@@ -280,6 +281,7 @@ void iv_batcher_enqueue(iv_batcher *b, iv_job *job)
     memset(&job->err, 0, sizeof job->err);
     atomic_store(&job->failed, 0);
     atomic_store(&job->pending, job->n_items);
+    atomic_store(&job->ready, 0);
     if (b->o.max_input_length > 0 &&
         (job->opts.max_length <= 0 || job->opts.max_length > b->o.max_input_length))
         job->opts.max_length = b->o.max_input_length;

@@ -76,6 +76,7 @@ struct iv_job {
     int cols;                 /* width of every item's rows */
     /* Private. */
     int64_t t_submit;
+    atomic_int ready; /* items tokenized and queued (opts.together) */
     atomic_int pending;
     atomic_int failed;
     iv_batcher *owner;

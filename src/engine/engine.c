@@ -61,6 +61,8 @@ struct iv_engine {
     int cpu_threads;        /* 0: every core */
     iv_laya *laya;          /* a Laya decision checkpoint (decisions/laya.h), or NULL */
     int letters;            /* option letters of the letters decision head, or 0 */
+    int continuation;       /* the continuation contract's normalisation (1 sum, 2 mean), or 0 */
+    int continuation_vocab; /* its LM head rows */
     iv_pplx *pplx;          /* a pplx-decider v1 checkpoint (decisions/pplx.h), or NULL */
     iv_clef *clef;          /* a Clef checkpoint (decisions/clef.h), or NULL */
     iv_image_proc images;   /* how the model takes images (model NULL: it takes none) */
@@ -178,22 +180,29 @@ static unsigned derive_capabilities(const iv_engine *e)
 
 const iv_laya *iv_engine_laya(const iv_engine *e) { return e->laya; }
 int iv_engine_decision_letters(const iv_engine *e) { return e->letters; }
+int iv_engine_decision_continuation(const iv_engine *e, int *vocab)
+{
+    if (vocab) *vocab = e->continuation_vocab;
+    return e->continuation;
+}
 const iv_pplx *iv_engine_pplx(const iv_engine *e) { return e->pplx; }
 
 const iv_clef *iv_engine_clef(const iv_engine *e) { return e->clef; }
 
 const char *iv_engine_decision_family(const iv_engine *e)
 {
-    return e->laya ? "laya" : e->pplx ? "pplx-decider" : e->clef ? "clef" : e->letters ? "letters" : NULL;
+    return e->laya ? "laya" : e->pplx ? "pplx-decider" : e->clef ? "clef" : e->letters         ? "letters"
+           : e->continuation  ? "continuation"
+                              : NULL;
 }
 
 /* A Clef checkpoint (decisions/clef.h): the joint head beside a Qwen3.5
  * backbone, reading the backbone's LM head rows. The head runs on the host. */
 static int clef_head(iv_engine *e, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
 {
-    if (opts && (opts->rerank_tokens || opts->decision_letters))
+    if (opts && (opts->rerank_tokens || opts->decision_letters || opts->decision_continuation))
         return iv_errf(err, IV_E_INVALID, "a Clef checkpoint reads its own joint head: drop the reranker tokens and "
-                                          "--decision-letters");
+                                          "--decision-letters / --decision-continuation");
     if (!e->ops->host_visible)
         return iv_errf(err, IV_E_UNSUPPORTED, "Clef checkpoints run on the CPU only for now (--device cpu)");
     if (strcmp(e->model->cfg.architecture, "Qwen3_5ForConditionalGeneration"))
@@ -212,9 +221,9 @@ static int clef_head(iv_engine *e, const char *model_dir, const iv_engine_opts *
  * rows as the last-token sequence head. */
 static int pplx_head(iv_engine *e, const char *model_dir, const iv_engine_opts *opts, iv_err *err)
 {
-    if (opts && (opts->rerank_tokens || opts->decision_letters))
+    if (opts && (opts->rerank_tokens || opts->decision_letters || opts->decision_continuation))
         return iv_errf(err, IV_E_INVALID, "a pplx-decider checkpoint reads its own readout: drop the reranker tokens "
-                                          "and --decision-letters");
+                                          "and --decision-letters / --decision-continuation");
     if (!e->tok || !e->chat)
         return iv_errf(err, IV_E_FORMAT, "a pplx-decider checkpoint needs its tokenizer.json and chat template");
     if (iv_pplx_load(&e->pplx, model_dir, e->tok, err)) return -1;
@@ -249,6 +258,38 @@ static int letters_head(iv_engine *e, const iv_engine_opts *opts, iv_err *err)
     }
     if (iv_model_token_rows_head(e->model, ids, 52, err)) return -1;
     e->letters = 52;
+    return 0;
+}
+
+/* opts->decision_continuation: the seq head becomes the whole LM head
+ * (every row, in vocabulary order), read at the last token: the classify
+ * output is the next-token logits the continuation contract needs
+ * (decisions/continuation.h). The rows are copied (iv_model_token_rows_head
+ * owns its weight), so a tied checkpoint holds its embedding table twice. */
+static int continuation_head(iv_engine *e, const iv_engine_opts *opts, iv_err *err)
+{
+    if (opts->decision_letters)
+        return iv_errf(err, IV_E_INVALID, "--decision-letters and --decision-continuation exclude each other");
+    if (opts->decision_continuation != 1 && opts->decision_continuation != 2)
+        return iv_errf(err, IV_E_INVALID, "decision_continuation must be 1 (sum) or 2 (mean)");
+    if (opts->rerank_tokens || e->meta.logit_score.present)
+        return iv_errf(err, IV_E_INVALID, "the continuation decision readout and a reranker score head exclude each other");
+    if (!e->tok || !e->chat)
+        return iv_errf(err, IV_E_INVALID,
+                       "the continuation decision readout needs the checkpoint's tokenizer and chat template");
+    if (iv_model_can_score_tokens(e->model, err)) return -1;
+    const iv_tensor *w;
+    if (iv_model_output_embeddings(e->model, &w, err)) return -1;
+    const int64_t V = w->shape[0];
+    if (V < 2 || V > (1 << 24)) return iv_errf(err, IV_E_FORMAT, "an LM head of %lld rows", (long long)V);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)V);
+    if (!ids) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < V; i++) ids[i] = (int32_t)i;
+    const int rc = iv_model_token_rows_head(e->model, ids, (int)V, err);
+    free(ids);
+    if (rc) return -1;
+    e->continuation = opts->decision_continuation;
+    e->continuation_vocab = (int)V;
     return 0;
 }
 
@@ -339,7 +380,9 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         if (pplx_head(e, model_dir, opts, err)) goto fail;
     } else if (!laya && iv_clef_is_checkpoint(model_dir)) {
         if (clef_head(e, model_dir, opts, err)) goto fail;
-    } else if (opts && opts->decision_letters && letters_head(e, opts, err))
+    } else if (opts && opts->decision_letters && !opts->decision_continuation && letters_head(e, opts, err))
+        goto fail;
+    else if (opts && opts->decision_continuation && continuation_head(e, opts, err))
         goto fail;
     if (iv_colbert_load(&e->colbert, model_dir, e->model, &e->meta, e->tok, err)) goto fail;
     if (e->model->pixtral && e->tok) { /* the markers of Pixtral's image runs, by name (image/pixtral.h) */

@@ -46,6 +46,11 @@ typedef struct iv_engine_opts {
      * the letters A..Z, a..z at the next position after the rendered prompt
      * (decisions/letters.h). 0: off. */
     int decision_letters;
+    /* 1 ("sum") or 2 ("mean"): a *ForCausalLM checkpoint with a chat
+     * template answers typed decisions by the generic continuation
+     * log-prob contract (decisions/continuation.h): the LM head over the
+     * whole vocabulary becomes the last-token sequence head. 0: off. */
+    int decision_continuation;
     /* Images in requests: the most pixels a decoded image may have (checked
      * in its header, before decoding); 0: IV_IMAGE_DEFAULT_MAX_PIXELS. */
     int64_t max_image_pixels;
@@ -79,7 +84,9 @@ typedef struct iv_seq_input {
     const struct iv_image_input *images;
     int n_images;
     /* 1: never share this sequence's states with others (prefix folding and
-     * the prefix cache): typed decisions, as the coverage spec asks. */
+     * the prefix cache). The Laya and Clef decision routes set it (their
+     * backbones cannot fold anyway); the server's own folding is exact, so
+     * causal decision contracts leave it off (docs/prefix-folding.md). */
     int no_fold;
     /* Audio clips of this sequence, for checkpoints with an audio tower
      * (EmbeddingGemma2's Gemma4 tower, models/audio_gemma4.h): each one's
@@ -170,6 +177,10 @@ const struct iv_laya *iv_engine_laya(const iv_engine *e);
 /* How many option letters the letters decision head reads (52), or 0 when
  * the engine was not loaded with decision_letters. */
 int iv_engine_decision_letters(const iv_engine *e);
+/* The continuation contract's normalisation (1 sum, 2 mean) and the LM
+ * head's rows (*vocab, the classify output's width), or 0 when the engine
+ * was not loaded with decision_continuation. */
+int iv_engine_decision_continuation(const iv_engine *e, int *vocab);
 /* The pplx-decider v1 sidecar (decisions/pplx.h) when the checkpoint has
  * decision_config.json, else NULL. Such an engine serves IV_TASK_CLASSIFY:
  * the readout's option logits at the last token of a rendered chat. */
@@ -181,7 +192,7 @@ const struct iv_pplx *iv_engine_pplx(const iv_engine *e);
 struct iv_clef;
 const struct iv_clef *iv_engine_clef(const iv_engine *e);
 /* The typed-decision family this engine answers ("laya", "pplx-decider",
- * "clef", "letters"), or NULL when it answers none. */
+ * "clef", "letters", "continuation"), or NULL when it answers none. */
 const char *iv_engine_decision_family(const iv_engine *e);
 /* Peak activation bytes of one batch so far. */
 size_t iv_engine_peak_activation_bytes(const iv_engine *e);

@@ -14,7 +14,9 @@
 
 /* Takes the next batch off the ready list (lock held): the oldest item and
  * then, in order, items of its task while the budget allows. Items of
- * abandoned jobs are removed on the way and returned in *dropped. */
+ * abandoned jobs are removed on the way and returned in *dropped. Items of
+ * a job that asked for its inputs together (iv_input_opts.together) wait
+ * until the whole job is tokenized (a failed input abandons the job). */
 static int take_batch(iv_batcher *b, iv_job_item **batch, iv_job_item **dropped, int *n_dropped, int64_t *tokens)
 {
     int n = 0;
@@ -28,6 +30,7 @@ static int take_batch(iv_batcher *b, iv_job_item **batch, iv_job_item **dropped,
             dropped[(*n_dropped)++] = it;
             continue;
         }
+        if (it->job->opts.together && atomic_load(&it->job->ready) < it->job->n_items) continue;
         if (task == IV_TASK_COUNT) task = it->job->task;
         if (it->job->task != task) continue;
         if (n > 0 && *tokens + it->n_tokens > b->o.max_batch_tokens) break;
@@ -93,6 +96,11 @@ static void *dispatch_main(void *arg)
             r->busy = 1;
             r->dispatched++;
             pthread_cond_signal(&r->cond);
+        } else if (!n_dropped && !b->ready_stop) {
+            /* Only inputs held for the rest of their job are ready: wait
+             * for the next one queued (tokenize_main signals each). */
+            pthread_cond_wait(&b->ready_cond, &b->ready_lock);
+            continue;
         }
         pthread_mutex_unlock(&b->ready_lock);
         for (int i = 0; i < n_dropped; i++) {

@@ -15,6 +15,7 @@
 #include "base/utf8.h"
 #include "decisions/answer.h"
 #include "decisions/clef.h"
+#include "decisions/continuation.h"
 #include "decisions/contract.h"
 #include "decisions/laya.h"
 #include "decisions/letters.h"
@@ -27,6 +28,7 @@ typedef struct decision_job {
     cJSON **messages;   /* letters: per question */
     cJSON *chat_kwargs; /* letters: {"enable_thinking": false} */
     iv_clef_record clef; /* Clef: the joint sequence */
+    iv_cont_plan cont;   /* continuation: the sequences and reads */
     int extended;
 } decision_job;
 
@@ -40,6 +42,7 @@ static void decision_job_free(void *p)
     free(d->messages);
     cJSON_Delete(d->chat_kwargs);
     iv_clef_record_free(&d->clef);
+    iv_cont_plan_free(&d->cont);
     iv_dq_request_free(&d->req);
     free(d);
 }
@@ -246,8 +249,118 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     o.truncate = 0;
     o.generation_prompt = IV_GEN_PROMPT_ON;
     o.chat_kwargs = d->chat_kwargs;
-    o.no_fold = 1; /* typed decisions never fold (docs/prefix-folding.md) */
+    /* Folding stays on: on a causal backbone it is exact (the model refuses
+     * it otherwise: pplx-decider's Qwen3.5 is recurrent), and the questions'
+     * conversations share the template head and the state
+     * (docs/prefix-folding.md: the server's own folding, not a client's
+     * folded input). Folding happens within a batch: the questions go in
+     * one. */
+    o.together = 1;
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
+}
+
+/* Continuation: each question's options scored from the LM logits at the
+ * end of its sequences (decisions/continuation.h). */
+static void finish_continuation(iv_req *r)
+{
+    if (iv_req_fail_if_job_failed(r)) return;
+    decision_job *d = r->route_data;
+    int V = 0;
+    const iv_cont_norm norm = (iv_cont_norm)iv_engine_decision_continuation(r->model->engine, &V);
+    const iv_cont_plan *P = &d->cont;
+    const float **logits = malloc(sizeof *logits * (size_t)P->n_seqs);
+    double *lse = malloc(sizeof(double) * (size_t)P->n_seqs);
+    int ok = logits && lse && r->job.n_items == P->n_seqs;
+    for (int s = 0; ok && s < P->n_seqs; s++) {
+        ok = r->job.items[s].rows == 1 && r->job.cols == V;
+        logits[s] = r->job.items[s].out;
+        if (ok) lse[s] = iv_cont_logsumexp(logits[s], V);
+    }
+    if (!ok) {
+        free(logits), free(lse);
+        iv_api_error e;
+        iv_api_errorf(&e, IV_API_INTERNAL, "decision readout failed: unexpected engine output");
+        iv_req_fail(r, &e);
+        return;
+    }
+    iv_strbuf b;
+    iv_sb_init(&b);
+    iv_sb_puts(&b, "{\"model\":");
+    iv_sb_json_string(&b, r->model->served_name, strlen(r->model->served_name));
+    iv_sb_puts(&b, ",\"answers\":{");
+    long long tokens = 0;
+    for (int i = 0; i < d->req.n_questions; i++) {
+        const iv_dq_question *q = &d->req.questions[i];
+        double *sc = malloc(sizeof(double) * (size_t)q->n_options), *p = malloc(sizeof(double) * (size_t)q->n_options);
+        float *lf = malloc(sizeof(float) * (size_t)q->n_options);
+        if (!sc || !p || !lf) {
+            free(sc), free(p), free(lf), free(logits), free(lse), iv_sb_free(&b);
+            iv_api_error e;
+            iv_api_errorf(&e, IV_API_INTERNAL, "out of memory");
+            iv_req_fail(r, &e);
+            return;
+        }
+        iv_cont_probabilities(P, i, q, logits, lse, norm, sc, p);
+        for (int j = 0; j < q->n_options; j++) lf[j] = (float)sc[j];
+        if (i) iv_sb_putc(&b, ',');
+        iv_sb_json_string(&b, q->id, strlen(q->id));
+        iv_sb_putc(&b, ':');
+        /* logits: the option scores (log-probs, summed or averaged). */
+        iv_dq_extras x = {.temperature = 1.0, .tokens = P->q[i].tokens, .logits = lf, .act_probability = -1};
+        iv_dq_answer_json(&b, q, p, d->extended, &x);
+        tokens += P->q[i].tokens;
+        free(sc), free(p), free(lf);
+    }
+    free(logits), free(lse);
+    iv_sb_printf(&b, "},\"usage\":{\"input_tokens\":%lld,\"output_tokens\":0}}", tokens);
+    iv_req_reply_json(r, &b);
+}
+
+/* Continuation: each question's prompt rendered and tokenized here, its
+ * sequences (prefix + continuation heads, deduplicated) submitted as ids. */
+static void submit_continuation(iv_req *r, iv_model_slot *m, decision_job *d)
+{
+    const iv_dq_request *q = &d->req;
+    const iv_tokenizer *tok = iv_engine_tokenizer(m->engine);
+    if (check_state_tokens(r, tok, q->state_text)) return;
+    int V = 0, bad = -1;
+    iv_engine_decision_continuation(m->engine, &V);
+    iv_err err = {0};
+    if (iv_cont_plan_build(q, iv_engine_chat_template(m->engine), tok, V, &d->cont, &bad, &err)) {
+        const int oom = err.code == IV_E_NOMEM;
+        if (bad >= 0 && !oom)
+            fail_one(r, 422, "value_error", err.msg, (const char *const[]){"body", "questions", q->questions[bad].id, NULL});
+        else fail_one(r, 500, "internal_error", err.msg[0] ? err.msg : "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    const int max_seqs = iv_cont_max_sequences(V);
+    if (d->cont.n_seqs > max_seqs) {
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "the options' continuations need %d scored sequences (one per continuation token after the "
+                 "first, per question); this model reads at most %d per request",
+                 d->cont.n_seqs, max_seqs);
+        fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "questions", NULL});
+        return;
+    }
+    r->inputs.items = calloc((size_t)d->cont.n_seqs, sizeof *r->inputs.items);
+    if (!r->inputs.items) {
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return;
+    }
+    /* The inputs take the plan's ids (freed with the request). */
+    for (int s = 0; s < d->cont.n_seqs; s++) {
+        r->inputs.items[r->inputs.n++] = (iv_input){.ids = d->cont.seq_ids[s], .n_ids = d->cont.seq_len[s]};
+        d->cont.seq_ids[s] = NULL;
+    }
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 0;
+    /* No no_fold: the sequences of a question share its whole prompt, and
+     * the questions share the template head and the state; on a causal LM
+     * the engine's folding computes each shared prefix once, exactly, within
+     * a batch: the request's sequences go in one. */
+    o.together = 1;
+    iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_continuation);
 }
 
 /* Clef: every question read off one joint sequence by the joint head. */
@@ -360,7 +473,7 @@ void iv_route_decisions(iv_req *r)
         char msg[600];
         snprintf(msg, sizeof msg,
                  "the model `%s` does not answer typed decisions (a Laya, Clef or pplx-decider checkpoint does, or a "
-                 "chat LM served with --decision-letters)",
+                 "chat LM served with --decision-letters or --decision-continuation)",
                  m->served_name);
         fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "model", NULL});
         return;
@@ -372,5 +485,6 @@ void iv_route_decisions(iv_req *r)
     }
     if (iv_engine_laya(m->engine)) submit_laya(r, m, d);
     else if (iv_engine_clef(m->engine)) submit_clef(r, m, d);
+    else if (iv_engine_decision_continuation(m->engine, NULL)) submit_continuation(r, m, d);
     else submit_letters(r, m, d);
 }

@@ -559,3 +559,15 @@ int srv_log_shows(const srv *s, const char *what)
     }
     return 0;
 }
+
+double srv_metric(const char *text, const char *name)
+{
+    double sum = 0;
+    const size_t n = strlen(name);
+    for (const char *p = text; (p = strstr(p, name)); p += n)
+        if ((p == text || p[-1] == '\n') && p[n] == '{') {
+            const char *sp = strchr(p, ' ');
+            if (sp) sum += strtod(sp + 1, NULL);
+        }
+    return sum;
+}

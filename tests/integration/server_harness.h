@@ -55,6 +55,9 @@ int http_do(const srv *s, const char *method, const char *path, const char *body
             const char *const *headers, http_resp *out);
 int http_post(const srv *s, const char *path, const char *json, http_resp *out);
 int http_get(const srv *s, const char *path, http_resp *out);
+/* The sum of a Prometheus series' values over its labels in a /metrics
+ * body (name followed by '{'), 0 when absent. */
+double srv_metric(const char *text, const char *name);
 void http_resp_free(http_resp *r);
 /* A header's value (case-insensitive name) copied into buf, or NULL. */
 const char *http_header(const http_resp *r, const char *name, char *buf, size_t cap);

@@ -343,3 +343,151 @@ TEST(srv_decisions_letters_match_transformers)
     srv_stop(&s);
     cJSON_Delete(doc);
 }
+
+/* The tokens of a question's deduplicated sequences (prefix + cont[:t], for
+ * every option and t < |cont|), from the reference's ids. */
+static long question_sequence_tokens(const cJSON *a)
+{
+    const int pre = cJSON_GetArraySize(obj(a, "prefix_ids"));
+    const cJSON *conts = obj(a, "continuation_ids");
+    long total = 0;
+    for (int j = 0; j < cJSON_GetArraySize(conts); j++) {
+        const cJSON *cj = cJSON_GetArrayItem(conts, j);
+        for (int t = 0; t < cJSON_GetArraySize(cj); t++) {
+            int seen = 0;
+            for (int i = 0; i < j && !seen; i++) {
+                const cJSON *ci = cJSON_GetArrayItem(conts, i);
+                seen = cJSON_GetArraySize(ci) > t;
+                for (int u = 0; seen && u < t; u++)
+                    seen = cJSON_GetArrayItem(ci, u)->valueint == cJSON_GetArrayItem(cj, u)->valueint;
+            }
+            if (!seen) total += pre + t;
+        }
+    }
+    return total;
+}
+
+/* The continuation contract (--decision-continuation sum|mean) over HTTP on
+ * the qwen3_letters checkpoint against transformers
+ * (expected_continuation.json, tools/fixtures/synthetic_continuation.py):
+ * probabilities within 1e-4 and the same choice, the extended reply's
+ * logits (the option scores) within 1e-4, usage as the prefix plus every
+ * option's continuation; "sum" with folding on, "mean" with folding off
+ * (folding exact either way). A choice label with no tokens is 422. */
+static void continuation_server(const cJSON *doc, const char *norm, const char *fold)
+{
+    const char *dir = srv_fixture("qwen3_letters");
+    srv s;
+    const char *args[] = {"--model-id", dir, "--decision-continuation", norm, "--prefix-fold", fold, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    char pk[64], sk[64];
+    snprintf(pk, sizeof pk, "probabilities_%s", norm);
+    snprintf(sk, sizeof sk, "scores_%s", norm);
+    double max_p = 0, max_s = 0;
+    int n_answers = 0, n_choice_ok = 0, n_choice = 0, c_i = 0;
+    long seq_tokens = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, obj(doc, "cases"))
+    {
+        cJSON *req = cJSON_Duplicate(obj(c, "request"), 1);
+        if (c_i++ % 2) cJSON_AddTrueToObject(req, "extended");
+        char *body = cJSON_PrintUnformatted(req);
+        cJSON_Delete(req);
+        http_resp r;
+        REQUIRE(http_post(&s, "/v1/systemone", body, &r) == 0);
+        free(body);
+        CHECK_MSG(r.status == 200, "%ld %s", r.status, r.body);
+        int tokens = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, obj(c, "answers"))
+        {
+            const cJSON *got = obj(obj(r.json, "answers"), a->string);
+            const cJSON *wp = obj(a, pk), *ws = obj(a, sk);
+            tokens += jint(a, "tokens");
+            seq_tokens += question_sequence_tokens(a);
+            n_answers++;
+            if (cJSON_HasObjectItem(got, "noul")) {
+                const double e = fabs(jnum(got, "noul") - cJSON_GetArrayItem(wp, 1)->valuedouble);
+                max_p = e > max_p ? e : max_p;
+            } else {
+                int i = 0, best = 0;
+                const cJSON *x;
+                cJSON_ArrayForEach(x, obj(got, "probabilities"))
+                {
+                    const double w = cJSON_GetArrayItem(wp, i)->valuedouble;
+                    if (w > cJSON_GetArrayItem(wp, best)->valuedouble) best = i;
+                    const double e = fabs(x->valuedouble - w);
+                    max_p = e > max_p ? e : max_p;
+                    i++;
+                }
+                CHECK(i == cJSON_GetArraySize(wp));
+                if (cJSON_HasObjectItem(got, "choice")) {
+                    n_choice++;
+                    int k = 0;
+                    const cJSON *lab;
+                    cJSON_ArrayForEach(lab, obj(got, "probabilities")) if (k++ == best) n_choice_ok +=
+                        !strcmp(jstr(got, "choice"), lab->string);
+                }
+            }
+            const cJSON *lg = obj(got, "logits");
+            if (lg) {
+                int i = 0;
+                const cJSON *x;
+                cJSON_ArrayForEach(x, lg)
+                {
+                    const double e = fabs(x->valuedouble - cJSON_GetArrayItem(ws, i++)->valuedouble);
+                    max_s = e > max_s ? e : max_s;
+                }
+                CHECK(i == cJSON_GetArraySize(ws));
+                CHECK_EQ_INT(jint(got, "tokens"), jint(a, "tokens"));
+            }
+        }
+        CHECK_EQ_INT(jint(obj(r.json, "usage"), "input_tokens"), tokens);
+        http_resp_free(&r);
+    }
+    printf("    continuation %s (fold %s): %d answers, max |p - transformers| %.3g, max |score - transformers| %.3g\n",
+           norm, fold, n_answers, max_p, max_s);
+    CHECK_MSG(n_answers == 7 && max_p <= 1e-4 && max_s <= 1e-4, "p %g, score %g over %d answers", max_p, max_s,
+              n_answers);
+    CHECK_MSG(n_choice == 3 && n_choice_ok == n_choice, "%d of %d choices as the reference", n_choice_ok, n_choice);
+    /* Each request's sequences went in one batch (iv_input_opts.together:
+     * none ran alone before the others were tokenized), and each such batch
+     * folds (the state and the questions' prompts shared): 3 folded batches
+     * holding every sequence's tokens. */
+    http_resp mr;
+    if (http_get(&s, "/metrics", &mr) == 0) {
+        const int on = !strcmp(fold, "true");
+        const double folded = srv_metric(mr.body, "te_prefix_fold_batches_total");
+        const double ftok = srv_metric(mr.body, "te_prefix_fold_tokens_total");
+        const double fcomp = srv_metric(mr.body, "te_prefix_fold_computed_tokens_total");
+        printf("    fold %s: %g folded batches, %g tokens, %g computed\n", fold, folded, ftok, fcomp);
+        CHECK_MSG(folded == (on ? 3 : 0), "%g folded batches (fold %s)", folded, fold);
+        CHECK_MSG(ftok == (on ? (double)seq_tokens : 0), "%g folded tokens, the sequences hold %ld", ftok, seq_tokens);
+        http_resp_free(&mr);
+    }
+    expect(&s, "{\"model\":\"m\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"choice\",\"criteria\":[\"\",\"x\"]}}}",
+           422, "body.questions.a", "value_error");
+    /* Too many scored sequences (IV_CONT_MAX_SEQUENCES): 413. */
+    iv_strbuf big;
+    iv_sb_init(&big);
+    iv_sb_puts(&big, "{\"model\":\"m\",\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"choice\",\"criteria\":[");
+    for (int i = 0; i < 60; i++) iv_sb_printf(&big, "%s\"option number %d with a rather long label\"", i ? "," : "", i);
+    iv_sb_puts(&big, "]}}}");
+    expect(&s, big.data, 413, "body.questions", "too_long");
+    iv_sb_free(&big);
+    srv_stop(&s);
+}
+
+TEST(srv_decisions_continuation_match_transformers)
+{
+    const char *dir = srv_fixture("qwen3_letters");
+    if (!dir) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/expected_continuation.json", dir);
+    cJSON *doc = NULL;
+    iv_err err = {0};
+    REQUIRE(iv_json_load_file(path, 1 << 24, &doc, &err) == 0);
+    continuation_server(doc, "sum", "true");
+    continuation_server(doc, "mean", "false");
+    cJSON_Delete(doc);
+}

@@ -38,18 +38,6 @@ static int scores_by_index(const http_resp *r, double *out, int n)
 }
 
 /* The sum over replicas of a metric's samples for the one model. */
-static double metric(const char *text, const char *name)
-{
-    double sum = 0;
-    const size_t n = strlen(name);
-    for (const char *p = text; (p = strstr(p, name)); p += n)
-        if ((p == text || p[-1] == '\n') && p[n] == '{') {
-            const char *sp = strchr(p, ' ');
-            if (sp) sum += strtod(sp + 1, NULL);
-        }
-    return sum;
-}
-
 TEST(srv_prefix_fold_rerank)
 {
     const char *dir = srv_fixture("qwen3_causal_rerank_seqcls");
@@ -83,13 +71,13 @@ TEST(srv_prefix_fold_rerank)
         CHECK_EQ_INT(r.status, 200);
         CHECK_CONTAINS(r.body, "# TYPE te_prefix_cache_hits_total counter");
         CHECK_CONTAINS(r.body, "te_prefix_cache_capacity_bytes{model=");
-        CHECK_MSG(metric(r.body, "te_prefix_fold_batches_total") > 0, "no folded batch");
-        CHECK_MSG(metric(r.body, "te_prefix_cache_hits_total") > 0, "no cache hit");
-        CHECK(metric(r.body, "te_prefix_cache_capacity_bytes") == 16 << 20);
+        CHECK_MSG(srv_metric(r.body, "te_prefix_fold_batches_total") > 0, "no folded batch");
+        CHECK_MSG(srv_metric(r.body, "te_prefix_cache_hits_total") > 0, "no cache hit");
+        CHECK(srv_metric(r.body, "te_prefix_cache_capacity_bytes") == 16 << 20);
         http_resp_free(&r);
     }
     if (http_get(&plain, "/metrics", &r) == 0) {
-        CHECK(metric(r.body, "te_prefix_fold_batches_total") == 0);
+        CHECK(srv_metric(r.body, "te_prefix_fold_batches_total") == 0);
         http_resp_free(&r);
     }
     iv_sb_free(&body);
