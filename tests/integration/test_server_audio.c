@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "base/json.h"
@@ -303,4 +305,58 @@ TEST(srv_audio_media_batch)
     free(flac);
     cJSON_Delete(doc);
     iv_weights_close(want);
+}
+
+/* The offline CLI: audio file paths in {"audio": PATH} and in a
+ * conversation's audio parts (files read by the CLI, as images are) give
+ * the fixture's embeddings; an Ogg file is a per-line error naming it. */
+TEST(cli_embed_audio)
+{
+    const char *dir = srv_fixture("embedding_gemma2_media");
+    if (!dir) return;
+    const char *fx = iv_test_fixtures_dir();
+    char path[4096], tmp[] = "/tmp/iv_cli_audio_XXXXXX", in_path[4200], out_path[4200], cmd[16384];
+    REQUIRE(mkdtemp(tmp));
+    snprintf(in_path, sizeof in_path, "%s/in.jsonl", tmp);
+    snprintf(out_path, sizeof out_path, "%s/out.jsonl", tmp);
+    FILE *f = fopen(in_path, "w");
+    REQUIRE(f);
+    fprintf(f, "{\"audio\":\"%s/audio/speech_44k_stereo.flac\"}\n", fx);
+    fprintf(f,
+            "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"look at this picture\"},{\"type\":"
+            "\"image\",\"image\":\"%s/images/chelsea_p64.png\"},{\"type\":\"text\",\"text\":\"and listen to the "
+            "clip\"},{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"file://%s/audio/speech_16k_mono.wav\"}},"
+            "{\"type\":\"text\",\"text\":\"then describe it\"}]}]\n",
+            fx, fx);
+    fprintf(f, "{\"audio\":\"%s/audio/speech_24k_mono.ogg\"}\n", fx);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' embed --model-id '%s' < '%s' > '%s' 2>/dev/null", iv_test_binary(), dir, in_path,
+             out_path);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1); /* one line failed */
+    char *out = NULL;
+    size_t len;
+    iv_err err = {0};
+    REQUIRE(iv_file_read_all(out_path, 1 << 22, &out, &len, &err) == 0);
+    snprintf(path, sizeof path, "%s/media_expected.safetensors", dir);
+    iv_weights *want = NULL;
+    REQUIRE(iv_weights_open_file(&want, path, &err) == 0);
+    static const char *const keys[] = {"audio_flac", "mixed"};
+    char *line = out, *nl;
+    int k = 0;
+    while ((nl = strchr(line, '\n')) && k < 3) {
+        *nl = 0;
+        cJSON *j = cJSON_Parse(line);
+        if (k < 2) check_embedding(keys[k], j, want, keys[k]);
+        else CHECK_CONTAINS(line, "Ogg");
+        cJSON_Delete(j);
+        line = nl + 1;
+        k++;
+    }
+    CHECK_EQ_INT(k, 3);
+    iv_weights_close(want);
+    free(out);
+    remove(in_path);
+    remove(out_path);
+    rmdir(tmp);
 }
