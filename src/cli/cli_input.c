@@ -7,6 +7,7 @@
 #include <strings.h>
 #include "base/file.h"
 #include "base/json.h"
+#include "audio/audio.h"
 #include "image/image.h"
 #include "engine/resolve.h"
 #include "server/codec.h"
@@ -73,19 +74,21 @@ static int is_conversation(const cJSON *j)
     return 1;
 }
 
-/* An image as the CLI takes it: a data URL as is, else a file path
- * ("file://" optional) read here and sent on as base64: the server never
- * reads files, the offline commands do. NULL (error set) on failure. */
-static char *image_source(iv_cli_item *it, const char *s)
+/* An image or audio clip as the CLI takes it: a data URL as is, else a
+ * file path ("file://" optional) read here and sent on as base64: the
+ * server never reads files, the offline commands do. NULL (error set) on
+ * failure. what: "image" / "audio". */
+static char *media_source(iv_cli_item *it, const char *s, const char *what)
 {
     if (!strncasecmp(s, "data:", 5)) return dup_n(s, strlen(s));
     if (!strncasecmp(s, "file://", 7)) s += 7;
     char *bytes;
     size_t n;
     iv_err err = {0};
-    if (iv_file_read_all(s, IV_IMAGE_DEFAULT_MAX_BYTES, &bytes, &n, &err)) {
+    const size_t max = !strcmp(what, "audio") ? IV_AUDIO_DEFAULT_MAX_BYTES : IV_IMAGE_DEFAULT_MAX_BYTES;
+    if (iv_file_read_all(s, max, &bytes, &n, &err)) {
         char msg[sizeof err.msg + 32];
-        snprintf(msg, sizeof msg, "image: %s", err.msg);
+        snprintf(msg, sizeof msg, "%s: %s", what, err.msg);
         set_error(it, msg);
         return NULL;
     }
@@ -101,8 +104,9 @@ static char *image_source(iv_cli_item *it, const char *s)
     return b.data;
 }
 
-/* Image parts of a conversation that name files get the files' bytes. */
-static void load_image_parts(iv_cli_item *it, cJSON *conv)
+/* Image and audio parts of a conversation that name files get the files'
+ * bytes (input_audio carries base64 data, never a path). */
+static void load_media_parts(iv_cli_item *it, cJSON *conv)
 {
     cJSON *m;
     cJSON_ArrayForEach(m, conv)
@@ -112,12 +116,13 @@ static void load_image_parts(iv_cli_item *it, cJSON *conv)
         cJSON_ArrayForEach(part, content)
         {
             const char *type = iv_json_str(part, "type", "");
-            if (strcmp(type, "image_url") && strcmp(type, "image")) continue;
+            const int audio = !strcmp(type, "audio_url") || !strcmp(type, "audio");
+            if (strcmp(type, "image_url") && strcmp(type, "image") && !audio) continue;
             cJSON *holder = part, *v = cJSON_GetObjectItemCaseSensitive(part, type);
             const char *key = type;
             if (cJSON_IsObject(v)) holder = v, key = "url", v = cJSON_GetObjectItemCaseSensitive(v, "url");
             if (!cJSON_IsString(v) || !strncasecmp(v->valuestring, "data:", 5)) continue;
-            char *src = image_source(it, v->valuestring);
+            char *src = media_source(it, v->valuestring, audio ? "audio" : "image");
             if (!src) return;
             cJSON *repl = cJSON_CreateString(src);
             free(src);
@@ -134,20 +139,23 @@ static void take_messages(iv_cli_item *it, const cJSON *j)
 {
     it->messages = cJSON_Duplicate(j, 1);
     if (!it->messages) set_error(it, "out of memory");
-    else load_image_parts(it, it->messages);
+    else load_media_parts(it, it->messages);
     it->in.messages = it->messages;
 }
 
-static void take_image(iv_cli_item *it, const cJSON *image, const cJSON *text)
+/* {"image": PATH} or {"audio": PATH}, with an optional "text" after it. */
+static void take_media(iv_cli_item *it, const cJSON *src, const cJSON *text, const char *what)
 {
-    if (!cJSON_IsString(image)) {
-        set_error(it, "\"image\" must be a file path or a data URL");
+    if (!cJSON_IsString(src)) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "\"%s\" must be a file path or a data URL", what);
+        set_error(it, msg);
         return;
     }
-    it->image = image_source(it, image->valuestring);
+    it->image = media_source(it, src->valuestring, what);
     if (!it->image) return;
-    it->in.image = it->image;
-    it->in.image_len = strlen(it->image);
+    if (!strcmp(what, "audio")) it->in.audio = it->image, it->in.audio_len = strlen(it->image);
+    else it->in.image = it->image, it->in.image_len = strlen(it->image);
     if (cJSON_IsString(text)) take_text(it, text, 0);
 }
 
@@ -176,12 +184,14 @@ static void parse_json(const cJSON *j, iv_cli_item *it)
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(j, "ids");
         const cJSON *text = iv_json_get(j, "text"), *pair = iv_json_get(j, "pair");
         const cJSON *image = cJSON_GetObjectItemCaseSensitive(j, "image");
-        if (image) take_image(it, image, text);
+        const cJSON *audio = cJSON_GetObjectItemCaseSensitive(j, "audio");
+        if (image) take_media(it, image, text, "image");
+        else if (audio) take_media(it, audio, text, "audio");
         else if (cJSON_IsArray(ids)) take_ids(it, ids);
         else if (cJSON_IsString(text)) {
             take_text(it, text, 0);
             if (cJSON_IsString(pair)) take_text(it, pair, 1);
-        } else set_error(it, "object inputs need \"text\", \"ids\", \"image\" or \"messages\"");
+        } else set_error(it, "object inputs need \"text\", \"ids\", \"image\", \"audio\" or \"messages\"");
     } else {
         set_error(it, "expected a string, [text, pair], an array of token ids or a list of messages");
     }

@@ -1,8 +1,9 @@
 /* Offline CLI plumbing shared by `embed` and `predict`: reading inputs
  * (one per line: plain text, a JSON string, a JSON [text, pair] array, a
  * JSON array of token ids, {"text","pair","ids"} objects, {"image": PATH}
- * (with an optional "text"), or a conversation: a list of messages or
- * {"messages": [...]}, whose image parts may name files), packing them
+ * or {"audio": PATH} (with an optional "text"), or a conversation: a list
+ * of messages or {"messages": [...]}, whose image and audio parts may name
+ * files), packing them
  * into batches by a token budget, and writing one JSON line per input. */
 #ifndef IV_CLI_CLI_INPUT_H
 #define IV_CLI_CLI_INPUT_H
@@ -16,7 +17,7 @@ typedef struct iv_cli_item {
     char *text, *pair;
     int32_t *ids;
     struct cJSON *messages; /* a conversation, rendered by the chat template */
-    char *image;      /* {"image": ...}: the image as base64 (read from its file) or a data URL */
+    char *image;      /* {"image": ...} / {"audio": ...}: the media as base64 (read from its file) or a data URL */
     char *error;      /* parse error for this line, or NULL */
 } iv_cli_item;
 

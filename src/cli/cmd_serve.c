@@ -53,6 +53,8 @@ static void usage(FILE *f)
             "                               the last token (Qwen3-Reranker without sentence-transformers files)\n"
             "  --max-image-pixels N         images in requests: the most pixels one may have, checked in\n"
             "                               its header before decoding (89478485, PIL's limit); over: 413\n"
+            "  --max-audio-bytes N          audio in requests: the most encoded bytes a clip may have (64 MiB)\n"
+            "  --max-audio-seconds S        audio in requests: the longest clip, in seconds (600)\n"
             "  --chat-template FILE         a Jinja chat template instead of the checkpoint's; rerank and\n"
             "                               predict pairs are rendered through it as query/document messages\n"
             "  --device cpu|cuda|cuda:N|emulated   where the model runs (cpu); a comma list runs one\n"
@@ -318,6 +320,17 @@ static int serve(int argc, char **argv)
             o.engine.chat_template = val;
         } else if (!strcmp(a, "--max-image-pixels")) {
             if (!(rc = parse_int(a, val, 1, (long)1 << 40, &x))) o.engine.max_image_pixels = x;
+        } else if (!strcmp(a, "--max-audio-bytes")) {
+            if (!(rc = parse_int(a, val, 1, (long)1 << 40, &x))) o.engine.max_audio_bytes = (size_t)x;
+        } else if (!strcmp(a, "--max-audio-seconds")) {
+            char *end;
+            const double sec = strtod(val, &end);
+            if (end == val || *end || !(sec > 0) || sec > 1e6) {
+                fprintf(stderr, "infinity_v3: %s must be a positive number of seconds\n", a);
+                rc = -1;
+            } else {
+                o.engine.max_audio_seconds = sec;
+            }
         } else if (!strcmp(a, "--causal-lm-rerank")) {
             o.engine.rerank_tokens = val;
         } else if (!strcmp(a, "--device")) {
@@ -394,7 +407,7 @@ static const char *const k_env_flags[] = {
     "--api-key", "--payload-limit", "--max-concurrent-requests", "--max-batch-tokens", "--max-batch-requests",
     "--max-client-batch-size", "--max-client-batch-size-openai", "--url-prefix", "--auto-truncate",
     "--default-prompt-name", "--default-prompt", "--tokenization-workers", "--pooling", "--chat-template",
-    "--max-image-pixels",
+    "--max-image-pixels", "--max-audio-bytes", "--max-audio-seconds",
     "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
     "--otlp-endpoint", "--otlp-service-name", "--read-timeout", "--decision-max-questions",
     "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", "--prefix-fold",

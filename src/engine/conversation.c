@@ -3,14 +3,16 @@
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/json.h"
 #include "base/strbuf.h"
 #include "chat/chat_template.h"
+#include "engine/media_runs.h"
 
 int iv_conversation_wanted(const iv_engine *e, const iv_input *in)
 {
-    return in->messages != NULL || in->image != NULL || iv_engine_st_meta(e)->messages.enabled ||
+    return in->messages != NULL || in->image != NULL || in->audio != NULL || in->media_part != NULL || iv_engine_st_meta(e)->messages.enabled ||
            (in->pair != NULL && iv_engine_pairs_as_messages(e));
 }
 
@@ -84,6 +86,15 @@ static int is_image_part(const char *type)
     return !strcmp(type, "image_url") || !strcmp(type, "image");
 }
 
+/* OpenAI's {"type": "input_audio", "input_audio": {"data": BASE64,
+ * "format": "wav"}}, {"type": "audio_url", "audio_url": {"url": DATA_URL}}
+ * (or the url as a string), and the transformers form {"type": "audio",
+ * "audio": ...}. */
+static int is_audio_part(const char *type)
+{
+    return !strcmp(type, "input_audio") || !strcmp(type, "audio_url") || !strcmp(type, "audio");
+}
+
 /* A part that is not text and that the model cannot read: what only a
  * vision (or audio) tower can read. */
 static const char *media_part(const iv_engine *e, const cJSON *msg)
@@ -93,7 +104,9 @@ static const char *media_part(const iv_engine *e, const cJSON *msg)
     cJSON_ArrayForEach(part, content)
     {
         const char *type = iv_json_str(part, "type", "text");
-        if (!strcmp(type, "text") || (iv_engine_image_proc(e) && is_image_part(type))) continue;
+        if (!strcmp(type, "text") || (iv_engine_image_proc(e) && is_image_part(type)) ||
+            (iv_engine_audio_proc(e) && is_audio_part(type)))
+            continue;
         return type;
     }
     return NULL;
@@ -125,10 +138,16 @@ static int copy_messages(const iv_engine *e, const cJSON *given, cJSON *conv, iv
                            "message %d has a \"%.32s\" part, but model `%s` reads text only (it has no vision "
                            "tower)",
                            i, media, iv_engine_model_type(e));
+        if (media && is_audio_part(media))
+            return iv_errf(err, IV_E_INVALID,
+                           "message %d has a \"%.32s\" part, but model `%s` cannot read audio (it has no audio "
+                           "tower)",
+                           i, media, iv_engine_model_type(e));
         if (media)
             return iv_errf(err, IV_E_INVALID,
-                           "message %d has a \"%.32s\" part, which model `%s` cannot read (it takes text%s)", i,
-                           media, iv_engine_model_type(e), iv_engine_image_proc(e) ? " and images" : " only");
+                           "message %d has a \"%.32s\" part, which model `%s` cannot read (it takes text%s%s)", i,
+                           media, iv_engine_model_type(e), iv_engine_image_proc(e) ? ", images" : "",
+                           iv_engine_audio_proc(e) ? ", audio" : iv_engine_image_proc(e) ? "" : " only");
         cJSON *copy = cJSON_Duplicate(m, 1);
         if (!copy) return iv_errf(err, IV_E_NOMEM, "out of memory");
         cJSON_AddItemToArray(conv, copy);
@@ -138,28 +157,35 @@ static int copy_messages(const iv_engine *e, const cJSON *given, cJSON *conv, iv
     return 0;
 }
 
-/* A bare image input as one user message: the image, then the model's
- * image_doc_text (ColQwen3's "Describe the image.") or the input's text
- * when either is set. */
-static int add_image_message(const iv_engine *e, cJSON *conv, const iv_input *in, iv_err *err)
+/* A bare image or audio input as one user message: the media part
+ * ({"type": "image"|"audio", kind: src}), then the model's image_doc_text
+ * (ColQwen3's "Describe the image.", images only) or the input's text when
+ * either is set. */
+static int add_media_message(const iv_engine *e, cJSON *conv, const iv_input *in, iv_err *err)
 {
+    const int audio = in->audio != NULL;
+    const char *kind = audio ? "audio" : "image";
+    const char *src_in = audio ? in->audio : in->image;
+    const size_t src_len = audio ? in->audio_len : in->image_len;
     const iv_image_proc *ip = iv_engine_image_proc(e);
-    if (!ip)
+    if (!audio && !ip)
         return iv_errf(err, IV_E_INVALID, "model `%s` reads text only (it has no vision tower): it takes no images",
                        iv_engine_model_type(e));
+    if (audio && !iv_engine_audio_proc(e))
+        return iv_errf(err, IV_E_INVALID, "model `%s` has no audio tower: it takes no audio", iv_engine_model_type(e));
     cJSON *parts = cJSON_CreateArray(), *img = cJSON_CreateObject();
-    char *src = malloc(in->image_len + 1);
+    char *src = malloc(src_len + 1);
     int bad = !parts || !img || !src;
     if (!bad) {
-        memcpy(src, in->image, in->image_len);
-        src[in->image_len] = 0;
+        memcpy(src, src_in, src_len);
+        src[src_len] = 0;
         cJSON_AddItemToArray(parts, img);
-        bad = !cJSON_AddStringToObject(img, "type", "image") || !cJSON_AddStringToObject(img, "image", src);
+        bad = !cJSON_AddStringToObject(img, "type", kind) || !cJSON_AddStringToObject(img, kind, src);
     } else {
         cJSON_Delete(img);
     }
     free(src);
-    const char *text = in->text && in->text_len ? NULL : ip->image_doc_text;
+    const char *text = in->text && in->text_len ? NULL : audio ? NULL : ip->image_doc_text;
     if (!bad && (text || (in->text && in->text_len))) {
         cJSON *t = cJSON_CreateObject();
         char *dup = text ? NULL : malloc(in->text_len + 1);
@@ -174,6 +200,93 @@ static int add_image_message(const iv_engine *e, cJSON *conv, const iv_input *in
         return iv_errf(err, IV_E_NOMEM, "out of memory");
     }
     if (add_message(conv, "user", parts)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    return 0;
+}
+
+/* A bare content part as one user message ({"type": "input_audio"} when
+ * the item names no type). */
+static int add_part_message(cJSON *conv, const cJSON *part, iv_err *err)
+{
+    cJSON *parts = cJSON_CreateArray(), *p = cJSON_Duplicate(part, 1);
+    if (!parts || !p) {
+        cJSON_Delete(parts);
+        cJSON_Delete(p);
+        return iv_errf(err, IV_E_NOMEM, "out of memory");
+    }
+    cJSON_AddItemToArray(parts, p);
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(p, "type"))) {
+        cJSON_DeleteItemFromObjectCaseSensitive(p, "type");
+        if (!cJSON_AddStringToObject(p, "type", "input_audio")) {
+            cJSON_Delete(parts);
+            return iv_errf(err, IV_E_NOMEM, "out of memory");
+        }
+    }
+    if (add_message(conv, "user", parts)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    return 0;
+}
+
+/* The source string of an audio part, checking input_audio's format: the
+ * bytes are sniffed whatever it says, but a format we refuse is named. */
+static const cJSON *audio_source(const cJSON *part, const char *type, int k, iv_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(part, type);
+    if (!strcmp(type, "input_audio")) {
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(v, "format");
+        if (fmt && !cJSON_IsString(fmt)) {
+            iv_errf(err, IV_E_INVALID, "audio %d: input_audio.format must be a string (wav, mp3 or flac)", k);
+            return NULL;
+        }
+        const char *f = fmt ? fmt->valuestring : "";
+        if (!strcasecmp(f, "ogg") || !strcasecmp(f, "opus") || !strcasecmp(f, "vorbis") || !strcasecmp(f, "oga")) {
+            iv_errf(err, IV_E_UNSUPPORTED,
+                    "audio %d: format \"%s\" is not supported: Ogg (Vorbis, Opus) audio is refused; send WAV, FLAC "
+                    "or MP3",
+                    k, f);
+            return NULL;
+        }
+        if (fmt && strcasecmp(f, "wav") && strcasecmp(f, "mp3") && strcasecmp(f, "flac")) {
+            iv_errf(err, IV_E_INVALID, "audio %d: input_audio.format \"%.32s\" is not one of wav, mp3, flac", k, f);
+            return NULL;
+        }
+        v = cJSON_GetObjectItemCaseSensitive(v, "data");
+    } else if (cJSON_IsObject(v)) {
+        v = cJSON_GetObjectItemCaseSensitive(v, "url");
+    }
+    if (!cJSON_IsString(v)) {
+        iv_errf(err, IV_E_INVALID, "audio %d: an \"%s\" part needs its audio as a string%s", k, type,
+                !strcmp(type, "input_audio") ? " (base64) in input_audio.data"
+                : !strcmp(type, "audio_url") ? " (a data URL) in audio_url.url"
+                                             : " (a data URL or base64) in \"audio\"");
+        return NULL;
+    }
+    return v;
+}
+
+/* Decodes every audio part of conv in order into out and turns each into
+ * {"type": "audio"}, what chat templates render as the placeholder. */
+static int take_audio(const iv_engine *e, cJSON *conv, iv_audio_set *out, iv_err *err)
+{
+    const iv_audio_proc *ap = iv_engine_audio_proc(e);
+    cJSON *m;
+    cJSON_ArrayForEach(m, conv)
+    {
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content"), *part;
+        if (!cJSON_IsArray(content)) continue;
+        cJSON_ArrayForEach(part, content)
+        {
+            const char *type = iv_json_str(part, "type", "text");
+            if (!is_audio_part(type)) continue;
+            const cJSON *v = audio_source(part, type, out->n, err);
+            if (!v || iv_audio_set_add(ap, out, v->valuestring, strlen(v->valuestring), err)) return -1;
+            cJSON *repl = cJSON_CreateObject();
+            if (!repl || !cJSON_AddStringToObject(repl, "type", "audio")) {
+                cJSON_Delete(repl);
+                return iv_errf(err, IV_E_NOMEM, "out of memory");
+            }
+            cJSON_ReplaceItemViaPointer(content, part, repl);
+            part = repl;
+        }
+    }
     return 0;
 }
 
@@ -234,8 +347,12 @@ static cJSON *build(const iv_engine *e, const iv_input *in, const char *prompt, 
         rc = add_message(conv, "query", text_content(e, in->text, in->text_len)) ||
              add_message(conv, "document", text_content(e, in->pair, in->pair_len));
         if (rc) iv_errf(err, IV_E_NOMEM, "out of memory");
-    } else if (in->image) {
-        rc = add_image_message(e, conv, in, err);
+    } else if (in->image || in->audio) {
+        rc = add_media_message(e, conv, in, err);
+    } else if (in->media_part) {
+        rc = iv_engine_audio_proc(e) ? add_part_message(conv, in->media_part, err)
+                                     : iv_errf(err, IV_E_INVALID, "model `%s` has no audio tower: it takes no audio",
+                                               iv_engine_model_type(e));
     } else if (add_message(conv, "user", text_content(e, in->text ? in->text : "", in->text_len))) {
         rc = iv_errf(err, IV_E_NOMEM, "out of memory");
     }
@@ -376,19 +493,24 @@ static int restore_suffix(const iv_engine *e, const cJSON *conv, const iv_input_
     return rc ? -1 : 0;
 }
 
-/* The images' placeholders replaced by their runs (the model's
- * image_token_run), then the length rule: runs are kept whole. */
-static int expand_images(const iv_engine *e, const iv_input_opts *o, int max_tokens, iv_prepared *out, iv_err *err)
+/* The media placeholders replaced by their runs (the model's
+ * image_token_run, the audio run), then the length rule: runs are kept
+ * whole. */
+static int expand_media(const iv_engine *e, const iv_input_opts *o, int max_tokens, iv_prepared *out, iv_err *err)
 {
     int len;
-    if (iv_image_expand(iv_engine_image_proc(e), &out->images, out->enc.ids, out->enc.len, &out->own_ids, &len, err) ||
-        iv_image_truncate(&out->images, out->own_ids, &len, max_tokens, o->truncate, o->truncate_left, err))
+    if (iv_media_expand(iv_engine_image_proc(e), &out->images, iv_engine_audio_proc(e), &out->audios, out->enc.ids,
+                        out->enc.len, &out->own_ids, &len, err) ||
+        iv_media_truncate(&out->images, &out->audios, out->own_ids, &len, max_tokens, o->truncate, o->truncate_left,
+                          err))
         return -1;
     out->seq.ids = out->own_ids;
     out->seq.type_ids = NULL;
     out->seq.len = len;
     out->seq.images = out->images.in;
     out->seq.n_images = out->images.n;
+    out->seq.audios = out->audios.in;
+    out->seq.n_audios = out->audios.n;
     return 0;
 }
 
@@ -402,11 +524,11 @@ int iv_conversation_prepare(const iv_engine *e, const iv_input *in, const iv_inp
      * pooling (sentence-transformers keeps no prompt length for them). */
     cJSON *conv = build(e, in, o->prompt, err);
     if (!conv) return -1;
-    if (take_images(e, conv, &out->images, err)) {
+    if (take_images(e, conv, &out->images, err) || take_audio(e, conv, &out->audios, err)) {
         cJSON_Delete(conv);
         return -1;
     }
-    const int images = out->images.n > 0;
+    const int images = out->images.n > 0 || out->audios.n > 0;
     iv_strbuf text;
     iv_sb_init(&text);
     /* With images the text is cut after their runs are expanded (never
@@ -419,7 +541,7 @@ int iv_conversation_prepare(const iv_engine *e, const iv_input *in, const iv_inp
     iv_sb_free(&text);
     cJSON_Delete(conv);
     if (rc) return -1;
-    if (images) return expand_images(e, o, max_tokens, out, err);
+    if (images) return expand_media(e, o, max_tokens, out, err);
     if (out->enc.len > max_tokens)
         return iv_errf(err, IV_E_INVALID, "input has %d tokens, more than the model's maximum of %d", out->enc.len,
                        max_tokens);

@@ -28,6 +28,7 @@
 #include "models/model.h"
 #include "models/pack_weights.h"
 #include "models/vision.h"
+#include "engine/audio_inputs.h"
 #include "engine/image_inputs.h"
 #include "models/quantize.h"
 #include "ops/cpu/cpu_isa.h"
@@ -66,6 +67,7 @@ struct iv_engine {
     iv_pplx *pplx;          /* a pplx-decider v1 checkpoint (decisions/pplx.h), or NULL */
     iv_clef *clef;          /* a Clef checkpoint (decisions/clef.h), or NULL */
     iv_image_proc images;   /* how the model takes images (model NULL: it takes none) */
+    iv_audio_proc audio;    /* how the model takes audio (model NULL: it takes none) */
     int no_fold;            /* prefix folding turned off (engine/prefix_fold.h) */
     iv_prefix_cache *prefix_cache; /* NULL: none */
     iv_fold_pins pins;      /* cache entries the running batch holds */
@@ -390,6 +392,9 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
         e->model->image_end_id = iv_tokenizer_token_to_id(e->tok, "[IMG_END]");
     }
     if (iv_image_proc_load(&e->images, model_dir, e->model, opts ? opts->max_image_pixels : 0, err)) goto fail;
+    if (iv_audio_proc_load(&e->audio, model_dir, e->model, opts ? opts->max_audio_bytes : 0,
+                           opts ? opts->max_audio_seconds : 0, err))
+        goto fail;
     /* Last, once nothing reads weights as rows any more (the causal-LM score
      * head, ColBERT's projection check): every linear weight into the CPU
      * kernel's panels. */
@@ -451,6 +456,7 @@ void iv_engine_free(iv_engine *e)
     iv_prefix_cache_free(e->prefix_cache);
     iv_model_free(e->model);
     iv_st_dense_free(&e->dense);
+    iv_audio_proc_free(&e->audio);
     iv_colbert_free(&e->colbert);
     iv_st_meta_free(&e->meta);
     if (e->tok) iv_tokenizer_free(e->tok);
@@ -585,12 +591,14 @@ static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch
     int any = 0, any_audio = 0;
     for (int i = 0; i < n; i++) any |= seqs[i].n_images > 0, any_audio |= seqs[i].n_audios > 0;
     if (any_audio) {
-        if (any) return iv_errf(err, IV_E_UNSUPPORTED, "a batch with both images and audio is not supported yet");
         iv_seq_audios *sa = iv_arena_alloc(&e->arena, (size_t)n * sizeof *sa);
-        if (!sa) return iv_errf(err, IV_E_NOMEM, "out of memory");
-        for (int i = 0; i < n; i++)
+        iv_seq_images *si = iv_arena_alloc(&e->arena, (size_t)n * sizeof *si);
+        if (!sa || !si) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        for (int i = 0; i < n; i++) {
             sa[i] = (iv_seq_audios){seqs[i].n_audios > 0 ? seqs[i].n_audios : 0, seqs[i].audios};
-        return iv_model_forward_audio(e->model, b, sa, &e->mem, hidden, err);
+            si[i] = (iv_seq_images){seqs[i].n_images > 0 ? seqs[i].n_images : 0, seqs[i].images};
+        }
+        return iv_model_forward_media(e->model, b, si, sa, &e->mem, hidden, err);
     }
     if (!any) { /* text only: media never fold */
         if (!e->no_fold) {
@@ -732,6 +740,10 @@ const iv_st_meta *iv_engine_st_meta(const iv_engine *e) { return &e->meta; }
 const iv_image_proc *iv_engine_image_proc(const iv_engine *e)
 {
     return e->images.model ? &e->images : NULL;
+}
+const iv_audio_proc *iv_engine_audio_proc(const iv_engine *e)
+{
+    return e->audio.model ? &e->audio : NULL;
 }
 
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e)

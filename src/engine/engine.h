@@ -54,6 +54,10 @@ typedef struct iv_engine_opts {
     /* Images in requests: the most pixels a decoded image may have (checked
      * in its header, before decoding); 0: IV_IMAGE_DEFAULT_MAX_PIXELS. */
     int64_t max_image_pixels;
+    /* Audio in requests: the most encoded bytes and decoded seconds a clip
+     * may have; 0: IV_AUDIO_DEFAULT_MAX_BYTES / _SECONDS (docs/audio.md). */
+    size_t max_audio_bytes;
+    double max_audio_seconds;
     /* Prefix folding (models/fold.h, docs/prefix-folding.md): on by default
      * for models that support it; 1 turns it off. */
     int no_prefix_fold;
@@ -92,7 +96,7 @@ typedef struct iv_seq_input {
      * (EmbeddingGemma2's Gemma4 tower, models/audio_gemma4.h): each one's
      * valid log-mel frames and where its run of audio tokens starts in ids
      * (the run must hold exactly its soft tokens). NULL / 0: none.
-     * docs/audio.md. A batch may not mix images and audio yet. */
+     * docs/audio.md. A sequence may hold images and audio together. */
     const struct iv_audio_input *audios;
     int n_audios;
 } iv_seq_input;
@@ -155,6 +159,10 @@ const iv_st_meta *iv_engine_st_meta(const iv_engine *e);
  * no vision tower. */
 struct iv_image_proc;
 const struct iv_image_proc *iv_engine_image_proc(const iv_engine *e);
+/* How the model takes audio (engine/audio_inputs.h), or NULL when it has
+ * no audio tower. */
+struct iv_audio_proc;
+const struct iv_audio_proc *iv_engine_audio_proc(const iv_engine *e);
 /* NULL for models that are not multi-vector. */
 const iv_multivector_info *iv_engine_multivector(const iv_engine *e);
 /* The checkpoint's tokenizer, or NULL when it has no tokenizer.json. */

@@ -1,5 +1,7 @@
 #include "engine/image_inputs.h"
 
+#include "engine/media_runs.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,81 +183,14 @@ int64_t iv_image_set_tokens(const iv_image_set *s)
     return t;
 }
 
+/* Images only: engine/media_runs.c lays out images and audio together. */
 int iv_image_expand(const iv_image_proc *p, iv_image_set *s, const int32_t *ids, int len, int32_t **out,
                     int *out_len, iv_err *err)
 {
-    *out = NULL;
-    *out_len = 0;
-    const int32_t ph = p->model->image_placeholder_id;
-    int found = 0;
-    for (int t = 0; t < len; t++) found += ids[t] == ph;
-    if (found != s->n)
-        return iv_errf(err, IV_E_INVALID,
-                       "the rendered input holds %d image placeholder token(s) (id %d) for %d image(s): the chat "
-                       "template must write one per image, and text must not contain the placeholder itself",
-                       found, (int)ph, s->n);
-    const int64_t total = (int64_t)len - s->n + iv_image_set_tokens(s);
-    if (total > (int64_t)1 << 30) return iv_errf(err, IV_E_TOO_LARGE, "input has too many image tokens");
-    int32_t *o = malloc((size_t)(total > 0 ? total : 1) * sizeof *o);
-    if (!o) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    int64_t w = 0;
-    int k = 0;
-    for (int t = 0; t < len; t++) {
-        if (ids[t] != ph) {
-            o[w++] = ids[t];
-            continue;
-        }
-        int64_t start;
-        const int64_t n = p->model->image_token_run(p->model, &s->in[k], o + w, &start);
-        s->run_start[k] = w;
-        s->run_len[k] = n;
-        s->in[k].token_offset = (int)(w + start);
-        w += n;
-        k++;
-    }
-    *out = o;
-    *out_len = (int)w;
-    return 0;
-}
-
-static int in_run(const iv_image_set *s, int64_t t)
-{
-    for (int i = 0; i < s->n; i++)
-        if (t >= s->run_start[i] && t < s->run_start[i] + s->run_len[i]) return 1;
-    return 0;
+    return iv_media_expand(p, s, NULL, NULL, ids, len, out, out_len, err);
 }
 
 int iv_image_truncate(iv_image_set *s, int32_t *ids, int *len, int max, int truncate, int left, iv_err *err)
 {
-    const int64_t img = iv_image_set_tokens(s);
-    if (*len <= max) return 0;
-    if (img > max)
-        return iv_errf(err, IV_E_INVALID,
-                       "the %d image(s) of this input alone take %lld tokens, more than the limit of %d tokens "
-                       "(send smaller images, or fewer)",
-                       s->n, (long long)img, max);
-    if (!truncate)
-        return iv_errf(err, IV_E_INVALID, "input has %d tokens (%lld of them for %d image(s)), more than the limit of %d",
-                       *len, (long long)img, s->n, max);
-    /* Mark the text tokens to drop, from the end (or the start), skipping runs. */
-    int drop = *len - max;
-    uint8_t *gone = calloc((size_t)*len, 1);
-    if (!gone) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    for (int i = 0; i < *len && drop > 0; i++) {
-        const int t = left ? i : *len - 1 - i;
-        if (!in_run(s, t)) gone[t] = 1, drop--;
-    }
-    int w = 0, k = 0;
-    for (int t = 0; t < *len; t++) {
-        if (gone[t]) continue;
-        if (k < s->n && t == s->run_start[k]) {
-            s->in[k].token_offset += w - t;
-            s->run_start[k] = w;
-            k++;
-        }
-        ids[w++] = ids[t];
-    }
-    free(gone);
-    *len = w;
-    return 0;
+    return iv_media_truncate(s, NULL, ids, len, max, truncate, left, err);
 }

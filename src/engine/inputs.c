@@ -128,7 +128,7 @@ int iv_prepare_input(const iv_engine *e, const iv_input *in, const iv_input_opts
      * these checkpoints a pair is what the processor makes of it, not a
      * query/document conversation. */
     const iv_pair_format *pf = iv_engine_pair_format(e);
-    int rc = pf && in->pair && !in->ids && !in->messages && !in->image ? prepare_formatted_pair(e, pf, in, o, out, err)
+    int rc = pf && in->pair && !in->ids && !in->messages && !in->image && !in->audio ? prepare_formatted_pair(e, pf, in, o, out, err)
              : iv_conversation_wanted(e, in) && !in->ids ? iv_conversation_prepare(e, in, o, effective_max(e, o), out, err)
              : in->ids                                   ? prepare_ids(e, in, o, out, err)
                                                          : prepare_text(e, in, o, out, err);
@@ -142,5 +142,6 @@ void iv_prepared_free(iv_prepared *p)
     iv_encoding_free(&p->enc);
     free(p->own_ids);
     iv_image_set_free(&p->images);
+    iv_audio_set_free(&p->audios);
     memset(p, 0, sizeof *p);
 }

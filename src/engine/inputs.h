@@ -5,6 +5,7 @@
 #define IV_ENGINE_INPUTS_H
 
 #include "engine/engine.h"
+#include "engine/audio_inputs.h"
 #include "engine/image_inputs.h"
 
 typedef struct iv_input {
@@ -22,6 +23,14 @@ typedef struct iv_input {
      * (and the model's image_doc_text), rendered by the chat template. */
     const char *image;
     size_t image_len;
+    /* A bare audio clip (a data URL or base64, owned by the caller) for
+     * models with an audio tower: one user message holding the clip (and
+     * the input's text after it, when given). */
+    const char *audio;
+    size_t audio_len;
+    /* A bare media content part (an OpenAI {"type": "input_audio", ...}
+     * item, owned by the caller): one user message holding that part. */
+    const struct cJSON *media_part;
 } iv_input;
 
 /* add_generation_prompt for a conversation. */
@@ -57,6 +66,7 @@ typedef struct iv_prepared {
     iv_encoding enc;       /* when tokenized */
     int32_t *own_ids;      /* when ids were given, or the ids with image runs expanded */
     iv_image_set images;   /* the images of a conversation (seq.images points here) */
+    iv_audio_set audios;   /* its audio clips (seq.audios points here) */
 } iv_prepared;
 
 /* Errors: IV_E_INVALID for empty inputs, invalid UTF-8, ids out of range,

@@ -529,12 +529,13 @@ int iv_gemma4_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const i
 
 /* ---- the mixed forward ---- */
 
-int iv_model_forward_audio(const iv_model *m, const iv_batch *b, const iv_seq_audios *audios,
-                           const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
+int iv_gemma4_audio_inject(const iv_model *m, const iv_batch *b, const iv_seq_audios *audios, const iv_fwd_mem *mem,
+                           iv_visual_inject *vi, iv_err *err)
 {
+    memset(vi, 0, sizeof *vi);
     int n = 0;
     for (int s = 0; audios && s < b->n_seqs; s++) n += audios[s].n > 0 ? audios[s].n : 0;
-    if (n == 0) return iv_model_forward(m, b, mem, hidden, err);
+    if (n == 0) return 0;
     const iv_gemma4_audio *a = m->audio;
     if (!a)
         return iv_errf(err, IV_E_UNSUPPORTED, "model_type \"%s\" has no audio tower: audio inputs are not accepted",
@@ -579,7 +580,15 @@ int iv_model_forward_audio(const iv_model *m, const iv_batch *b, const iv_seq_au
     }
     iv_view soft;
     if (iv_gemma4_audio_forward(m, a, clips, n, mem, &soft, NULL, NULL, err)) return -1;
-    const iv_visual_inject vi = {.n_spans = n, .token_row = token_row, .feat_row = feat_row, .len = len,
-                                 .embeds = soft};
+    *vi = (iv_visual_inject){.n_spans = n, .token_row = token_row, .feat_row = feat_row, .len = len, .embeds = soft};
+    return 0;
+}
+
+int iv_model_forward_audio(const iv_model *m, const iv_batch *b, const iv_seq_audios *audios,
+                           const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
+{
+    iv_visual_inject vi;
+    if (iv_gemma4_audio_inject(m, b, audios, mem, &vi, err)) return -1;
+    if (!vi.n_spans) return iv_model_forward(m, b, mem, hidden, err);
     return iv_model_forward_visual(m, b, &vi, mem, hidden, err);
 }

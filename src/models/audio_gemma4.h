@@ -97,6 +97,13 @@ typedef struct iv_seq_audios {
     const iv_audio_input *clips;
 } iv_seq_audios;
 
+/* The audio part of that forward: checks each sequence's clips against
+ * its audio tokens, runs the tower over every clip and fills *vi (spans
+ * and soft tokens); vi->n_spans 0 when no sequence has audio.
+ * iv_model_forward_media merges it with the images' rows. */
+int iv_gemma4_audio_inject(const iv_model *m, const iv_batch *b, const iv_seq_audios *audios, const iv_fwd_mem *mem,
+                           iv_visual_inject *vi, iv_err *err);
+
 /* EmbeddingGemma2Model.forward with audio: the text model over a packed,
  * uploaded batch whose sequence s has audios[s] (NULL or n 0: text only).
  * Each clip's iv_gemma4_audio_num_tokens(n_frames) soft tokens replace the

@@ -32,6 +32,14 @@ typedef struct iv_seq_images {
 int iv_model_forward_images(const iv_model *m, const iv_batch *b, const iv_seq_images *images,
                             const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
 
+/* A batch whose sequences may bring images and audio clips (audios: of
+ * struct iv_seq_audios, models/audio_gemma4.h; either NULL): the images' or
+ * the audio's forward when only one kind is present, both towers and one
+ * row injection when both are (EmbeddingGemma2). */
+struct iv_seq_audios;
+int iv_model_forward_media(const iv_model *m, const iv_batch *b, const iv_seq_images *images,
+                           const struct iv_seq_audios *audios, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
+
 /* A positive integer key of vision_config (or of config.json, for keys the
  * towers read there) in [1, max], def when absent; the error names
  * vision_config.<key> (patch_size may be a list in the config classes'

@@ -477,10 +477,11 @@ static int vision_masks(const iv_model *m, const iv_batch *b, const iv_fwd_mem *
     return 0;
 }
 
-int iv_gemma4_forward(const iv_model *m, const iv_batch *b, const iv_seq_images *images, const iv_fwd_mem *mem,
-                      iv_view *hidden, iv_err *err)
+int iv_gemma4_image_inject(const iv_model *m, const iv_batch *b, const iv_seq_images *images, const iv_fwd_mem *mem,
+                           iv_visual_inject *vi, iv_err *err)
 {
     const iv_gemma4_vision *v = m->gemma4_vision;
+    memset(vi, 0, sizeof *vi);
     int n_images = 0;
     for (int s = 0; images && s < b->n_seqs; s++) {
         if (images[s].n < 0 || (images[s].n > 0 && !images[s].images))
@@ -489,11 +490,11 @@ int iv_gemma4_forward(const iv_model *m, const iv_batch *b, const iv_seq_images 
     }
     if (!v) {
         if (n_images) return iv_errf(err, IV_E_UNSUPPORTED, "this checkpoint has no vision tower: images cannot be used");
-        return iv_model_forward(m, b, mem, hidden, err);
+        return 0;
     }
     for (int s = 0; s < b->n_seqs; s++)
         if (check_runs(m, b, s, images ? &images[s] : NULL, err)) return -1;
-    if (!n_images) return iv_model_forward(m, b, mem, hidden, err);
+    if (!n_images) return 0;
     iv_image_input *flat = iv_arena_alloc(mem->host, (size_t)n_images * sizeof *flat);
     int64_t *spans = iv_arena_alloc(mem->host, (size_t)(3 * n_images) * sizeof(int64_t));
     if (!flat || !spans) return iv_errf(err, IV_E_NOMEM, "out of memory");
@@ -508,9 +509,17 @@ int iv_gemma4_forward(const iv_model *m, const iv_batch *b, const iv_seq_images 
             len[k] = iv_gemma4_image_tokens(v, &flat[k]);
             feat += len[k];
         }
-    iv_visual_inject vi = {.n_spans = n_images, .token_row = tok, .feat_row = feat_row, .len = len};
-    if (v->bidirectional_vision && vision_masks(m, b, mem, &vi, err)) return -1;
+    *vi = (iv_visual_inject){.n_spans = n_images, .token_row = tok, .feat_row = feat_row, .len = len};
+    if (v->bidirectional_vision && vision_masks(m, b, mem, vi, err)) return -1;
     iv_view states;
-    if (iv_gemma4_vision_forward(m, flat, n_images, mem, &states, &vi.embeds, err)) return -1;
+    return iv_gemma4_vision_forward(m, flat, n_images, mem, &states, &vi->embeds, err);
+}
+
+int iv_gemma4_forward(const iv_model *m, const iv_batch *b, const iv_seq_images *images, const iv_fwd_mem *mem,
+                      iv_view *hidden, iv_err *err)
+{
+    iv_visual_inject vi;
+    if (iv_gemma4_image_inject(m, b, images, mem, &vi, err)) return -1;
+    if (!vi.n_spans) return iv_model_forward(m, b, mem, hidden, err);
     return iv_model_forward_visual(m, b, &vi, mem, hidden, err);
 }

@@ -86,6 +86,14 @@ int64_t iv_gemma4_model_token_run(const iv_model *m, const iv_image_input *img, 
 int iv_gemma4_vision_forward(const iv_model *m, const iv_image_input *imgs, int n, const iv_fwd_mem *mem,
                              iv_view *states, iv_view *features, iv_err *err);
 
+/* The image part of a Gemma4 multimodal forward: checks each sequence's
+ * image runs, runs the tower and embedder over every image of the batch
+ * and fills *vi (spans, soft tokens, and the "vision" masks when the
+ * checkpoint has them); vi->n_spans 0 when the batch has no images.
+ * iv_model_forward_media merges it with the audio clips' rows. */
+int iv_gemma4_image_inject(const iv_model *m, const iv_batch *b, const iv_seq_images *images, const iv_fwd_mem *mem,
+                           iv_visual_inject *vi, iv_err *err);
+
 /* Gemma4Model.forward over a packed, uploaded batch whose sequence s has
  * images[s]: each image's soft tokens fill the image tokens from its
  * token_offset on; every image token of a sequence must belong to one of

@@ -473,10 +473,33 @@ static const cJSON *image_item(const cJSON *x)
     return cJSON_IsString(v) ? v : NULL;
 }
 
-static int all_image_items(const cJSON *a)
+/* The audio twin of image_item: {"type": "input_audio", "input_audio":
+ * {"data": BASE64, "format": ...}}, {"type": "audio_url", "audio_url":
+ * {"url": URL}} (or the URL as the string), or {"audio": SOURCE}. Returns
+ * the source string, else NULL. input_audio's format is checked where the
+ * clip is decoded (engine/conversation.c): such an item becomes a
+ * one-part conversation so the check is one code path. */
+static const cJSON *audio_item(const cJSON *x)
+{
+    if (!cJSON_IsObject(x) || cJSON_GetObjectItemCaseSensitive(x, "role")) return NULL;
+    if (cJSON_GetObjectItemCaseSensitive(x, "input_audio")) return NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "audio_url");
+    if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "url");
+    if (!v) v = cJSON_GetObjectItemCaseSensitive(x, "audio");
+    return cJSON_IsString(v) ? v : NULL;
+}
+
+static int is_media_item(const cJSON *x)
+{
+    return image_item(x) || audio_item(x) ||
+           (cJSON_IsObject(x) && !cJSON_GetObjectItemCaseSensitive(x, "role") &&
+            cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x, "input_audio")));
+}
+
+static int all_media_items(const cJSON *a)
 {
     const cJSON *x;
-    cJSON_ArrayForEach(x, a) if (!image_item(x)) return 0;
+    cJSON_ArrayForEach(x, a) if (!is_media_item(x)) return 0;
     return cJSON_GetArraySize(a) > 0;
 }
 
@@ -484,6 +507,17 @@ static void set_image(iv_input *it, const cJSON *url)
 {
     it->image = url->valuestring;
     it->image_len = iv_codec_str_len(url);
+}
+
+/* One media item as one input: an image, an audio source, or an
+ * input_audio part kept as is (x itself, read as a one-part user message by
+ * iv_input.media_part). */
+static void set_media(iv_input *it, const cJSON *x)
+{
+    const cJSON *v;
+    if ((v = image_item(x))) set_image(it, v);
+    else if ((v = audio_item(x))) it->audio = v->valuestring, it->audio_len = iv_codec_str_len(v);
+    else it->media_part = x;
 }
 
 /* The messages are checked where they are rendered (engine/conversation.c);
@@ -591,13 +625,13 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
         return -1;
     }
     int n = cJSON_GetArraySize(v);
-    if (all_image_items(v)) {
-        /* A list of image items: one input each (models with a vision tower). */
+    if (all_media_items(v)) {
+        /* A list of image / audio items: one input each (models with the tower). */
         if (alloc_items(out, n, err)) return -1;
         out->n = n;
         int i = 0;
         const cJSON *x;
-        cJSON_ArrayForEach(x, v) set_image(&out->items[i++], image_item(x));
+        cJSON_ArrayForEach(x, v) set_media(&out->items[i++], x);
         return 0;
     }
     if (is_conversation(v)) return one_conversation(out, v, err);
@@ -620,8 +654,8 @@ int iv_codec_inputs(const cJSON *obj, const char *key, iv_inputs *out, iv_api_er
             if (take_ids(out, it, x, key, i, err)) return -1;
         } else if (is_conversation(x)) {
             set_conversation(out, it, x);
-        } else if (image_item(x)) {
-            set_image(it, image_item(x));
+        } else if (is_media_item(x)) {
+            set_media(it, x);
         } else {
             char d[96], iloc[128];
             describe(x, d, sizeof d);

@@ -280,7 +280,8 @@ int iv_req_fail_if_job_failed(iv_req *r)
     const int inf = r->flavour == IV_FLAVOUR_INFINITY;
     switch (job->stage) {
     case IV_JOB_FAILED_INPUT:
-        if (job->err.code == IV_E_INVALID || job->err.code == IV_E_UNSUPPORTED)
+        /* A bad or oversized input (media over a limit included) is the client's. */
+        if (job->err.code == IV_E_INVALID || job->err.code == IV_E_UNSUPPORTED || job->err.code == IV_E_TOO_LARGE)
             iv_api_errorf(&e, IV_API_VALIDATION, "Input validation error: %s", job->err.msg);
         else iv_api_errorf(&e, IV_API_TOKENIZER, "tokenizer error %s", job->err.msg);
         break;

@@ -116,7 +116,7 @@ int iv_route_check_nonempty(iv_req *r, const char *what)
     const int texts_may_be_empty = r->flavour == IV_FLAVOUR_INFINITY;
     for (int i = 0; i < r->inputs.n; i++) {
         const iv_input *in = &r->inputs.items[i];
-        int empty = in->messages || in->image ? 0 /* checked where it is rendered / decoded */
+        int empty = in->messages || in->image || in->audio || in->media_part ? 0 /* checked where it is rendered / decoded */
                     : in->ids    ? in->n_ids == 0
                                  : !texts_may_be_empty && in->text_len == 0 && (!in->pair || in->pair_len == 0);
         if (empty) {

@@ -94,26 +94,29 @@ void iv_route_infinity_embeddings(iv_req *r)
     }
     if (iv_route_check_nonempty(r, "input")) return;
     if (iv_req_check_batch(r, r->inputs.n) ||
-        (!(modality && !strcmp(modality, "image")) && check_string_lengths(r, "input")))
+        (!(modality && (!strcmp(modality, "image") || !strcmp(modality, "audio"))) &&
+         check_string_lengths(r, "input")))
         return;
-    /* modality "image": every input string is an image (a data URL or
-     * base64), for models with a vision tower. */
+    /* modality "image" / "audio": every input string is an image / an audio
+     * clip (a data URL or base64), for models with that tower. */
     const int image_modality = modality && !strcmp(modality, "image") && iv_engine_image_proc(m->engine);
-    if (image_modality) {
+    const int audio_modality = modality && !strcmp(modality, "audio") && iv_engine_audio_proc(m->engine);
+    if (image_modality || audio_modality) {
         for (int i = 0; i < r->inputs.n; i++) {
             iv_input *in = &r->inputs.items[i];
             if (!in->text) {
-                iv_api_errorf(&e, IV_API_JSON_DATA, "input %d: an image must be a string (a data URL or base64)", i);
+                iv_api_errorf(&e, IV_API_JSON_DATA, "input %d: an %s must be a string (a data URL or base64)", i,
+                              image_modality ? "image" : "audio clip");
                 iv_req_fail(r, &e);
                 return;
             }
-            in->image = in->text;
-            in->image_len = in->text_len;
+            if (image_modality) in->image = in->text, in->image_len = in->text_len;
+            else in->audio = in->text, in->audio_len = in->text_len;
             in->text = NULL;
             in->text_len = 0;
         }
     }
-    if (modality && strcmp(modality, "text") && !image_modality) {
+    if (modality && strcmp(modality, "text") && !image_modality && !audio_modality) {
         char caps[128];
         iv_model_capability_set(m, caps, sizeof caps);
         iv_api_errorf(&e, IV_API_NOT_SUPPORTED,
