@@ -147,6 +147,35 @@ static int prepare_item(iv_batcher *b, iv_job *job, iv_job_item *it, iv_err *err
     return 0;
 }
 
+/* The last of a job's items queues every tokenized one in the job's order
+ * under one hold of the lock, so the dispatcher sees them together. Then a
+ * failed item is accounted for: last, as that may complete (and free) the
+ * job, which the tokenized ones still pending keep alive until then. */
+void iv_item_tokenized(iv_batcher *b, iv_job_item *it, int ok)
+{
+    iv_job *job = it->job;
+    it->tokenized = ok;
+    if (atomic_fetch_sub(&job->untokenized, 1) == 1) {
+        const int64_t now = iv_batcher_now_ns();
+        int queued = 0;
+        pthread_mutex_lock(&b->ready_lock);
+        for (int i = 0; i < job->n_items; i++) {
+            iv_job_item *x = &job->items[i];
+            if (!x->tokenized) continue;
+            x->t_queued = now;
+            x->tokenize_ns = now - job->t_submit;
+            iv_item_list_push(&b->ready_list, x);
+            queued++;
+        }
+        if (queued) {
+            atomic_fetch_add(&b->ready_count, queued);
+            pthread_cond_signal(&b->ready_cond);
+        }
+        pthread_mutex_unlock(&b->ready_lock);
+    }
+    if (!ok) iv_item_finished(it);
+}
+
 static void *tokenize_main(void *arg)
 {
     iv_batcher *b = arg;
@@ -164,24 +193,17 @@ static void *tokenize_main(void *arg)
 
         iv_job *job = it->job;
         if (iv_job_abandoned(job)) {
-            iv_item_finished(it);
+            iv_item_tokenized(b, it, 0);
             continue;
         }
         iv_err err = {0};
         if (prepare_item(b, job, it, &err)) {
             iv_job_fail(job, IV_JOB_FAILED_INPUT, &err);
-            iv_item_finished(it);
+            iv_item_tokenized(b, it, 0);
             continue;
         }
         it->n_tokens = it->prep.seq.len;
-        it->t_queued = iv_batcher_now_ns();
-        it->tokenize_ns = it->t_queued - job->t_submit;
-        pthread_mutex_lock(&b->ready_lock);
-        iv_item_list_push(&b->ready_list, it);
-        atomic_fetch_add(&b->ready_count, 1);
-        atomic_fetch_add(&job->ready, 1);
-        pthread_cond_signal(&b->ready_cond);
-        pthread_mutex_unlock(&b->ready_lock);
+        iv_item_tokenized(b, it, 1);
     }
 }
 
@@ -281,7 +303,7 @@ void iv_batcher_enqueue(iv_batcher *b, iv_job *job)
     memset(&job->err, 0, sizeof job->err);
     atomic_store(&job->failed, 0);
     atomic_store(&job->pending, job->n_items);
-    atomic_store(&job->ready, 0);
+    atomic_store(&job->untokenized, job->n_items);
     if (b->o.max_input_length > 0 &&
         (job->opts.max_length <= 0 || job->opts.max_length > b->o.max_input_length))
         job->opts.max_length = b->o.max_input_length;
@@ -293,6 +315,7 @@ void iv_batcher_enqueue(iv_batcher *b, iv_job *job)
         it->out = NULL;
         it->rows = 0;
         it->n_tokens = 0;
+        it->tokenized = 0;
         it->tokenize_ns = it->queue_ns = it->inference_ns = 0;
         memset(&it->prep, 0, sizeof it->prep);
         iv_item_list_push(&b->tok_list, it);

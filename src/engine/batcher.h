@@ -10,10 +10,15 @@
  * input has either produced its rows or been dropped. Jobs never block the
  * caller: a full server answers iv_batcher_submit with IV_E_OVERLOADED.
  *
- * Scheduling: the oldest queued sequence always goes into the next batch;
- * later sequences of the same task join it in arrival order while the token
+ * Scheduling: a job's inputs are queued together, once the last of them
+ * is tokenized, so the inputs of one request share a batch (documents of a
+ * rerank request then fold their shared prefix, docs/prefix-folding.md).
+ * The oldest queued sequence always goes into the next batch; later
+ * sequences of the same task join it in arrival order while the token
  * budget (--max-batch-tokens) and the request cap (--max-batch-requests)
- * allow. iv_engine_run takes one task, so a batch never mixes tasks; a
+ * allow, a job's inputs as a whole: a job that does not fit what is left
+ * waits for the next batch, unless it could never fit one (then it is
+ * split where the budget runs out, as single inputs always were). iv_engine_run takes one task, so a batch never mixes tasks; a
  * sequence of another task waits at most until it is the oldest.
  *
  * Replicas: a batch is formed only when a replica is idle (so work queued
@@ -57,6 +62,7 @@ typedef struct iv_job_item {
     int64_t inference_ns;     /* duration of its batch */
     /* Private: queue links and timestamps. */
     iv_job *job;
+    int tokenized;            /* tokenized and valid: queued with the job's others */
     struct iv_job_item *prev, *next;
     int64_t t_queued;
 } iv_job_item;
@@ -76,8 +82,8 @@ struct iv_job {
     int cols;                 /* width of every item's rows */
     /* Private. */
     int64_t t_submit;
-    atomic_int ready; /* items tokenized and queued (opts.together) */
     atomic_int pending;
+    atomic_int untokenized;   /* inputs a worker has not finished with yet */
     atomic_int failed;
     iv_batcher *owner;
 };

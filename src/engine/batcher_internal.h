@@ -74,6 +74,18 @@ int iv_job_abandoned(iv_job *job);
 /* Accounts for one item; the last one completes the job. */
 void iv_item_finished(iv_job_item *it);
 
+/* A tokenization worker is done with item `it` (ok: tokenized; else failed
+ * or dropped, and accounted for here). The last of a job's items queues all
+ * its tokenized ones together, in the job's order (batcher.h, "Scheduling"). */
+void iv_item_tokenized(iv_batcher *b, iv_job_item *it, int ok);
+
+/* Takes the next batch off the ready list (ready_lock held): the oldest
+ * item and then, in order, items of its task while the token budget and
+ * the request cap allow, a job's items as a whole when they could fit a
+ * batch (batcher.h, "Scheduling"). Items of abandoned jobs are removed on
+ * the way and returned in *dropped. Returns the batch's size. */
+int iv_take_batch(iv_batcher *b, iv_job_item **batch, iv_job_item **dropped, int *n_dropped, int64_t *tokens);
+
 /* replicas.c: allocation, the threads, and their stop (after the workers). */
 int iv_replicas_start(iv_batcher *b, iv_engine *const *engines, int n, iv_err *err);
 void iv_replicas_stop(iv_batcher *b);

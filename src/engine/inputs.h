@@ -51,12 +51,6 @@ typedef struct iv_input_opts {
     const struct cJSON *chat_kwargs;
     iv_gen_prompt generation_prompt;
     int no_fold;           /* iv_seq_input.no_fold (typed decisions) */
-    /* 1: the batcher holds this job's inputs until every one is tokenized,
-     * so they go in one batch (as far as the token budget allows): inputs
-     * that share a prefix fold only within a batch (typed decisions: a
-     * request's questions share the state). 0: each input runs as soon as
-     * it is ready. */
-    int together;
 } iv_input_opts;
 
 iv_input_opts iv_input_opts_default(void);

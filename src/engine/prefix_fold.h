@@ -11,9 +11,9 @@
 #include "engine/prefix_cache.h"
 #include "models/model.h"
 
-/* Cache entries a folded batch holds: read (looked up) and being filled
- * (reserved). Released by iv_fold_pins_release once the device has run the
- * batch (after the engine's sync). */
+/* Cache blocks a folded batch holds: read (looked up, each once) and being
+ * filled (reserved, in reserve order). Released by iv_fold_pins_release
+ * once the device has run the batch (after the engine's sync). */
 typedef struct iv_fold_pins {
     iv_prefix_entry **read, **filled;
     int n_read, n_filled;
@@ -26,8 +26,10 @@ typedef struct iv_fold_stats {
 } iv_fold_stats;
 
 /* Runs b folded when the model (m->no_fold_reason), the table
- * (attention_rows) and the batch (text, no key masks) allow it and it pays
- * (iv_fold_worthwhile, counting cached prefixes): 1 with *hidden set as
+ * (attention_rows) and the batch (text, no key masks) allow it, and either
+ * it pays (iv_fold_worthwhile, counting cached blocks) or, with a cache,
+ * some sequence has a full block the cache lacks (every sequence's blocks
+ * are cached, as vLLM's automatic prefix caching does): 1 with *hidden set as
  * iv_model_forward sets it, 0 when the caller should run the plain
  * forward, -1 on error. cache may be NULL. */
 int iv_fold_forward(const iv_model *m, iv_prefix_cache *cache, const iv_seq_input *seqs, const iv_batch *b,

@@ -12,17 +12,25 @@
 #include "base/log.h"
 #include "engine/batcher_internal.h"
 
-/* Takes the next batch off the ready list (lock held): the oldest item and
- * then, in order, items of its task while the budget allows. Items of
- * abandoned jobs are removed on the way and returned in *dropped. Items of
- * a job that asked for its inputs together (iv_input_opts.together) wait
- * until the whole job is tokenized (a failed input abandons the job). */
-static int take_batch(iv_batcher *b, iv_job_item **batch, iv_job_item **dropped, int *n_dropped, int64_t *tokens)
+/* The tokens and count of the job's items that follow `it` in the ready
+ * list, itself included (a job's items are queued together). */
+static void job_group(const iv_job_item *it, int64_t *tokens, int *count)
+{
+    *tokens = 0;
+    *count = 0;
+    for (const iv_job_item *x = it; x && x->job == it->job; x = x->next) {
+        *tokens += x->n_tokens;
+        (*count)++;
+    }
+}
+
+int iv_take_batch(iv_batcher *b, iv_job_item **batch, iv_job_item **dropped, int *n_dropped, int64_t *tokens)
 {
     int n = 0;
     *n_dropped = 0;
     *tokens = 0;
     iv_task task = IV_TASK_COUNT;
+    const iv_job *last_job = NULL;
     for (iv_job_item *it = b->ready_list.head, *next; it && n < b->cap; it = next) {
         next = it->next;
         if (iv_job_abandoned(it->job)) {
@@ -30,13 +38,23 @@ static int take_batch(iv_batcher *b, iv_job_item **batch, iv_job_item **dropped,
             dropped[(*n_dropped)++] = it;
             continue;
         }
-        if (it->job->opts.together && atomic_load(&it->job->ready) < it->job->n_items) continue;
         if (task == IV_TASK_COUNT) task = it->job->task;
         if (it->job->task != task) continue;
+        if (n > 0 && it->job != last_job) {
+            /* A job's items go together: one that does not fit what is left
+             * but would fit a batch of its own waits for the next batch. */
+            int64_t g_tokens;
+            int g_count;
+            job_group(it, &g_tokens, &g_count);
+            const int fits_left = *tokens + g_tokens <= b->o.max_batch_tokens && n + g_count <= b->cap;
+            const int fits_alone = g_tokens <= b->o.max_batch_tokens && g_count <= b->cap;
+            if (!fits_left && fits_alone) break;
+        }
         if (n > 0 && *tokens + it->n_tokens > b->o.max_batch_tokens) break;
         iv_item_list_remove(&b->ready_list, it);
         batch[n++] = it;
         *tokens += it->n_tokens;
+        last_job = it->job;
     }
     atomic_fetch_sub(&b->ready_count, n + *n_dropped);
     return n;
@@ -89,18 +107,13 @@ static void *dispatch_main(void *arg)
         if (!r) break;
         int n_dropped;
         int64_t tokens;
-        const int n = take_batch(b, r->batch, dropped, &n_dropped, &tokens);
+        const int n = iv_take_batch(b, r->batch, dropped, &n_dropped, &tokens);
         if (n) {
             r->n = n;
             r->tokens = tokens;
             r->busy = 1;
             r->dispatched++;
             pthread_cond_signal(&r->cond);
-        } else if (!n_dropped && !b->ready_stop) {
-            /* Only inputs held for the rest of their job are ready: wait
-             * for the next one queued (tokenize_main signals each). */
-            pthread_cond_wait(&b->ready_cond, &b->ready_lock);
-            continue;
         }
         pthread_mutex_unlock(&b->ready_lock);
         for (int i = 0; i < n_dropped; i++) {

@@ -35,10 +35,8 @@ const char *iv_model_fold_blocker(const iv_model *m)
 typedef struct trie_node {
     int32_t token, depth;
     int parent, first_child, last_child, next_sibling, n_children;
-    int n_pass;   /* sequences through this node */
     int prefix;   /* >= 0: the node stands for cached prefix `prefix` (all its tokens) */
     int alone;    /* a node of an IV_FOLD_ALONE sequence: never shared */
-    int seq;      /* a sequence through it (for shared-run tokens) */
     int64_t row;  /* computed rows: the row; prefix nodes: their first row */
     int run;
 } trie_node;
@@ -48,11 +46,11 @@ typedef struct trie {
     int count;
 } trie;
 
-static int trie_add(trie *t, int parent, int32_t token, int32_t depth, int prefix, int seq)
+static int trie_add(trie *t, int parent, int32_t token, int32_t depth, int prefix)
 {
     const int i = t->count++;
     t->n[i] = (trie_node){.token = token, .depth = depth, .parent = parent, .first_child = -1, .last_child = -1,
-                          .next_sibling = -1, .prefix = prefix, .seq = seq, .row = -1, .run = -1};
+                          .next_sibling = -1, .prefix = prefix, .row = -1, .run = -1};
     if (parent >= 0) {
         trie_node *p = &t->n[parent];
         if (p->last_child >= 0) t->n[p->last_child].next_sibling = i;
@@ -73,6 +71,30 @@ static int trie_child(const trie *t, int at, int32_t token)
     return -1;
 }
 
+/* The trie node of cached block pi, added with the blocks before it on
+ * first use (each block is a node under its parent block's); -1 when the
+ * chain does not lead back to position 0 block by block. */
+static int prefix_chain_node(trie *t, const iv_fold_prefix *prefixes, int n_prefixes, int *prefix_node, int pi)
+{
+    if (prefix_node[pi] >= 0) return prefix_node[pi];
+    /* Walk up to the first block that has a node (or the root), then add downwards. */
+    int top = pi, depth = 0;
+    while (prefixes[top].parent >= 0 && prefix_node[prefixes[top].parent] < 0) {
+        top = prefixes[top].parent;
+        if (top >= n_prefixes || ++depth > n_prefixes) return -1;
+    }
+    for (;;) {
+        /* The highest block on pi's chain still without a node. */
+        int i = pi;
+        while (prefixes[i].parent >= 0 && prefix_node[prefixes[i].parent] < 0) i = prefixes[i].parent;
+        const int par = prefixes[i].parent;
+        const int want0 = par >= 0 ? prefixes[par].pos0 + prefixes[par].len : 0;
+        if (prefixes[i].pos0 != want0 || prefixes[i].len < 1) return -1;
+        prefix_node[i] = trie_add(t, par >= 0 ? prefix_node[par] : 0, -1, prefixes[i].pos0 + prefixes[i].len - 1, i);
+        if (i == pi) return prefix_node[pi];
+    }
+}
+
 /* A node starts a run unless its parent is a computed node with only it as a child. */
 static int starts_run(const trie *t, int i)
 {
@@ -91,31 +113,29 @@ int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix
     plan->out_row = iv_arena_alloc(arena, (size_t)(T > 0 ? T : 1) * sizeof(int32_t));
     if (!t.n || !token_node || !prefix_node || !plan->out_row) goto oom;
     for (int i = 0; i < n_prefixes; i++) prefix_node[i] = -1;
-    trie_add(&t, -1, -1, -1, -1, -1);
+    trie_add(&t, -1, -1, -1, -1);
 
-    /* Insert every sequence, below its cached prefix when it has one. */
+    /* Insert every sequence, below its chain of cached blocks when it has one. */
     for (int s = 0; s < b->n_seqs; s++) {
         const int32_t start = b->cu_seqlens[s], len = iv_batch_seqlen(b, s);
         const int pi = seq_prefix ? seq_prefix[s] : -1;
         const int alone = pi == IV_FOLD_ALONE;
         int at = 0, t0 = 0;
         if (pi >= 0) {
-            if (pi >= n_prefixes || !prefixes || prefixes[pi].len > len)
-                return iv_errf(err, IV_E_INTERNAL, "sequence %d: cached prefix %d does not fit", s, pi);
-            if (prefix_node[pi] < 0) prefix_node[pi] = trie_add(&t, 0, -1, prefixes[pi].len - 1, pi, s);
-            at = prefix_node[pi];
-            t0 = prefixes[pi].len;
-            t.n[at].n_pass++;
-            for (int32_t k = 0; k < t0; k++) token_node[start + k] = -1 - k; /* resolved with the prefix's rows */
+            if (pi >= n_prefixes || !prefixes || prefixes[pi].pos0 + prefixes[pi].len > len)
+                return iv_errf(err, IV_E_INTERNAL, "sequence %d: cached block %d does not fit", s, pi);
+            at = prefix_chain_node(&t, prefixes, n_prefixes, prefix_node, pi);
+            if (at < 0) return iv_errf(err, IV_E_INTERNAL, "sequence %d: a broken chain of cached blocks", s);
+            t0 = prefixes[pi].pos0 + prefixes[pi].len;
+            for (int32_t k = 0; k < t0; k++) token_node[start + k] = -1 - k; /* resolved with the blocks' rows */
         }
         for (int32_t k = t0; k < len; k++) {
             const int32_t tok = b->ids[start + k];
             int c = alone ? -1 : trie_child(&t, at, tok);
             if (c < 0) {
-                c = trie_add(&t, at, tok, k, -1, s);
+                c = trie_add(&t, at, tok, k, -1);
                 t.n[c].alone = alone;
             }
-            t.n[c].n_pass++;
             token_node[start + k] = c;
             at = c;
         }
@@ -145,7 +165,8 @@ int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix
     plan->pos = iv_arena_alloc(arena, (size_t)(plan->n_cached + U > 0 ? plan->n_cached + U : 1) * sizeof(int32_t));
     if (!stack || !ids || !cu || !run_first || !plan->pos) goto oom;
     for (int l = 0; l < plan->n_load; l++)
-        for (int k = 0; k < prefixes[plan->load_prefix[l]].len; k++) plan->pos[plan->load_row0[l] + k] = k;
+        for (int k = 0; k < prefixes[plan->load_prefix[l]].len; k++)
+            plan->pos[plan->load_row0[l] + k] = prefixes[plan->load_prefix[l]].pos0 + k;
     int sp = 0, n_runs = 0, max_run = 0;
     int64_t u = 0;
     stack[sp++] = 0;
@@ -189,7 +210,7 @@ int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix
         int32_t k = t.n[run_first[r]].depth; /* ancestors fill [0, depth) from the back */
         for (int p = t.n[run_first[r]].parent; p > 0; p = t.n[p].parent) {
             if (t.n[p].prefix >= 0) {
-                for (int32_t j = t.n[p].depth; j >= 0; j--) dst[--k] = (int32_t)(t.n[p].row + j);
+                for (int32_t j = prefixes[t.n[p].prefix].len - 1; j >= 0; j--) dst[--k] = (int32_t)(t.n[p].row + j);
             } else {
                 dst[--k] = (int32_t)t.n[p].row;
             }
@@ -198,22 +219,16 @@ int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix
         for (int32_t j = 0; j < cu[r + 1] - cu[r]; j++) dst[d + j] = (int32_t)(plan->n_cached + cu[r] + j);
     }
 
-    /* Each original token's row. */
+    /* Each original token's row: cached tokens from their block's rows. */
     for (int s = 0; s < b->n_seqs; s++) {
         const int32_t start = b->cu_seqlens[s];
         for (int32_t k = 0; k < iv_batch_seqlen(b, s); k++) {
             const int32_t nd = token_node[start + k];
-            plan->out_row[start + k] = nd >= 0 ? (int32_t)t.n[nd].row : (int32_t)(t.n[prefix_node[seq_prefix[s]]].row + k);
+            if (nd >= 0) plan->out_row[start + k] = (int32_t)t.n[nd].row;
         }
-    }
-
-    /* Shared runs from position 0: cache candidates. */
-    plan->shared = iv_arena_alloc(arena, (size_t)(n_runs > 0 ? n_runs : 1) * sizeof(iv_fold_shared));
-    if (!plan->shared) goto oom;
-    for (int r = 0; r < n_runs; r++) {
-        const trie_node *f = &t.n[run_first[r]];
-        if (f->parent == 0 && f->n_pass >= 2)
-            plan->shared[plan->n_shared++] = (iv_fold_shared){f->seq, plan->n_cached + cu[r], cu[r + 1] - cu[r]};
+        for (int pi = seq_prefix && seq_prefix[s] >= 0 ? seq_prefix[s] : -1; pi >= 0; pi = prefixes[pi].parent)
+            for (int32_t j = 0; j < prefixes[pi].len; j++)
+                plan->out_row[start + prefixes[pi].pos0 + j] = (int32_t)(t.n[prefix_node[pi]].row + j);
     }
 
     plan->batch = (iv_batch){.n_seqs = n_runs, .n_tokens = U, .ids = ids, .cu_seqlens = cu, .max_seqlen = max_run};

@@ -28,20 +28,16 @@ struct iv_model;
  * model's data, stored in iv_model.no_fold_reason. */
 const char *iv_model_fold_blocker(const struct iv_model *m);
 
-/* A prefix whose states an earlier forward computed: its keys and values at
- * every layer (the model's layer index) and its final hidden rows. */
+/* A block of tokens whose states an earlier forward computed (the
+ * engine's prefix cache): positions [pos0, pos0 + len) of the sequences
+ * that use it, after the block `parent` (an index in the same prefixes
+ * array; -1: pos0 is 0). Its keys and values at every layer (the model's
+ * layer index) and its final hidden rows. */
 typedef struct iv_fold_prefix {
-    int len;
+    int len, pos0, parent;
     const iv_view *k, *v; /* [n_layers] of [len, kv cols] */
     iv_view final;        /* [len, out width] */
 } iv_fold_prefix;
-
-/* A run of computed rows from position 0 that several sequences share: a
- * candidate for the prefix cache. Its tokens are ids[0, len) of sequence seq. */
-typedef struct iv_fold_shared {
-    int seq;
-    int64_t row0, len;
-} iv_fold_shared;
 
 typedef struct iv_fold_plan {
     /* The computed rows as a packed batch, one sequence per run (ids,
@@ -53,19 +49,18 @@ typedef struct iv_fold_plan {
     int32_t *kv_rows;   /* [kv_cu[runs]] */
     int max_keys;
     int32_t *out_row;   /* [T] the row of each token of the original batch */
-    /* Cached prefixes used, in row order (prefix index and first row). */
+    /* Cached blocks used, in row order (prefix index and first row). */
     int n_load;
     int *load_prefix;
     int64_t *load_row0;
-    int n_shared;
-    iv_fold_shared *shared;
 } iv_fold_plan;
 
 /* Builds the plan for batch b (host arrays). seq_prefix[s] is the index in
- * prefixes of a cached prefix that sequence s starts with (its first
- * prefixes[i].len tokens, at most its length), -1, or IV_FOLD_ALONE for a
- * sequence that shares nothing (its rows are its own, as unfolded);
- * seq_prefix may be NULL. Host memory from arena. */
+ * prefixes of the last cached block of the chain (parent links back to
+ * position 0) that sequence s starts with (covering at most its length),
+ * -1, or IV_FOLD_ALONE for a sequence that shares nothing (its rows are its
+ * own, as unfolded); seq_prefix may be NULL. Blocks used by several
+ * sequences are loaded once. Host memory from arena. */
 #define IV_FOLD_ALONE (-2)
 int iv_fold_build(const iv_batch *b, const int *seq_prefix, const iv_fold_prefix *prefixes, int n_prefixes,
                   iv_arena *arena, iv_fold_plan *plan, iv_err *err);

@@ -255,7 +255,6 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
      * (docs/prefix-folding.md: the server's own folding, not a client's
      * folded input). Folding happens within a batch: the questions go in
      * one. */
-    o.together = 1;
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
 }
 
@@ -359,7 +358,6 @@ static void submit_continuation(iv_req *r, iv_model_slot *m, decision_job *d)
      * the questions share the template head and the state; on a causal LM
      * the engine's folding computes each shared prefix once, exactly, within
      * a batch: the request's sequences go in one. */
-    o.together = 1;
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_continuation);
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/batcher.h"
+#include "engine/batcher_internal.h"
 #include "test.h"
 
 typedef struct tracker {
@@ -211,4 +212,142 @@ TEST(batcher_overload_drop_and_input_errors)
     CHECK_EQ_INT(iv_batcher_permits_in_use(b), 0);
     iv_batcher_stop(b);
     iv_engine_free(e);
+}
+
+/* A job's inputs are queued together once the last is tokenized, so on an
+ * idle server every input of one request shares the first batch (rerank
+ * documents then fold their shared prefix). With one tokenizer worker the
+ * first input used to reach the idle replica alone. */
+TEST(batcher_job_items_share_a_batch)
+{
+    iv_engine *e = load_fixture();
+    if (!e) return;
+    memset(&T, 0, sizeof T);
+    pthread_mutex_init(&T.lock, NULL);
+    pthread_cond_init(&T.cond, NULL);
+    T.budget = 4096;
+    iv_batcher_opts o = {.max_batch_tokens = 4096, .max_concurrent = 1000, .tokenization_workers = 1,
+                         .on_batch = on_batch};
+    iv_batcher *b;
+    iv_err err = {0};
+    REQUIRE(iv_batcher_start(&b, &e, 1, &o, &err) == 0);
+    enum { N = 12 };
+    int32_t *ids[N];
+    int lens[N];
+    iv_job job = {.task = IV_TASK_CLASSIFY, .opts = iv_input_opts_default(), .n_items = N, .client_fd = -1,
+                  .done = on_done};
+    job.items = calloc(N, sizeof *job.items);
+    for (int k = 0; k < N; k++) {
+        ids[k] = make_ids(k + 20, &lens[k]);
+        job.items[k].in = (iv_input){.ids = ids[k], .n_ids = lens[k]};
+    }
+    REQUIRE(iv_batcher_submit(b, &job, &err) == 0);
+    wait_done(1);
+    CHECK_EQ_INT(job.stage, IV_JOB_OK);
+    CHECK_MSG(T.max_seqs == N, "the job's %d inputs ran in batches of at most %d", N, T.max_seqs);
+    iv_batcher_stop(b);
+    iv_job_release(&job);
+    free(job.items);
+    for (int k = 0; k < N; k++) free(ids[k]);
+    iv_engine_free(e);
+}
+
+static int queued_done;
+static void count_done(iv_job *job) { queued_done++; }
+
+/* The queueing rule alone (no threads, no timing): items of a job reach the
+ * ready list only when the last one is tokenized, all at once, in the
+ * job's order; a failed item is accounted for and not queued. */
+TEST(batcher_queues_a_job_once_tokenized)
+{
+    iv_batcher *b = calloc(1, sizeof *b);
+    REQUIRE(b);
+    pthread_mutex_init(&b->ready_lock, NULL);
+    pthread_cond_init(&b->ready_cond, NULL);
+    iv_job_item items[3] = {0};
+    iv_job job = {.n_items = 3, .items = items, .client_fd = -1, .done = count_done, .owner = b};
+    atomic_store(&job.pending, 3);
+    atomic_store(&job.untokenized, 3);
+    atomic_store(&b->permits_used, 3);
+    for (int i = 0; i < 3; i++) items[i].job = &job;
+    queued_done = 0;
+    iv_item_tokenized(b, &items[2], 1);
+    CHECK_EQ_INT(iv_batcher_queue_size(b), 0);
+    iv_item_tokenized(b, &items[1], 0); /* failed: accounted for, never queued */
+    CHECK_EQ_INT(iv_batcher_queue_size(b), 0);
+    CHECK_EQ_INT(atomic_load(&job.pending), 2);
+    iv_item_tokenized(b, &items[0], 1);
+    CHECK_EQ_INT(iv_batcher_queue_size(b), 2);
+    CHECK(b->ready_list.head == &items[0] && b->ready_list.tail == &items[2] && items[0].next == &items[2]);
+    CHECK_EQ_INT(queued_done, 0);
+    pthread_mutex_destroy(&b->ready_lock);
+    pthread_cond_destroy(&b->ready_cond);
+    free(b);
+}
+
+/* The dispatcher's batch rule on a hand-built ready list (no threads, no
+ * timing): a job's items go into one batch when they fit one, waiting for
+ * the next batch rather than being split; a job larger than a batch is
+ * split where the budget runs out; the request cap counts the same way;
+ * other tasks and abandoned jobs are handled as before. */
+TEST(batcher_take_batch_keeps_jobs_together)
+{
+    iv_batcher *b = calloc(1, sizeof *b);
+    REQUIRE(b);
+    b->o.max_batch_tokens = 60;
+    b->cap = 8;
+    enum { JOBS = 6 };
+    /* job: task, items, tokens per item */
+    static const struct {
+        iv_task task;
+        int items, tokens;
+    } spec[JOBS] = {
+        {IV_TASK_EMBED, 1, 30},    /* A */
+        {IV_TASK_EMBED, 4, 10},    /* B: 40, does not fit beside A, fits alone */
+        {IV_TASK_CLASSIFY, 2, 5},  /* X: another task, skipped by embed batches */
+        {IV_TASK_EMBED, 1, 20},    /* C: joins B (60) */
+        {IV_TASK_EMBED, 1, 5},     /* D */
+        {IV_TASK_EMBED, 8, 10},    /* E: 80 tokens, more than a batch: split */
+    };
+    iv_job jobs[JOBS] = {0};
+    iv_job_item items[32] = {0};
+    int used = 0;
+    for (int j = 0; j < JOBS; j++) {
+        jobs[j] = (iv_job){.task = spec[j].task, .n_items = spec[j].items, .items = &items[used], .client_fd = -1};
+        for (int i = 0; i < spec[j].items; i++, used++) {
+            items[used].job = &jobs[j];
+            items[used].n_tokens = spec[j].tokens;
+            iv_item_list_push(&b->ready_list, &items[used]);
+        }
+    }
+    atomic_store(&b->ready_count, used);
+    iv_job_item *batch[8], *dropped[32];
+    int n_dropped;
+    int64_t tokens;
+    /* Expected batches: job of each item in order. */
+    static const char *const want[] = {"A", "BBBBC", "XX", "DEEEEE", "EEE"};
+    for (int k = 0; k < 5; k++) {
+        const int n = iv_take_batch(b, batch, dropped, &n_dropped, &tokens);
+        char got[16] = {0};
+        for (int i = 0; i < n && i < 15; i++) {
+            const int j = (int)(batch[i]->job - jobs);
+            got[i] = j == 2 ? 'X' : (char)('A' + (j > 2 ? j - 1 : j));
+        }
+        CHECK_MSG(!strcmp(got, want[k]), "batch %d: %s, want %s", k, got, want[k]);
+        CHECK(tokens <= 60);
+        CHECK_EQ_INT(n_dropped, 0);
+    }
+    CHECK_EQ_INT(iv_batcher_queue_size(b), 0);
+
+    /* The request cap: 3 items of one job beside 6 others of cap 8 wait. */
+    iv_job p = {.task = IV_TASK_EMBED, .n_items = 6, .items = items, .client_fd = -1};
+    iv_job q = {.task = IV_TASK_EMBED, .n_items = 3, .items = items + 6, .client_fd = -1};
+    for (int i = 0; i < 9; i++) {
+        items[i] = (iv_job_item){.job = i < 6 ? &p : &q, .n_tokens = 1};
+        iv_item_list_push(&b->ready_list, &items[i]);
+    }
+    atomic_store(&b->ready_count, 9);
+    CHECK_EQ_INT(iv_take_batch(b, batch, dropped, &n_dropped, &tokens), 6);
+    CHECK_EQ_INT(iv_take_batch(b, batch, dropped, &n_dropped, &tokens), 3);
+    free(b);
 }

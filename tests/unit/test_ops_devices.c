@@ -872,7 +872,7 @@ static void run_attention_rows(dctx *d, const void *cv)
         a.kv_rows = rows_dev;
         a.q_pos = pos_dev + ROWS_CACHED;
         a.kv_pos = pos_dev;
-        /* Tables without the op (CUDA today) are not checked: the engine never folds there. */
+        /* A table without the op is not checked: the engine never folds there. */
         if (d->ops->attention_rows) d->ops->attention_rows(d->ops, &a);
         else d->broken = 1;
     }

@@ -229,16 +229,12 @@ TEST(prefix_fold_matches_unfolded)
     }
 }
 
-/* The emulated device (BF16 storage): the same comparison at its precision. */
-TEST(prefix_fold_emulated)
+/* A device table in BF16 storage: the same comparison at its precision. */
+static void check_device_fold(const iv_ops *ops, const char *label)
 {
-    rng_state = 21;
-    iv_err err = {0};
-    const iv_ops *emu = iv_ops_open("emulated", "bfloat16", &err);
-    REQUIRE(emu);
     for (int i = 0; i < 2; i++) {
         const char *name = i ? "mistral" : "qwen3";
-        iv_model *m = load_fixture(name, emu);
+        iv_model *m = load_fixture(name, ops);
         if (!m) continue;
         fold_case c = {0};
         const int V = model_vocab(m);
@@ -248,11 +244,36 @@ TEST(prefix_fold_emulated)
         double cs = 1;
         const double d = fold_diff(m, &c, &saved, &cs);
         free_case(&c);
-        CHECK_MSG(d >= 0 && cs >= 0.999, "%s emulated: max abs %.3g, min cos %.6f", name, d, cs);
+        CHECK_MSG(d >= 0 && cs >= 0.999, "%s %s: max abs %.3g, min cos %.6f", name, label, d, cs);
         CHECK(saved > 0);
         iv_model_free(m);
     }
+}
+
+TEST(prefix_fold_emulated)
+{
+    rng_state = 21;
+    iv_err err = {0};
+    const iv_ops *emu = iv_ops_open("emulated", "bfloat16", &err);
+    REQUIRE(emu);
+    check_device_fold(emu, "emulated");
     iv_ops_close(emu);
+}
+
+/* The CUDA table's attention_rows kernel inside a folded forward (skipped
+ * without a GPU; scripts/gpu-check runs it). */
+TEST(prefix_fold_cuda)
+{
+    rng_state = 21;
+    iv_err err = {0};
+    const iv_ops *cuda = iv_ops_open("cuda", "bfloat16", &err);
+    if (!cuda) {
+        iv_test_skip(err.msg);
+        return;
+    }
+    REQUIRE(cuda->attention_rows);
+    check_device_fold(cuda, "cuda");
+    iv_ops_close(cuda);
 }
 
 /* Models whose token states depend on more than the tokens before them

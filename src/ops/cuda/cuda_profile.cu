@@ -157,6 +157,7 @@ TIMED(rope, (const iv_ops *ops, const iv_rope_args *a), (ops, a))
 TIMED(softmax, (const iv_ops *ops, iv_view x), (ops, x))
 TIMED(l2_normalize, (const iv_ops *ops, iv_view x), (ops, x))
 TIMED(pool, (const iv_ops *ops, const iv_pool_args *a), (ops, a))
+TIMED(attention_rows, (const iv_ops *ops, const iv_attn_rows_args *a), (ops, a))
 
 static int p_sync(const iv_ops *ops, iv_err *err)
 {
@@ -175,6 +176,7 @@ void iv_cuda_profile_install(cuda_ctx *c, int sync)
     iv_ops *o = &c->ops;
     o->linear = p_linear;
     o->attention = p_attention;
+    if (o->attention_rows) o->attention_rows = p_attention_rows;
     o->layer_norm = p_layer_norm;
     o->rms_norm = p_rms_norm;
     o->head_rms_norm = p_head_rms_norm;

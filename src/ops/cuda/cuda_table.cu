@@ -362,9 +362,9 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
      * clamp, mul_cols and conv2d (Gemma4's audio tower) have none either,
      * nor does attention honour softcap_after_bias, which only that tower
      * sets: it refuses tables without conv2d (models/audio_gemma4.c). */
-    /* Folded-prefix attention (iv_attn_rows_args) has no kernel yet: NULL
-     * keeps the engine on the unfolded path here (docs/prefix-folding.md). */
-    o->attention_rows = NULL;
+    /* Folded-prefix attention (cuda_attention_rows.cu): GPU replicas fold
+     * shared prefixes and keep a prefix cache (docs/prefix-folding.md). */
+    o->attention_rows = iv_cuda_attention_rows;
     o->act_stride = NULL;
     const char *prof = getenv("IV_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) iv_cuda_profile_install(c, !strcmp(prof, "sync"));
