@@ -202,17 +202,18 @@ $(BUILD)/bench_int8: $(BUILD)/bench/bench_int8.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # CPU benchmark against the peers (bench/README.md); BENCH_ARGS=--quick for the short run.
-bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak
+bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak $(BUILD)/membw
 	python3 bench/run_cpu.py --build $(BUILD) $(BENCH_ARGS)
 
 # The same against peers held to AVX2/FMA, as on the Zen 2 machines issue 5
 # targets: an AVX2 build (its own folder) run with IV_CPU_ISA=avx2.
 bench-avx2:
-	$(MAKE) BUILD=build/avx2 ARCH="-march=haswell" build/avx2/infinity_v3 build/avx2/bench_engine build/avx2/sgemm_peak
+	$(MAKE) BUILD=build/avx2 ARCH="-march=haswell" build/avx2/infinity_v3 build/avx2/bench_engine build/avx2/sgemm_peak \
+		build/avx2/membw
 	python3 bench/run_cpu.py --build build/avx2 --isa avx2 --out bench/results/cpu_avx2.json \
 		--plot bench/results/cpu_avx2_ratios.png $(BENCH_ARGS)
 
-$(BUILD)/bench_engine $(BUILD)/bench_prefix $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
+$(BUILD)/bench_engine $(BUILD)/bench_prefix $(BUILD)/sgemm_peak $(BUILD)/membw: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The closed-loop HTTP client of the serving benchmarks (bench/serve_gpu.py).
