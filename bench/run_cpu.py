@@ -509,6 +509,8 @@ def bench_server_overhead(threads, profile, build, tmp):
                     else:
                         client.round(cfg["requests"])
             out = client.summary()
+    except WorkerError as e:
+        return {"error": f"bench_engine: {e}"}
     except (OSError, RuntimeError, ValueError) as e:
         return {"error": f"server: {e}"}
     finally:

@@ -72,9 +72,12 @@ class Client:
 
     def _send(self, method, path, body=None):
         t0 = time.perf_counter()
-        self.conn.request(method, path, body, {"Content-Type": "application/json"} if body else {})
-        r = self.conn.getresponse()
-        data = r.read()
+        try:
+            self.conn.request(method, path, body, {"Content-Type": "application/json"} if body else {})
+            r = self.conn.getresponse()
+            data = r.read()
+        except http.client.HTTPException as e:
+            raise RuntimeError(f"{method} {path}: {e!r}") from e
         dt = time.perf_counter() - t0
         if r.status != 200:
             raise RuntimeError(f"{method} {path}: status {r.status}: {data[:300]!r}")
