@@ -327,7 +327,10 @@ def table(result):
             lines.append(f"  server /embed p50 {_f(so['embed_p50_ms'], '.3f')} ms (p99 "
                          f"{_f(so['embed_p99_ms'], '.3f')}); engine in-process p50 {_f(so['engine_p50_ms'], '.3f')} ms "
                          f"(p99 {_f(so['engine_p99_ms'], '.3f')}); fixed cost (difference) "
-                         f"{_f(so.get('fixed_cost_ms'), '.3f')} ms: HTTP, JSON, tokenization, batcher wake-up, client")
+                         f"{_f(so.get('fixed_cost_ms'), '.3f')} ms"
+                         + (f" (median of {len(so['rounds_ms'])} rounds' differences, "
+                            f"{min(so['rounds_ms']):.3f} to {max(so['rounds_ms']):.3f})" if so.get("rounds_ms") else "")
+                         + ": HTTP, JSON, tokenization, batcher wake-up, client")
             lines.append(f"  GET /health p50 {_f(so['health_p50_ms'], '.3f')} ms (HTTP round trip and client alone)"
                          + (f"; server vs engine vector cosine {cos:.7f}" if cos is not None else ""))
     lines.append("")

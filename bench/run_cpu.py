@@ -491,7 +491,7 @@ def bench_server_overhead(threads, profile, build, tmp):
     with open(wl_path, "w") as f:
         json.dump({"workloads": [dict(name="tiny", seqs=[ids], warmup=5, min_runs=cfg["requests"],
                                       max_runs=cfg["requests"], max_seconds=60.0)]}, f)
-    engine_times, first = [], None
+    engine_times, engine_rounds, first = [], [], None
     try:
         worker = Worker("infinity_v3", model, "", wl_path, threads, build)
     except WorkerError as e:
@@ -505,6 +505,7 @@ def bench_server_overhead(threads, profile, build, tmp):
                     if turn == "engine":
                         rec = worker.run("tiny")
                         engine_times += rec["times_s"]
+                        engine_rounds.append(server_overhead.pct(rec["times_s"], 50))
                         first = first or rec.get("first_embedding")
                     else:
                         client.round(cfg["requests"])
@@ -518,7 +519,7 @@ def bench_server_overhead(threads, profile, build, tmp):
             worker.close()
         except WorkerError:
             pass
-    return server_overhead.summarise(out, engine_times, first, model, ids, threads)
+    return server_overhead.summarise(out, engine_times, first, model, ids, threads, engine_rounds)
 
 
 def resolve_models(args, profile):

@@ -21,6 +21,7 @@ import http.client
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -56,7 +57,7 @@ class Client:
     def __init__(self, binary, model, env):
         # Default log level: ivserver reads the port from the "Ready: listening" line.
         self.server = Server(binary, model, env=env)
-        self.embed_s, self.health_s, self.vector = [], [], None
+        self.embed_s, self.health_s, self.vector, self.round_p50_ms = [], [], None, []
 
     def __enter__(self):
         self.server.start(timeout=120)
@@ -94,12 +95,16 @@ class Client:
         return dt
 
     def round(self, n):
+        times = []
         for _ in range(n):
-            self.embed_s.append(self._embed())
+            times.append(self._embed())
             self.health_s.append(self._send("GET", "/health")[0])
+        self.embed_s += times
+        self.round_p50_ms.append(pct(times, 50))
 
     def summary(self):
-        return {"embed_times_s": self.embed_s, "health_times_s": self.health_s, "vector": self.vector}
+        return {"embed_times_s": self.embed_s, "health_times_s": self.health_s, "vector": self.vector,
+                "round_p50_ms": self.round_p50_ms}
 
 
 def _cosine(a, b):
@@ -108,8 +113,11 @@ def _cosine(a, b):
     return dot / (na * nb) if na and nb else None
 
 
-def summarise(out, engine_times, engine_first, model, ids, threads):
-    """The record run_cpu.py stores as result["server_overhead"]."""
+def summarise(out, engine_times, engine_first, model, ids, threads, engine_round_p50_ms=()):
+    """The record run_cpu.py stores as result["server_overhead"]. The fixed
+    cost is the median over rounds of (server p50 - engine p50) of that
+    round, the two measured seconds apart (the machine's drift cancels, as
+    in run_cpu's slices); "rounds_ms" gives each round's difference."""
     embed, health = out["embed_times_s"], out["health_times_s"]
     rec = {"model": model, "text": TEXT, "tokens": len(ids), "threads": threads,
            "requests": len(embed), "engine_runs": len(engine_times),
@@ -118,7 +126,11 @@ def summarise(out, engine_times, engine_first, model, ids, threads):
            "engine_p50_ms": pct(engine_times, 50), "engine_p99_ms": pct(engine_times, 99),
            "embed_times_s": [round(t, 6) for t in embed], "health_times_s": [round(t, 6) for t in health],
            "engine_times_s": [round(t, 6) for t in engine_times]}
-    if rec["embed_p50_ms"] is not None and rec["engine_p50_ms"] is not None:
+    server_rounds = out.get("round_p50_ms") or []
+    if server_rounds and len(server_rounds) == len(engine_round_p50_ms):
+        rec["rounds_ms"] = [s - e for s, e in zip(server_rounds, engine_round_p50_ms)]
+        rec["fixed_cost_ms"] = statistics.median(rec["rounds_ms"])
+    elif rec["embed_p50_ms"] is not None and rec["engine_p50_ms"] is not None:
         rec["fixed_cost_ms"] = rec["embed_p50_ms"] - rec["engine_p50_ms"]
     if out.get("vector") and engine_first and len(out["vector"]) == len(engine_first):
         # The server computed the same thing as the engine: same ids, same model.
