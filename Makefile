@@ -23,7 +23,7 @@ TEST_SRC := $(shell find tests/unit tests/golden tests/integration -name '*.c' 2
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: image-fixtures all test test-unit fuzz-replay test-clients test-typesafe-sdk test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8
+.PHONY: image-fixtures all test test-unit fuzz-replay test-clients test-typesafe-sdk test-openapi test-docs test-fleet test-deploy test-cuda-build test-asan deps models fixtures run clean bench bench-avx2 fuzz fuzz-bins bench-ops bench-int8 test-bench
 all: $(BUILD)/infinity_v3 $(BUILD)/run_tests
 
 $(BUILD)/%.o: %.c
@@ -202,18 +202,27 @@ $(BUILD)/bench_int8: $(BUILD)/bench/bench_int8.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # CPU benchmark against the peers (bench/README.md); BENCH_ARGS=--quick for the short run.
-bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak
+bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak $(BUILD)/membw
 	python3 bench/run_cpu.py --build $(BUILD) $(BENCH_ARGS)
+
+# The harness's own arithmetic (machine record, weight-streaming floor): Python unit tests, no engine runs.
+test-bench:
+	python3 -m unittest discover -s tests/bench -v
 
 # The same against peers held to AVX2/FMA, as on the Zen 2 machines issue 5
 # targets: an AVX2 build (its own folder) run with IV_CPU_ISA=avx2.
 bench-avx2:
-	$(MAKE) BUILD=build/avx2 ARCH="-march=haswell" build/avx2/infinity_v3 build/avx2/bench_engine build/avx2/sgemm_peak
+	$(MAKE) BUILD=build/avx2 ARCH="-march=haswell" build/avx2/infinity_v3 build/avx2/bench_engine build/avx2/sgemm_peak \
+		build/avx2/membw
 	python3 bench/run_cpu.py --build build/avx2 --isa avx2 --out bench/results/cpu_avx2.json \
 		--plot bench/results/cpu_avx2_ratios.png $(BENCH_ARGS)
 
 $(BUILD)/bench_engine $(BUILD)/bench_prefix $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# Memory read bandwidth (bench/membw.c): OpenMP only, no libiv.
+$(BUILD)/membw: $(BUILD)/bench/membw.o
+	$(CC) $(CFLAGS) $^ -o $@ -fopenmp $(SAN)
 
 # The closed-loop HTTP client of the serving benchmarks (bench/serve_gpu.py).
 $(BUILD)/serve_load: $(BUILD)/bench/serve_load.o

@@ -17,6 +17,12 @@ Conventions:
                the same thread count; "% adj" is the median over an
                engine's turns of that turn's FLOP/s over the sgemm rate
                measured just before it (batch workloads)
+  x stream     latency workloads: p50 / the weight-streaming time, i.e. the
+               bytes of FP32 weights the pass must read
+               (cpu_workloads.weight_stream_bytes) / the best read bandwidth
+               measured (bench/membw.c, 1 or N threads, start or end of the
+               run). 1 is the floor; issue 25 wants infinity_v3's 8-token
+               p50 within 1.2. Its inverse is "bandwidth_fraction" in the JSON.
   max|d|       max |difference| of the first sequence's embedding from
                sentence-transformers' (torch), a check that every engine
                computed the same thing
@@ -25,6 +31,7 @@ import os
 
 import numpy as np
 
+import cpu_machine
 import cpu_workloads
 
 REFERENCE = "torch"
@@ -85,7 +92,9 @@ def summarise_model(model_dir, arith, workloads, results):
         engines[engine] = e
     summary = {"model": os.path.basename(os.path.normpath(model_dir)), "dir": model_dir, "arith": arith,
                "workloads": [{"name": w["name"], "label": w["label"], "kind": w["kind"],
-                              "sequences": len(w["lengths"]), "tokens": sum(w["lengths"])} for w in workloads],
+                              "sequences": len(w["lengths"]), "tokens": sum(w["lengths"])}
+                             | ({"weight_stream": w["weight_stream"]} if w.get("weight_stream") else {})
+                             for w in workloads],
                "engines": engines}
     summary["ratios"] = _ratios(summary)
     return summary
@@ -168,8 +177,51 @@ def add_peak_fractions(result, threads):
             e["peak_fraction"] = e["gflops"] / peak
 
 
+def stream_bandwidth(result):
+    """(GB/s, thread count) of the best read bandwidth measured in the run,
+    over the 1-thread and N-thread measurements at its start and end. The
+    best, not the N-thread figure alone: on the shared KVM machines two
+    threads have read slower than one, and a floor computed from a slow
+    measurement would flatter every engine."""
+    best = None
+    for t, rec in (result.get("membw") or {}).items():
+        if rec.get("best_gbs") and (best is None or rec["best_gbs"] > best[0]):
+            best = (rec["best_gbs"], int(t))
+    return best
+
+
+def add_stream_fractions(result):
+    """Each latency workload's weight-streaming time at the measured
+    bandwidth, and each engine's p50 over it ("p50_over_stream") and its
+    inverse, the fraction of the bandwidth reached ("bandwidth_fraction")."""
+    bw = stream_bandwidth(result)
+    result["stream_bandwidth_gbs"], result["stream_bandwidth_threads"] = bw if bw else (None, None)
+    if not bw:
+        return
+    for m in result.get("models", []):
+        for w in m["workloads"]:
+            ws = w.get("weight_stream")
+            if not ws:
+                continue
+            ws["stream_ms"] = ws["total_bytes"] / (bw[0] * 1e9) * 1e3
+            for e in m["engines"].values():
+                st = e.get("workloads", {}).get(w["name"])
+                if st and st.get("p50_ms"):
+                    st["p50_over_stream"] = st["p50_ms"] / ws["stream_ms"]
+                    st["bandwidth_fraction"] = ws["stream_ms"] / st["p50_ms"]
+
+
 def _f(v, fmt):
-    return format(v, fmt) if isinstance(v, (int, float)) and v is not None else "-"
+    """v formatted, or "-" padded to the format's width when there is no number."""
+    if isinstance(v, (int, float)) and v is not None:
+        return format(v, fmt)
+    width = fmt.split(".")[0]
+    return "-".rjust(int(width)) if width.isdigit() else "-"
+
+
+def _pc(fraction, width):
+    """A fraction as a percentage column of `width` characters, "-" when absent."""
+    return (_f(100 * fraction, f"{width - 1}.1f") + "%") if fraction else "-".rjust(width)
 
 
 def table(result):
@@ -178,6 +230,8 @@ def table(result):
              f"load average before {meta.get('loadavg_before')}, after {meta.get('loadavg_after')}"
              + (", OMP_WAIT_POLICY=PASSIVE for every engine" if meta.get("passive_all") else
                 ", OMP_WAIT_POLICY=PASSIVE for torch only")]
+    if meta.get("machine"):
+        lines.append("machine: " + cpu_machine.describe(meta["machine"]))
     if meta.get("isa"):
         capped = ", ".join(sorted(meta.get("isa_env") or {}))
         lines.append(f"instruction sets capped at {meta['isa']} for {capped} (onnxruntime has no switch: it runs "
@@ -187,12 +241,31 @@ def table(result):
                       + (f" ({v['core']})" if v.get("core") else "") for t, v in sorted(sg.items()))
     lines.append(f"sgemm peak (OpenBLAS, {meta['profile']['sgemm']['n']}^3, median, best kernel set, "
                  f"better of start/end): {peaks}")
+    bw = result.get("membw") or {}
+    if bw:
+        mib = next((x["mib"] for v in bw.values() for x in v.get("sessions", [])), None)
+        rates = ", ".join(f"{t} thread{'s' if t != '1' else ''}: "
+                          + (f"{v['best_gbs']:.1f} GB/s" if v.get("best_gbs") else
+                             f"unavailable ({v.get('error') or (v.get('errors') or ['?'])[-1]})"[:90])
+                          for t, v in sorted(bw.items()))
+        used = result.get("stream_bandwidth_gbs")
+        lines.append(f"memory read bandwidth (bench/membw.c, {mib} MiB buffer, best of runs, better of start/end): "
+                     f"{rates}" + (f"; weight-streaming floors use {used:.1f} GB/s" if used else ""))
     head = f"{'workload':<22}{'engine':<13}{'tok/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'speedup':>9}{'slices':>13}" \
-           f"{'GFLOP/s':>9}{'%peak':>7}{'%adj':>7}{'max|d|':>9}"
+           f"{'GFLOP/s':>9}{'%peak':>7}{'%adj':>7}{'xstrm':>7}{'max|d|':>9}"
     for m in result.get("models", []):
         a = m["arith"]
         lines += ["", f"{m['model']}: {a['model_type']}, {a['layers']} layers, hidden {a['hidden']}, "
-                  f"{a['heads']} heads, {a['linear_params'] / 1e6:.1f}M matmul params ({m['dir']})", head]
+                  f"{a['heads']} heads, {a['linear_params'] / 1e6:.1f}M matmul params ({m['dir']})"]
+        for w in m["workloads"]:
+            ws = w.get("weight_stream")
+            if ws:
+                lines.append(f"  {w['name']}: weights one pass reads {ws['total_bytes'] / 1e6:.1f} MB (matmul "
+                             f"{ws['matmul_bytes'] / 1e6:.1f}, biases and norms {ws['vectors_bytes'] / 1e6:.2f}, "
+                             f"embedding rows {ws['embeddings_bytes'] / 1e6:.2f}, FP32)"
+                             + (f" = {ws['stream_ms']:.2f} ms at {result['stream_bandwidth_gbs']:.1f} GB/s"
+                                if ws.get("stream_ms") else ""))
+        lines.append(head)
         for w in m["workloads"]:
             for engine, e in m["engines"].items():
                 label = f"{w['name']} ({w['tokens']} tok)" if engine == next(iter(m["engines"])) else ""
@@ -206,8 +279,8 @@ def table(result):
                 rng = f"{min(per):.2f}-{max(per):.2f}" if per else ""
                 lines.append(f"{label:<22}{engine:<13}{_f(st['tokens_per_s'], '9.0f')}{_f(st['p50_ms'], '9.2f')}"
                              f"{_f(st['p99_ms'], '9.2f')}{sp:>9}{rng:>13}{_f(st['gflops'], '9.1f')}"
-                             f"{_f(100 * st['peak_fraction'] if st.get('peak_fraction') else None, '6.1f')}%"
-                             f"{_f(100 * st['adjacent_fraction'] if st.get('adjacent_fraction') else None, '6.1f')}%"
+                             f"{_pc(st.get('peak_fraction'), 7)}{_pc(st.get('adjacent_fraction'), 7)}"
+                             f"{_f(st.get('p50_over_stream'), '7.2f')}"
                              f"{_f(st.get('max_abs_diff_vs_torch'), '9.1e')}")
         rss = []
         for engine, e in m["engines"].items():
@@ -239,9 +312,30 @@ def table(result):
                 tot = "1" if engine == MAIN else _f(r.get("speedup_total"), ".2f")
                 lines.append(f"{engine:<13}{e['total_s']:9.2f}{e['startup_s']:10.2f}{e['encode_s']:10.2f}"
                              f"{e['tokens_per_s']:9.0f}{sp:>9}{tot:>9}{e['peak_rss_kb'] / 1024:9.0f}"
-                             f"{_f(100 * e['peak_fraction'] if e.get('peak_fraction') else None, '7.1f')}%"
+                             f"{_pc(e.get('peak_fraction'), 8)}"
                              f"{_f(e.get('max_abs_diff_vs_torch'), '9.1e')}")
+    so = result.get("server_overhead")
+    if so:
+        lines.append("")
+        if "error" in so:
+            lines.append(f"server per-request fixed cost: unavailable: {so['error'][:200]}")
+        else:
+            cos = so.get("cosine_server_vs_engine")
+            lines.append(f"server per-request fixed cost: POST /embed {{\"inputs\": \"{so['text']}\"}} "
+                         f"({so['tokens']} tokens, {os.path.basename(so['model'])}), {so['requests']} sequential "
+                         f"requests over one keep-alive connection, {so['threads']} threads")
+            lines.append(f"  server /embed p50 {_f(so['embed_p50_ms'], '.3f')} ms (p99 "
+                         f"{_f(so['embed_p99_ms'], '.3f')}); engine in-process p50 {_f(so['engine_p50_ms'], '.3f')} ms "
+                         f"(p99 {_f(so['engine_p99_ms'], '.3f')}); fixed cost (difference) "
+                         f"{_f(so.get('fixed_cost_ms'), '.3f')} ms"
+                         + (f" (median of {len(so['rounds_ms'])} rounds' differences, "
+                            f"{min(so['rounds_ms']):.3f} to {max(so['rounds_ms']):.3f})" if so.get("rounds_ms") else "")
+                         + ": HTTP, JSON, tokenization, batcher wake-up, client")
+            lines.append(f"  GET /health p50 {_f(so['health_p50_ms'], '.3f')} ms (HTTP round trip and client alone)"
+                         + (f"; server vs engine vector cosine {cos:.7f}" if cos is not None else ""))
     lines.append("")
+    lines.append("xstrm: p50 / weight-streaming time (the bytes of weights one pass reads / the best bandwidth "
+                 "measured); 1 is the memory floor.")
     lines.append("speedup: peer time / infinity_v3 time (median for batches, p50 for latency, encode time for "
                  "the CLI; total x: whole process). Above 1: infinity_v3 is faster. Batches and latency: the "
                  "engines took turns in slices; speedup is the median of the per-slice ratios, 'slices' their "
@@ -298,7 +392,9 @@ def plot(result, path):
     meta = result["meta"]
     wait = "every engine passive-waiting" if meta.get("passive_all") else "torch passive-waiting"
     isa = f", {meta['isa']} only (onnxruntime uncapped)" if meta.get("isa") else ""
-    ax.set_title(f"infinity_v3 vs peers on CPU, {meta['threads']} threads, {wait}{isa} ({meta['mode']} run, "
+    mach = meta.get("machine") or {}
+    cpu = f"{mach.get('model_name')} ({mach.get('microarch')}), " if mach else ""
+    ax.set_title(f"infinity_v3 vs peers on CPU, {cpu}{meta['threads']} threads, {wait}{isa}\n({meta['mode']} run, "
                  f"{meta['date']})", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -107,7 +107,7 @@ def count_tokens(model_dir, texts, max_len):
 
 
 def _safetensors_tensors(model_dir):
-    """{name: (shape, bytes)} from the safetensors headers."""
+    """{name: (shape, bytes, dtype)} from the safetensors headers."""
     tensors = {}
     files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
     for name in files:
@@ -116,7 +116,7 @@ def _safetensors_tensors(model_dir):
             header = json.loads(f.read(n))
         for k, v in header.items():
             if k != "__metadata__":
-                tensors[k] = (v["shape"], v["data_offsets"][1] - v["data_offsets"][0])
+                tensors[k] = (v["shape"], v["data_offsets"][1] - v["data_offsets"][0], v["dtype"])
     return tensors
 
 
@@ -127,7 +127,7 @@ def model_arith(model_dir):
     bytes of all the weights, for the memory budget."""
     cfg = _config(model_dir)
     tensors = _safetensors_tensors(model_dir)
-    shapes = {k: shape for k, (shape, _) in tensors.items()}
+    shapes = {k: t[0] for k, t in tensors.items()}
     linear = 0
     for k, s in shapes.items():
         if len(s) == 2 and "embed" not in k and "pooler" not in k and "lm_head" not in k:
@@ -137,7 +137,7 @@ def model_arith(model_dir):
     return dict(layers=int(cfg["num_hidden_layers"]), hidden=int(cfg["hidden_size"]), heads=heads,
                 intermediate=int(cfg.get("intermediate_size", 0)), attn_width=heads * head_dim,
                 linear_params=linear, vocab=int(cfg["vocab_size"]),
-                weight_bytes=sum(b for _, b in tensors.values()),
+                weight_bytes=sum(t[1] for t in tensors.values()),
                 model_type=cfg.get("model_type", "?"))
 
 
@@ -147,3 +147,52 @@ def model_flops(arith, lengths):
     linear = 2 * arith["linear_params"] * sum(lengths)
     attn = arith["layers"] * sum(4 * n * n * arith["attn_width"] for n in lengths)
     return linear + attn
+
+
+def weight_stream_bytes(model_dir, seq):
+    """Bytes of FP32 weights one forward pass over the token ids `seq` must
+    read at least once (issue 25's weight-streaming floor for single short
+    requests, which are memory-bound). Counted, at 4 bytes per parameter
+    whatever the checkpoint's dtype (the CPU engine computes in FP32):
+      matmul      every 2-D weight a token goes through: the same parameters
+                  as the FLOP count (model_arith), all of them read once;
+      vectors     1-D parameters (biases, norm weights), all read once;
+      embeddings  only the rows the pass touches: one row of the token table
+                  per distinct id, rows 0..len-1 of a position table, one row
+                  of a token-type table; any other embedding table whole;
+      other       weights of more than 2 dimensions (convolutions), whole.
+    Left out, as sentence embeddings do not use them: the BERT pooler and an
+    LM head. Activations, the KV of attention and the output are not counted:
+    at 8 to 64 tokens they are a few hundred KB against tens of MB."""
+    cfg = _config(model_dir)
+    vocab = int(cfg["vocab_size"])
+    parts = {"matmul": 0, "vectors": 0, "embeddings": 0, "other": 0}
+    rows_of = {}
+    for k, (shape, _, dtype) in _safetensors_tensors(model_dir).items():
+        if "pooler" in k or "lm_head" in k or dtype.startswith(("I", "U", "BOOL")):
+            continue  # unused heads; integer buffers (BERT's position_ids) are not weights
+        n = 1
+        for d in shape:
+            n *= d
+        if len(shape) == 2 and "embed" in k:
+            if "position" in k:
+                rows = min(len(seq), shape[0])
+            elif "token_type" in k:
+                rows = 1
+            elif shape[0] == vocab:
+                rows = len(set(seq))
+            else:
+                rows = shape[0]
+            rows_of[k] = rows
+            parts["embeddings"] += rows * shape[1]
+        elif len(shape) == 2:
+            parts["matmul"] += n
+        elif len(shape) <= 1:
+            parts["vectors"] += n
+        else:
+            parts["other"] += n
+    out = {k + "_bytes": 4 * v for k, v in parts.items()}
+    out["total_bytes"] = sum(out.values())
+    out["embedding_rows"] = rows_of
+    out["tokens"] = len(seq)
+    return out

@@ -28,8 +28,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import cpu_machine  # noqa: E402
 import cpu_report  # noqa: E402
 import cpu_workloads  # noqa: E402
+import server_overhead  # noqa: E402
 
 ENGINES = ["infinity_v3", "torch", "onnxruntime", "ctranslate2"]
 PEERS = ENGINES[1:]
@@ -46,11 +48,13 @@ PROFILES = {
     "full": dict(models=["minilm-l6", "bert-base"],
                  batch=dict(warmup=1, min_runs=6, max_runs=12, max_seconds=8.0),
                  latency=dict(warmup=5, min_runs=60, max_runs=480, max_seconds=4.0),
-                 slices=6, cli_runs=2, sgemm=dict(n=2048, runs=7)),
+                 slices=6, cli_runs=2, sgemm=dict(n=2048, runs=7), membw=dict(runs=7),
+                 server=dict(rounds=6, requests=100)),
     "quick": dict(models=["minilm-l6"],
                   batch=dict(warmup=1, min_runs=4, max_runs=8, max_seconds=2.0),
                   latency=dict(warmup=3, min_runs=40, max_runs=200, max_seconds=1.5),
-                  slices=4, cli_runs=1, sgemm=dict(n=2048, runs=5)),
+                  slices=4, cli_runs=1, sgemm=dict(n=2048, runs=5), membw=dict(runs=5),
+                  server=dict(rounds=4, requests=50)),
 }
 # Pause between two engines' turns, for the last one's idle threads to stop
 # spinning (OpenMP's default spin, Intel OpenMP's 200 ms KMP_BLOCKTIME).
@@ -125,16 +129,6 @@ def loadavg():
         return None
 
 
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def versions():
     out = {"python": platform.python_version()}
     for mod in ("torch", "transformers", "sentence_transformers", "onnxruntime", "ctranslate2", "tokenizers",
@@ -152,16 +146,6 @@ def versions():
     return out
 
 
-def cpu_flags():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 def openblas_cores():
     """OPENBLAS_CORETYPE values to measure sgemm with: OpenBLAS's own choice
     (None) and, unless the environment already fixes one, each kernel set
@@ -172,7 +156,7 @@ def openblas_cores():
     The peak is the best of these, and the core is recorded with it."""
     if os.environ.get("OPENBLAS_CORETYPE"):
         return [None]
-    f = cpu_flags()
+    f = cpu_machine.flags()
     cores = [None] if not ISA else []
     if {"avx2", "fma"} <= f:
         cores += ["Haswell", "Zen"]
@@ -208,6 +192,36 @@ def measure_sgemm(build, sgemm, threads_list, into=None):
         if rec["sessions"]:
             best = max(rec["sessions"], key=lambda x: x["median_gflops"])
             rec["median_gflops"], rec["core"] = best["median_gflops"], best.get("core")
+    return res
+
+
+def membw_mib():
+    """Buffer size for bench/membw.c: 8 times the L3 cache (one instance),
+    at least 256 MiB, at most 4 GiB, so that no read is served from cache."""
+    l3 = cpu_machine.caches().get("L3", {}).get("size_kib") or 32 * 1024
+    return int(min(4096, max(256, 8 * l3 // 1024)))
+
+
+def measure_membw(build, runs, threads_list, into=None):
+    """Sustained read bandwidth (bench/membw.c, best of `runs` reads of a
+    buffer far larger than the L3) per thread count, at the start and at the
+    end of the run like the sgemm peak; the best over both is kept. It sets
+    the weight-streaming floor of the latency workloads
+    (cpu_report.add_stream_fractions)."""
+    exe = os.path.join(build, "membw")
+    res = into if into is not None else {}
+    for t in threads_list:
+        rec = res.setdefault(str(t), {"sessions": []})
+        if not os.access(exe, os.X_OK):
+            rec["error"] = f"{exe} not built (make {exe})"
+            continue
+        p = subprocess.run([exe, str(membw_mib()), str(runs)], env=engine_env("membw", t), capture_output=True,
+                           text=True, cwd=ROOT)
+        if p.returncode != 0:
+            rec.setdefault("errors", []).append(p.stderr.strip()[-300:])
+            continue
+        rec["sessions"].append(json.loads(p.stdout))
+        rec["best_gbs"] = max(x["best_gbs"] for x in rec["sessions"])
     return res
 
 
@@ -378,6 +392,11 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
                 results[engine] = {"error": f"at exit: {e}"}
     meta = [{k: w[k] for k in ("name", "label", "kind")} | {"lengths": [len(s) for s in w["seqs"]]}
             for w in workloads]
+    for m, w in zip(meta, workloads):
+        if w["kind"] == "latency":
+            # The bytes of weights the pass must read: its floor at the
+            # machine's bandwidth (issue 25), set in add_stream_fractions.
+            m["weight_stream"] = cpu_workloads.weight_stream_bytes(model_dir, w["seqs"][0])
     return cpu_report.summarise_model(model_dir, arith, meta, results)
 
 
@@ -454,6 +473,55 @@ def cli_once(engine, model, converted, wl_path, text_path, one_path, threads, bu
             "peak_rss_kb": rss, "first_embedding": res["workloads"]["cli"]["first_embedding"]}
 
 
+def bench_server_overhead(threads, profile, build, tmp):
+    """The server's per-request fixed cost (issue 25): a one-word /embed
+    request on the real all-MiniLM-L6-v2, sent again and again over one
+    keep-alive connection, against bench_engine running the same token ids
+    in-process; the two take turns in rounds like the engines of
+    bench_model. bench/server_overhead.py has the HTTP side."""
+    model = REAL_MODEL
+    if not os.path.isfile(os.path.join(model, "model.safetensors")):
+        return {"error": f"{model} missing: run scripts/fetch-models.sh (make models)"}
+    exe = os.path.join(build, "infinity_v3")
+    if not os.access(exe, os.X_OK):
+        return {"error": f"{exe} not built (make {exe})"}
+    cfg = profile["server"]
+    ids = server_overhead.token_ids(model, server_overhead.TEXT)
+    wl_path = os.path.join(tmp, "server_overhead.workloads.json")
+    with open(wl_path, "w") as f:
+        json.dump({"workloads": [dict(name="tiny", seqs=[ids], warmup=5, min_runs=cfg["requests"],
+                                      max_runs=cfg["requests"], max_seconds=60.0)]}, f)
+    engine_times, engine_rounds, first = [], [], None
+    try:
+        worker = Worker("infinity_v3", model, "", wl_path, threads, build)
+    except WorkerError as e:
+        return {"error": f"bench_engine: {e}"}
+    try:
+        with server_overhead.Client(exe, model, engine_env("infinity_v3", threads)) as client:
+            for k in range(cfg["rounds"]):
+                # Alternate which goes first, as bench_model rotates engines.
+                for turn in (("engine", "server") if k % 2 == 0 else ("server", "engine")):
+                    time.sleep(TURN_PAUSE_S)
+                    if turn == "engine":
+                        rec = worker.run("tiny")
+                        engine_times += rec["times_s"]
+                        engine_rounds.append(server_overhead.pct(rec["times_s"], 50))
+                        first = first or rec.get("first_embedding")
+                    else:
+                        client.round(cfg["requests"])
+            out = client.summary()
+    except WorkerError as e:
+        return {"error": f"bench_engine: {e}"}
+    except (OSError, RuntimeError, ValueError) as e:
+        return {"error": f"server: {e}"}
+    finally:
+        try:
+            worker.close()
+        except WorkerError:
+            pass
+    return server_overhead.summarise(out, engine_times, first, model, ids, threads, engine_rounds)
+
+
 def resolve_models(args, profile):
     """Checkpoint directories: --models entries that are directories as they
     are; the other entries, or the profile's list, name shapes of
@@ -480,6 +548,10 @@ def main():
     ap.add_argument("--passive", action="store_true",
                     help="OMP_WAIT_POLICY=PASSIVE (no spin-waiting) for every engine, not only torch")
     ap.add_argument("--no-cli", action="store_true", help="skip the 1,000-sentence CLI workload")
+    ap.add_argument("--no-server-overhead", action="store_true",
+                    help="skip the server's per-request fixed cost (bench/server_overhead.py)")
+    ap.add_argument("--server-overhead-only", action="store_true",
+                    help="measure the machine (sgemm, bandwidth) and the server's per-request fixed cost only")
     ap.add_argument("--isa", choices=sorted(ISA_ENV),
                     help="run only this instruction set where an engine can be told (infinity_v3: a build "
                          "made with ARCH=-march=haswell, see `make bench-avx2`); the sgemm peak uses the "
@@ -495,6 +567,8 @@ def main():
     if args.report_only:
         with open(args.out) as f:
             result = json.load(f)
+        if result.get("membw"):
+            cpu_report.add_stream_fractions(result)
         print(cpu_report.table(result))
         cpu_report.plot(result, args.plot)
         return
@@ -504,29 +578,39 @@ def main():
     mode = "quick" if args.quick else "full"
     profile = PROFILES[mode]
     t_start = time.time()
+    machine = cpu_machine.machine()
     result = {"meta": {"mode": mode, "threads": args.threads, "passive_all": args.passive, "isa": args.isa,
                        "isa_env": ISA_ENV.get(args.isa), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                       "cpu": cpu_model(), "nproc": os.cpu_count(), "loadavg_before": loadavg(),
+                       "cpu": machine["model_name"], "machine": machine,
+                       "nproc": os.cpu_count(), "loadavg_before": loadavg(),
                        "versions": versions(), "profile": profile}}
     log(f"sgemm peak ({profile['sgemm']['n']}^3, OpenBLAS, 1 and {args.threads} threads)")
     result["sgemm"] = measure_sgemm(args.build, profile["sgemm"], sorted({1, args.threads}))
+    log(f"memory read bandwidth ({membw_mib()} MiB buffer, 1 and {args.threads} threads)")
+    result["membw"] = measure_membw(args.build, profile["membw"]["runs"], sorted({1, args.threads}))
     ADJACENT.update(build=args.build, threads=args.threads, n=profile["sgemm"]["n"],
                     core=result["sgemm"].get(str(args.threads), {}).get("core"))
     tmp = tempfile.mkdtemp(prefix="iv-bench-")
     try:
         result["models"] = []
-        for model_dir in resolve_models(args, profile):
+        for model_dir in ([] if args.server_overhead_only else resolve_models(args, profile)):
             log(f"{model_dir}")
             result["models"].append(bench_model(model_dir, args.engines, args.threads, profile, args.build, tmp))
-        if not args.no_cli:
+        if not args.no_server_overhead and "infinity_v3" in args.engines:
+            log(f"server per-request fixed cost: {profile['server']['rounds']} rounds x "
+                f"{profile['server']['requests']} requests, {REAL_MODEL}")
+            result["server_overhead"] = bench_server_overhead(args.threads, profile, args.build, tmp)
+        if not args.no_cli and not args.server_overhead_only:
             log(f"CLI path: {CLI_SENTENCES} sentences, {REAL_MODEL}")
             result["cli"] = bench_cli(args.engines, args.threads, profile, args.build, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     measure_sgemm(args.build, profile["sgemm"], sorted({1, args.threads}), into=result["sgemm"])
+    measure_membw(args.build, profile["membw"]["runs"], sorted({1, args.threads}), into=result["membw"])
     result["meta"]["loadavg_after"] = loadavg()
     result["meta"]["wall_s"] = round(time.time() - t_start, 1)
     cpu_report.add_peak_fractions(result, args.threads)
+    cpu_report.add_stream_fractions(result)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

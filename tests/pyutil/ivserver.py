@@ -16,10 +16,12 @@ class Server:
     """One server process on `host` (127.0.0.1). port=0 picks a free port (read
     back from the log's `Ready: listening on` line). `wrap` prefixes the
     command, e.g. ["ip", "netns", "exec", NS] to run it in a network
-    namespace (ip execs the server, so the process is the server itself)."""
+    namespace (ip execs the server, so the process is the server itself).
+    `env`: the server's environment (default: this process's), e.g. to set
+    OMP_NUM_THREADS for a benchmark."""
 
-    def __init__(self, binary, model, port=0, extra=(), log_dir=None, host="127.0.0.1", wrap=()):
-        self.binary, self.model, self.extra = binary, model, list(extra)
+    def __init__(self, binary, model, port=0, extra=(), log_dir=None, host="127.0.0.1", wrap=(), env=None):
+        self.binary, self.model, self.extra, self.env = binary, model, list(extra), env
         self.host, self.wrap = host, list(wrap)
         self.want_port = port
         self.port = None
@@ -35,7 +37,7 @@ class Server:
         log = open(self.log_path, "w")
         args = self.wrap + [self.binary, "serve", "--model-id", self.model, "--hostname", self.host,
                             "--port", str(self.port or self.want_port)] + self.extra
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=self.env)
         log.close()
         deadline = time.time() + timeout
         while time.time() < deadline:
