@@ -63,6 +63,9 @@ def _workload_stats(rec, lengths, arith, ref_first):
         st["sgemm_turn_gflops"] = turns
         st["adjacent_fractions"] = [flops / t / 1e9 / g for t, g in zip(rec["slice_medians_s"], turns)]
         st["adjacent_fraction"] = float(np.median(st["adjacent_fractions"]))
+    bws = rec.get("membw_turn_gbs") or []
+    if bws and len(bws) == len(rec.get("slice_medians_s") or []):
+        st["membw_turn_gbs"] = bws  # per turn, for add_stream_fractions
     first = rec.get("first_embedding")
     if first is not None and ref_first is not None and len(first) == len(ref_first):
         st["max_abs_diff_vs_torch"] = float(np.max(np.abs(np.asarray(first) - np.asarray(ref_first))))
@@ -209,6 +212,18 @@ def add_stream_fractions(result):
                 if st and st.get("p50_ms"):
                     st["p50_over_stream"] = st["p50_ms"] / ws["stream_ms"]
                     st["bandwidth_fraction"] = ws["stream_ms"] / st["p50_ms"]
+                add_adjacent_stream(st, ws["total_bytes"])
+
+
+def add_adjacent_stream(st, total_bytes):
+    """The same ratio turn by turn, each turn's median over the streaming time
+    at the bandwidth measured just before it ("p50_over_stream_adj", the
+    median over turns): the floor of the moment, as "% adj" is for FLOP/s."""
+    bws, meds = (st or {}).get("membw_turn_gbs") or [], (st or {}).get("slice_medians_s") or []
+    if not bws or len(bws) != len(meds):
+        return
+    st["p50_over_stream_turns"] = [m / (total_bytes / (b * 1e9)) for m, b in zip(meds, bws)]
+    st["p50_over_stream_adj"] = float(np.median(st["p50_over_stream_turns"]))
 
 
 def _f(v, fmt):
@@ -252,7 +267,7 @@ def table(result):
         lines.append(f"memory read bandwidth (bench/membw.c, {mib} MiB buffer, best of runs, better of start/end): "
                      f"{rates}" + (f"; weight-streaming floors use {used:.1f} GB/s" if used else ""))
     head = f"{'workload':<22}{'engine':<13}{'tok/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'speedup':>9}{'slices':>13}" \
-           f"{'GFLOP/s':>9}{'%peak':>7}{'%adj':>7}{'xstrm':>7}{'max|d|':>9}"
+           f"{'GFLOP/s':>9}{'%peak':>7}{'%adj':>7}{'xstrm':>7}{'xs adj':>7}{'max|d|':>9}"
     for m in result.get("models", []):
         a = m["arith"]
         lines += ["", f"{m['model']}: {a['model_type']}, {a['layers']} layers, hidden {a['hidden']}, "
@@ -280,7 +295,7 @@ def table(result):
                 lines.append(f"{label:<22}{engine:<13}{_f(st['tokens_per_s'], '9.0f')}{_f(st['p50_ms'], '9.2f')}"
                              f"{_f(st['p99_ms'], '9.2f')}{sp:>9}{rng:>13}{_f(st['gflops'], '9.1f')}"
                              f"{_pc(st.get('peak_fraction'), 7)}{_pc(st.get('adjacent_fraction'), 7)}"
-                             f"{_f(st.get('p50_over_stream'), '7.2f')}"
+                             f"{_f(st.get('p50_over_stream'), '7.2f')}{_f(st.get('p50_over_stream_adj'), '7.2f')}"
                              f"{_f(st.get('max_abs_diff_vs_torch'), '9.1e')}")
         rss = []
         for engine, e in m["engines"].items():
@@ -335,7 +350,8 @@ def table(result):
                          + (f"; server vs engine vector cosine {cos:.7f}" if cos is not None else ""))
     lines.append("")
     lines.append("xstrm: p50 / weight-streaming time (the bytes of weights one pass reads / the best bandwidth "
-                 "measured); 1 is the memory floor.")
+                 "measured); 1 is the memory floor. xs adj: the same per turn, at the bandwidth measured just "
+                 "before that turn (median over turns).")
     lines.append("speedup: peer time / infinity_v3 time (median for batches, p50 for latency, encode time for "
                  "the CLI; total x: whole process). Above 1: infinity_v3 is faster. Batches and latency: the "
                  "engines took turns in slices; speedup is the median of the per-slice ratios, 'slices' their "

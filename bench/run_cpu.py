@@ -247,6 +247,20 @@ def sgemm_adjacent():
     return json.loads(p.stdout)["median_gflops"] if p.returncode == 0 else None
 
 
+def membw_adjacent(build, threads):
+    """The read bandwidth right now (bench/membw.c, best of 3 reads): taken
+    just before every engine's turn at a latency workload, as sgemm_adjacent
+    is before batch turns. The weight-streaming floor of a turn uses the
+    bandwidth of its own moment ("xs adj"), since the machine's bandwidth
+    drifts too (35 to 45 GB/s over one afternoon on the 2-core Zen 4)."""
+    exe = os.path.join(build, "membw")
+    if not os.access(exe, os.X_OK):
+        return None
+    p = subprocess.run([exe, str(membw_mib()), "3"], env=engine_env("membw", threads), capture_output=True,
+                       text=True, cwd=ROOT)
+    return json.loads(p.stdout)["best_gbs"] if p.returncode == 0 else None
+
+
 def convert(model_dir, engines, threads):
     """Exports for onnxruntime / ctranslate2 (cached); returns (dir, {engine: error})."""
     key = os.path.basename(os.path.normpath(model_dir))
@@ -336,7 +350,8 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
     """Workloads (a)-(c), interleaved. Every engine is loaded once, in its own
     process; then for each workload, in each of profile["slices"] slices,
     the engines take turns (order rotated per slice) at that slice's share
-    of the runs, each batch turn just after an sgemm rate measurement.
+    of the runs, each batch turn just after an sgemm rate measurement and
+    each latency turn just after a read bandwidth measurement.
     The machines are shared KVM guests whose speed drifts by 30% over
     minutes: engines compared within one slice ran seconds apart, so the
     report's speedups are medians of per-slice ratios, and "% adj" is the
@@ -370,6 +385,7 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
                     # Batch turns are long enough for a FLOP rate worth
                     # comparing with the machine's sgemm rate of the moment.
                     rate = sgemm_adjacent() if w["kind"] == "batch" else None
+                    bw = membw_adjacent(build, threads) if w["kind"] == "latency" else None
                     try:
                         rec = workers[engine].run(w["name"])
                     except WorkerError as e:
@@ -383,6 +399,8 @@ def bench_model(model_dir, engines, threads, profile, build, tmp):
                     into["slice_medians_s"].append(float(np.median(rec["times_s"])))
                     if rate:
                         into.setdefault("sgemm_turn_gflops", []).append(rate)
+                    if bw:
+                        into.setdefault("membw_turn_gbs", []).append(bw)
             log(f"  {w['name']}: {slices} slices x {len(workers)} engines, {time.time() - t0:.0f}s")
     finally:
         for engine, wk in workers.items():

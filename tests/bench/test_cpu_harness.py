@@ -151,6 +151,25 @@ class StreamFloor(unittest.TestCase):
         self.assertIsNone(r["stream_bandwidth_gbs"])
         self.assertNotIn("stream_ms", r["models"][0]["workloads"][0]["weight_stream"])
 
+    def test_adjacent_floor_per_turn(self):
+        # Three turns at 20.0, 17.0, 10.0 GB/s: 340 MB takes 17, 20, 34 ms;
+        # turn medians 20.4, 20.0, 34.0 ms give 1.2, 1.0, 1.0; median 1.0.
+        r = self.result()
+        st = r["models"][0]["engines"]["infinity_v3"]["workloads"]["latency_8"]
+        st.update(slice_medians_s=[0.0204, 0.0200, 0.0340], membw_turn_gbs=[20.0, 17.0, 10.0])
+        cpu_report.add_stream_fractions(r)
+        for got, want in zip(st["p50_over_stream_turns"], [1.2, 1.0, 1.0]):
+            self.assertAlmostEqual(got, want)
+        self.assertAlmostEqual(st["p50_over_stream_adj"], 1.0)
+        self.assertAlmostEqual(st["p50_over_stream"], 1.2)  # the best-bandwidth floor is unchanged
+
+    def test_adjacent_floor_needs_one_bandwidth_per_turn(self):
+        r = self.result()
+        st = r["models"][0]["engines"]["infinity_v3"]["workloads"]["latency_8"]
+        st.update(slice_medians_s=[0.0204, 0.0200], membw_turn_gbs=[20.0])
+        cpu_report.add_stream_fractions(r)
+        self.assertNotIn("p50_over_stream_adj", st)
+
 
 if __name__ == "__main__":
     unittest.main()
