@@ -6,6 +6,7 @@
 #include <string.h>
 #include "base/file.h"
 #include "base/json.h"
+#include "ops/ops.h"
 #include "test.h"
 
 int golden_load(golden_case *g, const char *dir)
@@ -124,4 +125,18 @@ int golden_fixture_names(char **names, int cap)
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     return n;
+}
+
+int golden_cuda_present(void)
+{
+    iv_err err = {0};
+    const iv_ops *ops = iv_ops_open("cuda", "bfloat16", &err);
+    if (!ops) {
+        char why[600];
+        snprintf(why, sizeof why, "no CUDA device: %s", err.msg);
+        iv_test_skip(why);
+        return 0;
+    }
+    iv_ops_close(ops);
+    return 1;
 }

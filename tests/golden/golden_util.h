@@ -28,6 +28,10 @@ int golden_has_output(const golden_case *g, const char *name);
  * cases.json), sorted; returns the count (<= cap), each name malloc'd. */
 int golden_fixture_names(char **names, int cap);
 
+/* 1 where a CUDA build finds a GPU; otherwise marks the test skipped
+ * (saying why) and returns 0. */
+int golden_cuda_present(void);
+
 int golden_compare(const char *what, const float *got, const float *want, int64_t rows, int64_t cols,
                    double min_cos, double max_abs);
 

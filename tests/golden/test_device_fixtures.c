@@ -170,25 +170,11 @@ TEST(device_fixtures_emulated_bf16) { check_all_fixtures(&EMULATED[0]); }
 TEST(device_fixtures_emulated_fp16) { check_all_fixtures(&EMULATED[1]); }
 
 /* Runs where a GPU and a CUDA build are present; skipped elsewhere. */
-static int cuda_present(void)
-{
-    iv_err err = {0};
-    const iv_ops *ops = iv_ops_open("cuda", "bfloat16", &err);
-    if (!ops) {
-        char why[600];
-        snprintf(why, sizeof why, "no CUDA device: %s", err.msg);
-        iv_test_skip(why);
-        return 0;
-    }
-    iv_ops_close(ops);
-    return 1;
-}
-
 TEST(device_fixtures_cuda_bf16)
 {
-    if (cuda_present()) check_all_fixtures(&CUDA[0]);
+    if (golden_cuda_present()) check_all_fixtures(&CUDA[0]);
 }
 TEST(device_fixtures_cuda_fp16)
 {
-    if (cuda_present()) check_all_fixtures(&CUDA[1]);
+    if (golden_cuda_present()) check_all_fixtures(&CUDA[1]);
 }

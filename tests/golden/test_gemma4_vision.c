@@ -262,10 +262,10 @@ TEST(gemma4_vision_mixed_forward)
 static const double k_min_cos_fp16[N_FIXTURES] = {0.999, 0.999, 0.999, 0.997};
 static const double k_min_cos_bf16[N_FIXTURES] = {0.96, 0.98, 0.98, 0.93};
 
-static void check_emulated(const char *dtype, const double *min_cos)
+static void check_device(const char *device, const char *dtype, const double *min_cos)
 {
     iv_err err = {0};
-    const iv_ops *ops = iv_ops_open("emulated", dtype, &err);
+    const iv_ops *ops = iv_ops_open(device, dtype, &err);
     REQUIRE(ops);
     for (int fx = 0; fx < N_FIXTURES; fx++) {
         gfix f;
@@ -273,7 +273,7 @@ static void check_emulated(const char *dtype, const double *min_cos)
             const int all[3] = {0, 1, 2};
             run_model(&f, all, 3, dtype, min_cos[fx], 1e9);
             CHECK_MSG(ops->sync(ops, &err) == 0, "%s", err.msg);
-            printf("    %s emulated %s: hidden min cosine %.6f (bound %.3f)\n", k_fixtures[fx], dtype, f.worst_cos,
+            printf("    %s %s %s: hidden min cosine %.6f (bound %.3f)\n", k_fixtures[fx], device, dtype, f.worst_cos,
                    min_cos[fx]);
         } else if (err.msg[0]) {
             iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
@@ -285,8 +285,16 @@ static void check_emulated(const char *dtype, const double *min_cos)
 
 TEST(gemma4_vision_emulated_16bit)
 {
-    check_emulated("float16", k_min_cos_fp16);
-    check_emulated("bfloat16", k_min_cos_bf16);
+    check_device("emulated", "float16", k_min_cos_fp16);
+    check_device("emulated", "bfloat16", k_min_cos_bf16);
+}
+
+/* The same on a GPU, to the same bounds; skipped where there is none. */
+TEST(gemma4_vision_cuda_16bit)
+{
+    if (!golden_cuda_present()) return;
+    check_device("cuda", "float16", k_min_cos_fp16);
+    check_device("cuda", "bfloat16", k_min_cos_bf16);
 }
 
 /* Image tokens that do not match the images are refused, naming the input. */

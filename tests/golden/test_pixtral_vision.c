@@ -314,10 +314,10 @@ TEST(pixtral_mixed_forward_rejects_bad_runs)
  * 0.9925 on the image rows of this fixture, whose random weights and N(0, 1)
  * pixels amplify rounding through the tower, projector and text layers, so
  * BF16 is held to 0.99 (its text-only rows stay above 0.9996). */
-static void check_emulated(const char *dtype, double min_cos)
+static void check_device(const char *device, const char *dtype, double min_cos)
 {
     iv_err err = {0};
-    const iv_ops *ops = iv_ops_open("emulated", dtype, &err);
+    const iv_ops *ops = iv_ops_open(device, dtype, &err);
     REQUIRE(ops);
     pfix f;
     if (pfix_load(&f, k_fixtures[0], 0) == 0 && iv_model_to_device(f.m, ops, &err) == 0) {
@@ -366,9 +366,9 @@ static void check_emulated(const char *dtype, double min_cos)
             free(all);
         }
         CHECK_MSG(ops->sync(ops, &err) == 0, "%s", err.msg);
-        CHECK_MSG(worst >= min_cos, "features min cosine %.6f on emulated %s", worst, dtype);
-        CHECK_MSG(worst_h >= min_cos, "hidden min cosine %.6f on emulated %s", worst_h, dtype);
-        printf("    emulated %s: features min cosine %.6f, hidden min cosine %.6f\n", dtype, worst, worst_h);
+        CHECK_MSG(worst >= min_cos, "features min cosine %.6f on %s %s", worst, device, dtype);
+        CHECK_MSG(worst_h >= min_cos, "hidden min cosine %.6f on %s %s", worst_h, device, dtype);
+        printf("    %s %s: features min cosine %.6f, hidden min cosine %.6f\n", device, dtype, worst, worst_h);
         free(ids);
         iv_arena_free(&dev);
         iv_arena_free(&host);
@@ -381,8 +381,16 @@ static void check_emulated(const char *dtype, double min_cos)
 
 TEST(pixtral_vision_emulated_16bit)
 {
-    check_emulated("float16", 0.9995);
-    check_emulated("bfloat16", 0.99);
+    check_device("emulated", "float16", 0.9995);
+    check_device("emulated", "bfloat16", 0.99);
+}
+
+/* The same on a GPU, to the same bounds; skipped where there is none. */
+TEST(pixtral_vision_cuda_16bit)
+{
+    if (!golden_cuda_present()) return;
+    check_device("cuda", "float16", 0.9995);
+    check_device("cuda", "bfloat16", 0.99);
 }
 
 static void engine_inputs(const pfix *f, iv_seq_input *in)

@@ -329,10 +329,10 @@ static double emu_worst_cos(const iv_ops *ops, iv_view got, int64_t r0, const iv
     return worst;
 }
 
-static void check_emulated_bf16(const char *name)
+static void check_device_bf16(const char *device, const char *name)
 {
     iv_err err = {0};
-    const iv_ops *ops = iv_ops_open("emulated", "bfloat16", &err);
+    const iv_ops *ops = iv_ops_open(device, "bfloat16", &err);
     REQUIRE(ops);
     vfix f;
     if (vfix_load(&f, name, 0) == 0 && iv_model_to_device(f.m, ops, &err) == 0) {
@@ -372,9 +372,9 @@ static void check_emulated_bf16(const char *name)
             }
         }
         CHECK_MSG(ops->sync(ops, &err) == 0, "%s", err.msg);
-        CHECK_MSG(worst >= 0.999, "tower min cosine %.6f on emulated bf16", worst);
-        CHECK_MSG(worst_h >= 0.999, "hidden min cosine %.6f on emulated bf16", worst_h);
-        printf("    %s emulated bf16: tower min cosine %.6f, hidden min cosine %.6f\n", name, worst, worst_h);
+        CHECK_MSG(worst >= 0.999, "tower min cosine %.6f on %s bf16", worst, device);
+        CHECK_MSG(worst_h >= 0.999, "hidden min cosine %.6f on %s bf16", worst_h, device);
+        printf("    %s %s bf16: tower min cosine %.6f, hidden min cosine %.6f\n", name, device, worst, worst_h);
         free(ids);
         iv_arena_free(&dev);
         iv_arena_free(&host);
@@ -391,7 +391,14 @@ TEST(qwen3vl_vision_emulated_bf16)
      * bits (transformers' own BF16 run included, tools/fixtures/synthetic_qwen35.py);
      * tests/golden/test_device_fixtures.c holds the text fixtures to transformers'
      * 16-bit figure instead. */
-    check_emulated_bf16(k_fixtures[0]);
+    check_device_bf16("emulated", k_fixtures[0]);
+}
+
+/* The same on a GPU (the rope op's position axes and embed_bag on CUDA);
+ * skipped where there is none. */
+TEST(qwen3vl_vision_cuda_bf16)
+{
+    if (golden_cuda_present()) check_device_bf16("cuda", k_fixtures[0]);
 }
 
 /* Through the engine: sequences carrying images (iv_seq_input.images) run

@@ -197,3 +197,11 @@ TEST(vlm_retrievers_images_emulated_bf16)
     run_fixture("colqwen3_tiny", "emulated", 0.998, 0.1);
     run_fixture("nemotron_colembed_tiny", "emulated", 0.998, 0.1);
 }
+
+/* The same on a GPU, to the same bounds; skipped where there is none. */
+TEST(vlm_retrievers_images_cuda_bf16)
+{
+    if (!golden_cuda_present()) return;
+    run_fixture("colqwen3_tiny", "cuda", 0.998, 0.1);
+    run_fixture("nemotron_colembed_tiny", "cuda", 0.998, 0.1);
+}

@@ -748,12 +748,38 @@ static __global__ void embed_kernel(void *y, int64_t ldy, const void *table, con
     }
 }
 
-/* The weighted gather of Qwen3-VL's position-grid resampling has no kernel yet. */
+/* Weighted gather (Qwen3-VL's bilinear resampling of its learned position
+ * grid): per element the CPU's operations in its order, products and sum in
+ * float, taps in j order, rounded once on the store. */
+static __global__ void embed_bag_kernel(void *y, int64_t ldy, const void *table, const int32_t *ids,
+                                        const float *weights, int64_t rows, int64_t cols, int taps, int bf16)
+{
+    EW_COL();
+    for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
+        float v = 0.0f;
+        for (int j = 0; j < taps; j++) {
+            const float p = __fmul_rn(iv_ld(table, (int64_t)ids[t * taps + j] * cols + c, bf16), weights[t * taps + j]);
+            v = j == 0 ? p : __fadd_rn(v, p);
+        }
+        iv_st(y, t * ldy + c, v, bf16);
+    }
+}
+
 void iv_cuda_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, const float *weights,
                        int taps)
 {
-    (void)y, (void)table, (void)ids, (void)weights, (void)taps;
-    iv_cuda_note_invalid(ops, "embed_bag (vision position-grid resampling) is not implemented on CUDA yet");
+    cuda_ctx *c = iv_cuda_ctx(ops);
+    if (!view_ok(c, y) || table->device != IV_CUDA || table->dtype != c->dt || iv_tensor_cols(table) != y.cols ||
+        taps < 1) {
+        iv_cuda_note_invalid(ops, "embed_bag: table [%lld, %lld] %s does not fit y [%lld, %lld] (%d taps)",
+                             (long long)iv_tensor_rows(table), (long long)iv_tensor_cols(table),
+                             iv_dtype_name(table->dtype), (long long)y.rows, (long long)y.cols, taps);
+        return;
+    }
+    if (y.rows == 0 || y.cols == 0) return;
+    embed_bag_kernel<<<iv_cuda_ew_grid(y.rows, y.cols), IV_CUDA_EW_THREADS, 0, c->stream>>>(
+        y.data, y.ld, table->data, ids, weights, y.rows, y.cols, taps, c->bf16);
+    IV_CUDA_CHECK_LAUNCH(ops, "embed_bag");
 }
 
 void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
@@ -784,10 +810,21 @@ void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const i
 
 /* ---- rotary embedding ---- */
 
-/* inv_freq travels by value, in the kernel's parameters. */
+/* inv_freq travels by value, in the kernel's parameters, with each
+ * frequency's position axis (all 0 for plain RoPE; Qwen3-VL's mRoPE and
+ * vision 2-D rotary: the op's freq_section) and the stride between axes'
+ * positions (0: one axis). */
 typedef struct cuda_rope_freqs {
     float f[IV_ROPE_MAX_HALF];
+    unsigned char axis[IV_ROPE_MAX_HALF];
+    int64_t axis_stride;
 } cuda_rope_freqs;
+
+/* Pair i's position in row t, as a float (the CPU's float(pos)). */
+static __device__ __forceinline__ float rope_pos(const int32_t *pos, const cuda_rope_freqs &inv, int i, int64_t t)
+{
+    return (float)pos[(int64_t)inv.axis[i] * inv.axis_stride + t];
+}
 
 /* One block per row: the row's cos/sin (shared by its heads) into shared
  * memory, then every (head, pair) rotated in place. Angles as the CPU and
@@ -798,9 +835,8 @@ static __global__ void rope_kernel(void *x, int64_t ldx, int64_t rows, int n_hea
     __shared__ float cs[IV_ROPE_MAX_HALF], sn[IV_ROPE_MAX_HALF];
     const int work = n_heads * npairs;
     for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
-        const float p = (float)pos[t];
         for (int i = threadIdx.x; i < npairs; i += blockDim.x) {
-            const float angle = __fmul_rn(p, inv.f[i]);
+            const float angle = __fmul_rn(rope_pos(pos, inv, i, t), inv.f[i]);
             cs[i] = __fmul_rn(cosf(angle), factor);
             sn[i] = __fmul_rn(sinf(angle), factor);
         }
@@ -848,11 +884,10 @@ static __global__ void __launch_bounds__(ROPE_VEC_THREADS)
                 if (!INTERLEAVED) a2[m] = iv_ld16(iv_el(x, base[m] + npairs));
             }
         }
-        const float p = (float)pos[t];
         float cs[NP], sn[NP];
 #pragma unroll
         for (int q = 0; q < NP; q++) {
-            const float angle = __fmul_rn(p, inv.f[ch * NP + q]);
+            const float angle = __fmul_rn(rope_pos(pos, inv, ch * NP + q, t), inv.f[ch * NP + q]);
             cs[q] = __fmul_rn(cosf(angle), factor);
             sn[q] = __fmul_rn(sinf(angle), factor);
         }
@@ -896,15 +931,18 @@ void iv_cuda_rope(const iv_ops *ops, const iv_rope_args *a)
                              (long long)x.cols);
         return;
     }
-    if (a->freq_section) {
-        /* Multi-axis positions (Qwen3-VL mRoPE and vision rotary) have no kernel yet. */
-        iv_cuda_note_invalid(ops, "rope: positions on several axes (Qwen3-VL mRoPE, vision 2-D rotary) are not "
-                                  "implemented on CUDA yet");
-        return;
-    }
     if (npairs == 0 || x.rows == 0 || a->n_heads == 0) return;
     cuda_rope_freqs inv;
-    for (int i = 0; i < IV_ROPE_MAX_HALF; i++) inv.f[i] = i < npairs ? a->inv_freq[i] : 0.0f;
+    for (int i = 0; i < IV_ROPE_MAX_HALF; i++) {
+        inv.f[i] = i < npairs ? a->inv_freq[i] : 0.0f;
+        inv.axis[i] = i < npairs && a->freq_section ? a->freq_section[i] : 0;
+        if (inv.axis[i] >= IV_ROPE_MAX_AXES) {
+            iv_cuda_note_invalid(ops, "rope: frequency %d reads axis %d (at most %d axes)", i, inv.axis[i],
+                                 IV_ROPE_MAX_AXES);
+            return;
+        }
+    }
+    inv.axis_stride = a->freq_section ? a->pos_axis_stride : 0;
     const float factor = a->attn_factor == 0.0f ? 1.0f : a->attn_factor;
     if (iv_vec_rows_ok(x.data, x.ld, a->head_dim) && (a->interleaved ? a->rot_dim : npairs) % IV_VEC == 0) {
         const int nchunks = (a->interleaved ? a->rot_dim : npairs) / IV_VEC;
