@@ -359,7 +359,6 @@ static int check_images(const iv_qwen3vl_vision *v, const iv_image_input *imgs, 
     return 0;
 }
 
-
 /* The DeepStack merger that reads layer l's output
  * (deepstack_merger_list[deepstack_visual_indexes.index(l)]), or -1. */
 static int deepstack_slot(const iv_qwen3vl_vision *v, int l)
@@ -368,6 +367,7 @@ static int deepstack_slot(const iv_qwen3vl_vision *v, int l)
         if (v->deepstack_layers[k] == l) return k;
     return -1;
 }
+
 int iv_qwen3vl_vision_forward(const iv_model *m, const iv_image_input *imgs, int n, const iv_fwd_mem *mem,
                               iv_view *merged, iv_view *deepstack, iv_err *err)
 {

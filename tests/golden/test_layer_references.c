@@ -307,14 +307,5 @@ TEST(golden_layer_references_emulated_fp16) { check_all("emulated"); }
 /* Where a GPU and a CUDA build are present; skipped elsewhere. */
 TEST(golden_layer_references_cuda_fp16)
 {
-    iv_err err = {0};
-    const iv_ops *ops = iv_ops_open("cuda", "float16", &err);
-    if (!ops) {
-        char why[600];
-        snprintf(why, sizeof why, "no CUDA device: %s", err.msg);
-        iv_test_skip(why);
-        return;
-    }
-    iv_ops_close(ops);
-    check_all("cuda");
+    if (golden_cuda_present()) check_all("cuda");
 }
