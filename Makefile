@@ -58,8 +58,32 @@ test: deps models
 # scripts/gpu-check.
 test-cuda-build:
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
-		$(MAKE) cuda && build/cuda/run_tests devices_; \
+		$(MAKE) cuda && build/cuda/run_tests devices_ && $(MAKE) test-gpu-emu; \
 	else echo "nvcc not found: the CUDA build is not checked here"; fi
+
+# The CUDA kernels' logic without a GPU: the host emulation of the CUDA
+# execution model (tests/gpu/emu) runs the memory-bound kernels against their
+# scalar forms, the attention kernels against a reference, and the DeltaNet,
+# audio, rope-axes and embed_bag kernels against the CPU table's ops. Needs
+# only the CUDA headers (found next to nvcc) and g++.
+GPU_EMU := build/gpu_emu
+GPU_EMU_CXX = g++ -std=c++17 -O2 -ffp-contract=off -Isrc -Itests/gpu/emu -I$(GPU_EMU) -I$(CUDA_HOME)/include -w
+.PHONY: test-gpu-emu
+test-gpu-emu: build/release/libiv.a
+	@mkdir -p $(GPU_EMU)
+	python3 tests/gpu/emu/gen_kernels_emu.py src/ops/cuda $(GPU_EMU)/kernels_emu.cpp
+	python3 tests/gpu/emu/gen_ops_emu.py src/ops/cuda $(GPU_EMU)/ops_emu.cpp
+	python3 tests/gpu/emu/gen_attention_emu.py src/ops/cuda/cuda_attention.cu $(GPU_EMU)/attention_emu.cpp
+	$(GPU_EMU_CXX) tests/gpu/emu/kernels_emu_check.cpp tests/gpu/emu/emu_rt.cpp -x c src/tensor/tensor.c \
+		-o $(GPU_EMU)/kernels_emu_check
+	$(GPU_EMU_CXX) tests/gpu/emu/ops_emu_check.cpp tests/gpu/emu/emu_rt.cpp build/release/libiv.a $(LDLIBS) \
+		-o $(GPU_EMU)/ops_emu_check
+	$(GPU_EMU_CXX) $(GPU_EMU)/attention_emu.cpp tests/gpu/emu/emu_rt.cpp tests/gpu/emu/attention_emu_check.cpp \
+		-o $(GPU_EMU)/attention_emu_check
+	@for c in kernels_emu_check ops_emu_check attention_emu_check; do \
+		OMP_NUM_THREADS=1 $(GPU_EMU)/$$c > $(GPU_EMU)/$$c.log 2>&1 || { tail -30 $(GPU_EMU)/$$c.log; \
+			echo "FAIL $$c (log $(GPU_EMU)/$$c.log)"; exit 1; }; \
+		echo "$$c: $$(tail -1 $(GPU_EMU)/$$c.log)"; done
 
 test-unit: $(BUILD)/run_tests $(BUILD)/infinity_v3 fuzz-replay
 	IV_BIN=$(BUILD)/infinity_v3 ASAN_OPTIONS=detect_leaks=1 $(BUILD)/run_tests

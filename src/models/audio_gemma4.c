@@ -378,7 +378,7 @@ int iv_gemma4_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const i
                             const iv_fwd_mem *mem, iv_view *tokens, iv_audio_tap_fn tap, void *tap_ctx, iv_err *err)
 {
     const iv_ops *ops = m->ops;
-    /* Tables without the tower's ops (CUDA today) kept its weights on the
+    /* Tables without the tower's ops (a device table may lack them) kept its weights on the
      * host (iv_gemma4_audio_to_device): refuse by name. */
     if (!iv_gemma4_audio_table_ok(ops))
         return iv_errf(err, IV_E_UNSUPPORTED, "the %s device has no kernels for the Gemma4 audio tower yet "

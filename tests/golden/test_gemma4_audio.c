@@ -406,32 +406,41 @@ TEST(gemma4_audio_engine_run)
  * same FP32 reference; storage rounding bounds the agreement. Measured
  * worst row cosines: FP16 0.999987 (tower output), BF16 (8-bit mantissa,
  * about 8x FP16's rounding) 0.99867; held to 0.9999 and 0.998. */
-static void check_emulated(const char *dtype, double min_cos)
+static void check_device(const char *device, const char *dtype, double min_cos)
 {
     iv_err err = {0};
-    const iv_ops *ops = iv_ops_open("emulated", dtype, &err);
-    REQUIRE(ops);
+    const iv_ops *ops = iv_ops_open(device, dtype, &err);
+    CHECK_MSG(ops != NULL, "%s %s: %s", device, dtype, err.msg);
+    if (!ops) return;
     afix f;
     if (afix_load(&f) == 0) {
         if (iv_model_to_device(f.m, ops, &err)) {
-            iv_test_fail(__FILE__, __LINE__, "to emulated %s: %s", dtype, err.msg);
+            iv_test_fail(__FILE__, __LINE__, "to %s %s: %s", device, dtype, err.msg);
         } else {
             f.min_cos = min_cos;
             f.max_abs = 1e30; /* cosine only: 16-bit storage */
             static const int both[] = {0, 1};
             run(&f, both, 2);
             for (int s = 0; s < N_STAGES; s++)
-                printf("    emulated %s: gemma4 audio %-11s min cosine %.6f\n", dtype, k_stages[s], f.worst_cos[s]);
+                printf("    %s %s: gemma4 audio %-11s min cosine %.6f\n", device, dtype, k_stages[s], f.worst_cos[s]);
         }
     }
     afix_free(&f);
     iv_ops_close(ops);
 }
 
-TEST(gemma4_audio_emulated_bf16) { check_emulated("bfloat16", 0.998); }
-TEST(gemma4_audio_emulated_fp16) { check_emulated("float16", 0.9999); }
+TEST(gemma4_audio_emulated_bf16) { check_device("emulated", "bfloat16", 0.998); }
+TEST(gemma4_audio_emulated_fp16) { check_device("emulated", "float16", 0.9999); }
 
-/* A table without the tower's ops (CUDA today) is refused by name. */
+/* The same on a GPU (cuda_audio_ops.cu), to the same bounds; skipped where there is none. */
+TEST(gemma4_audio_cuda_16bit)
+{
+    if (!golden_cuda_present()) return;
+    check_device("cuda", "bfloat16", 0.998);
+    check_device("cuda", "float16", 0.9999);
+}
+
+/* A table without the tower's ops is refused by name. */
 TEST(gemma4_audio_refused_without_ops)
 {
     afix f;

@@ -229,7 +229,7 @@ TEST(qwen35_deltanet_ops_match_recurrence_per_sequence)
     free(q), free(k), free(v), free(a), free(b), free(out);
 }
 
-/* Tables without the DeltaNet kernels (CUDA today) refuse the model at load, by name. */
+/* Tables without the DeltaNet kernels refuse the model at load, by name. */
 TEST(qwen35_device_without_deltanet_ops_refuses)
 {
     char dir[4096];

@@ -1300,6 +1300,71 @@ TEST(devices_conv2d)
     FOR_EACH_TABLE("conv2d", run_conv2d, cases);
 }
 
+/* ---- Gated DeltaNet's gate_mul and short convolution ---- */
+
+typedef struct gate_case {
+    int one_col, in_place;
+    iv_act act;
+} gate_case;
+
+static void run_gate_mul(dctx *d, const void *cv)
+{
+    const gate_case *c = cv;
+    if (!d->ops->gate_mul) return; /* a table without it refuses such layers at load */
+    ops_rng r = {19000 + (uint64_t)(c->one_col * 10 + c->in_place * 3 + (int)c->act)};
+    case_begin(d, "gate_mul %s g, act %d, in place %d", c->one_col ? "one-column" : "full", (int)c->act, c->in_place);
+    abuf *x = abuf_new(d, &r, "x", 7, 37, 1, 40, -3.0f, 3.0f);
+    abuf *g = abuf_new(d, &r, "g", 7, c->one_col ? 1 : 37, 0, c->one_col ? 3 : 38, -4.0f, 4.0f);
+    abuf *y = c->in_place ? x : abuf_new(d, &r, "y", 7, 37, 2, 41, -1.0f, 1.0f);
+    if (!d->broken) {
+        d->cpu->gate_mul(d->cpu, hview(y), hview(x), hview(g), c->act);
+        d->ops->gate_mul(d->ops, dview(d, y), dview(d, x), dview(d, g), c->act);
+    }
+    case_end(d);
+}
+
+TEST(devices_gate_mul)
+{
+    static const gate_case cases[] = {{0, 0, IV_ACT_SILU}, {0, 1, IV_ACT_SILU}, {1, 0, IV_ACT_SIGMOID}, {1, 1, IV_ACT_SIGMOID}};
+    FOR_EACH_TABLE("gate_mul", run_gate_mul, cases);
+}
+
+typedef struct conv1d_case {
+    int kernel, bias;
+    iv_act act;
+} conv1d_case;
+
+static void run_causal_conv1d(dctx *d, const void *cv)
+{
+    const conv1d_case *c = cv;
+    if (!d->ops->causal_conv1d) return;
+    static const int lens[] = {6, 1, 0, 11};
+    enum { N_SEQS = 4, C = 29 };
+    ops_rng r = {19500 + (uint64_t)(c->kernel * 4 + c->bias)};
+    case_begin(d, "causal_conv1d kernel %d bias %d act %d", c->kernel, c->bias, (int)c->act);
+    int32_t cu[N_SEQS + 1] = {0};
+    for (int s = 0; s < N_SEQS; s++) cu[s + 1] = cu[s] + lens[s];
+    abuf *x = abuf_new(d, &r, "x", cu[N_SEQS], C, 1, C + 3, -2.0f, 2.0f);
+    abuf *y = abuf_new(d, &r, "y", cu[N_SEQS], C, 0, C + 1, -1.0f, 1.0f);
+    wbuf *w = wbuf_new(d, &r, C, c->kernel, -1.0f, 1.0f, 0);
+    wbuf *b = c->bias ? wbuf_new(d, &r, 0, C, -0.5f, 0.5f, 0) : NULL;
+    const int32_t *cu_dev = dev_put(d, cu, sizeof cu);
+    if (!d->broken) {
+        iv_causal_conv_args a = {.y = hview(y), .x = hview(x), .w = &w->ht, .b = b ? &b->ht : NULL, .act = c->act,
+                                 .cu_seqlens = cu, .cu_seqlens_dev = cu, .n_seqs = N_SEQS};
+        d->cpu->causal_conv1d(d->cpu, &a);
+        a.y = dview(d, y), a.x = dview(d, x), a.w = w->dev, a.b = b ? b->dev : NULL, a.cu_seqlens_dev = cu_dev;
+        d->ops->causal_conv1d(d->ops, &a);
+    }
+    case_end(d);
+}
+
+TEST(devices_causal_conv1d)
+{
+    static const conv1d_case cases[] = {{4, 0, IV_ACT_SILU}, {4, 1, IV_ACT_SILU}, {3, 1, IV_ACT_NONE}, {1, 0, IV_ACT_NONE}};
+    FOR_EACH_TABLE("causal_conv1d", run_causal_conv1d, cases);
+}
+
 /* ---- Gated DeltaNet's delta rule, token by token and chunked ---- */
 
 typedef struct delta_case {
@@ -1310,7 +1375,7 @@ static void run_delta(dctx *d, const void *cv)
 {
     const delta_case *c = cv;
     void (*op)(const iv_ops *, const iv_delta_rule_args *) = c->chunked ? d->ops->delta_chunk : d->ops->delta_rule;
-    if (!op) return; /* a table without it (CUDA today): the model refuses such layers at load */
+    if (!op) return; /* a table without it (CUDA: no delta_chunk) runs the other form */
     static const int lens[] = {5, 1, 40, 3};
     enum { N_SEQS = 4, HK = 2, HV = 4, DK = 8, DV = 6 };
     ops_rng r = {16000 + (uint64_t)c->chunk};

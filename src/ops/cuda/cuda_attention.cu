@@ -110,6 +110,7 @@ struct AttnParams {
     int d;                     /* head_dim */
     int causal, wl, wr;        /* windows clamped to the longest sequence */
     float scale, scale_log2, softcap, inv_softcap; /* scale_log2 > 0 in the plain kernels */
+    int softcap_after_bias;    /* the cap takes scale q.k + bias (Gemma4's audio attention) */
     int has_alibi;
     float slopes[ATT_MAX_HEADS];
 };
@@ -379,10 +380,12 @@ __global__ void __launch_bounds__(ATT_THREADS, AttnCfg<DP>::MIN_CTAS) attn_fwd(c
                     if (EXTRAS) {
                         if (km && vis) vis = __ldg(km + c) != 0;
                         /* As the CPU: softcap on the scaled dot product,
-                         * then the bias, then ALiBi. */
+                         * then the bias (or the bias, then the cap:
+                         * softcap_after_bias), then ALiBi. */
                         x *= p.scale;
-                        if (p.softcap != 0.0f) x = p.softcap * tanhf(x * p.inv_softcap);
+                        if (p.softcap != 0.0f && !p.softcap_after_bias) x = p.softcap * tanhf(x * p.inv_softcap);
                         if (brow[0] && vis) x += __ldg(brow[r] + jt + c);
+                        if (p.softcap != 0.0f && p.softcap_after_bias) x = p.softcap * tanhf(x * p.inv_softcap);
                         if (p.has_alibi) x -= slope * fabsf((float)(wi0 + g + 8 * r - jt - c));
                         x *= ATT_LOG2E;
                     }
@@ -568,6 +571,7 @@ void iv_cuda_attention(const iv_ops *ops, const iv_attn_args *a)
     p.scale_log2 = a->scale * ATT_LOG2E;
     p.softcap = a->softcap;
     p.inv_softcap = a->softcap != 0.0f ? 1.0f / a->softcap : 0.0f;
+    p.softcap_after_bias = a->softcap_after_bias != 0;
     p.has_alibi = a->alibi_slopes != nullptr;
     for (int h = 0; h < ATT_MAX_HEADS; h++) p.slopes[h] = p.has_alibi && h < a->n_heads ? a->alibi_slopes[h] : 0.0f;
 

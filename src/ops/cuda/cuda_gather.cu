@@ -4,18 +4,6 @@
  * same indices, the same order of additions with explicit _rn intrinsics. */
 #include "ops/cuda/cuda_internal.h"
 
-/* The sequence holding row t: the last s with cu[s] <= t. */
-static __device__ __forceinline__ int seq_of(const int32_t *cu, int n_seqs, int64_t t)
-{
-    int lo = 0, hi = n_seqs - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (cu[mid] <= t) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
 /* One block per query row t (of any sequence), threads over its keys j. */
 static __global__ void rel_bias_kernel(float *bias, const int64_t *offsets, const int32_t *cu, int n_seqs, int head,
                                        const void *c2p, int64_t ldc, const void *p2c, int64_t ldp,
@@ -24,7 +12,7 @@ static __global__ void rel_bias_kernel(float *bias, const int64_t *offsets, cons
 {
     const int64_t r0 = cu[0], r1 = cu[n_seqs];
     for (int64_t t = r0 + blockIdx.x; t < r1; t += gridDim.x) {
-        const int s = seq_of(cu, n_seqs, t);
+        const int s = iv_seq_of(cu, n_seqs, t);
         const int64_t first = cu[s], i = t - first, L = cu[s + 1] - first;
         float *row = bias + offsets[s] + ((int64_t)head * L + i) * L;
         for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
@@ -74,7 +62,7 @@ static __global__ void im2col_kernel(void *y, int64_t ldy, const void *x, int64_
     if (col >= (int64_t)kernel * H) return;
     const int64_t k = col / H, ch = col - k * H, pad = (kernel - 1) / 2;
     for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
-        const int s = seq_of(cu, n_seqs, t);
+        const int s = iv_seq_of(cu, n_seqs, t);
         const int64_t src = t + k - pad;
         const float v = src >= cu[s] && src < cu[s + 1] ? iv_ld(x, src * ldx + ch, bf16) : 0.0f;
         iv_st(y, t * ldy + col, v, bf16);

@@ -172,6 +172,39 @@ static inline dim3 iv_cuda_ew_grid(int64_t rows, int64_t cols)
     return dim3((unsigned)(gx > 0x7fffffff ? 0x7fffffff : gx), (unsigned)gy, 1);
 }
 
+/* Argument checks shared by the kernels' launchers: an activation view in
+ * the table's dtype, and an optional weight of n elements prepared here. */
+static inline int iv_cuda_view_ok(const cuda_ctx *c, iv_view v)
+{
+    return v.dtype == c->dt && v.ld >= v.cols && v.rows >= 0 && v.cols >= 0;
+}
+static inline int iv_cuda_weight_ok(const cuda_ctx *c, const iv_tensor *t, int64_t n)
+{
+    return !t || (t->device == IV_CUDA && t->dtype == c->dt && iv_tensor_numel(t) == n);
+}
+
+/* The sequence holding row t of a packed batch: the last s with cu[s] <= t. */
+static __device__ __forceinline__ int iv_seq_of(const int32_t *cu, int n_seqs, int64_t t)
+{
+    int lo = 0, hi = n_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (cu[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Host-side check of cu_seqlens (host and device copies given) covering
+ * exactly `rows` rows in n_seqs >= 1 non-decreasing runs. */
+static inline int iv_cuda_cu_ok(const int32_t *cu, const int32_t *cu_dev, int n_seqs, int64_t rows)
+{
+    if (!cu || !cu_dev || n_seqs < 1 || cu[0] != 0 || cu[n_seqs] != rows) return 0;
+    for (int s = 0; s < n_seqs; s++)
+        if (cu[s + 1] < cu[s]) return 0;
+    return 1;
+}
+
 /* ---- the ops (cuda_linear.cu, cuda_kernels.cu, cuda_attention.cu) ---- */
 void iv_cuda_linear(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b, iv_act act,
                     const void *residual_or_null);
@@ -201,6 +234,14 @@ void iv_cuda_moe_scatter(const iv_ops *ops, const iv_moe_scatter_args *a);
 void iv_cuda_rel_bias(const iv_ops *ops, const iv_rel_bias_args *a);
 void iv_cuda_im2col(const iv_ops *ops, iv_view y, iv_view x, int kernel, const int32_t *cu_seqlens,
                     const int32_t *cu_seqlens_dev, int n_seqs);
+/* cuda_deltanet.cu: Gated DeltaNet (and gated attention outputs). */
+void iv_cuda_gate_mul(const iv_ops *ops, iv_view y, iv_view x, iv_view g, iv_act act);
+void iv_cuda_causal_conv1d(const iv_ops *ops, const iv_causal_conv_args *a);
+void iv_cuda_delta_rule(const iv_ops *ops, const iv_delta_rule_args *a);
+/* cuda_audio_ops.cu: Gemma4's audio tower. */
+void iv_cuda_clamp(const iv_ops *ops, iv_view y, iv_view x, float lo, float hi);
+void iv_cuda_mul_cols(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w);
+void iv_cuda_conv2d(const iv_ops *ops, const iv_conv2d_args *a);
 
 /* dst (act dtype) = n elements of src (device memory, F32, F16 or BF16)
  * rounded to nearest even, on the stream (prepare_weight). */

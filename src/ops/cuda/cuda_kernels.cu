@@ -71,14 +71,6 @@ static int row_threads(int64_t n)
 /* One block per row, looping when rows exceed the grid. */
 static unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
 
-static int view_ok(const cuda_ctx *c, iv_view v)
-{
-    return v.dtype == c->dt && v.ld >= v.cols && v.rows >= 0 && v.cols >= 0;
-}
-static int weight_ok(const cuda_ctx *c, const iv_tensor *t, int64_t n)
-{
-    return !t || (t->device == IV_CUDA && t->dtype == c->dt && iv_tensor_numel(t) == n);
-}
 
 /* ---- LayerNorm and RMSNorm ---- */
 
@@ -364,8 +356,8 @@ static void launch_norm(const iv_ops *ops, const char *name, iv_view y, iv_view 
                         const iv_tensor *b, float eps, float w_offset, int layer)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || y.cols != x.cols || !weight_ok(c, w, x.cols) ||
-        !weight_ok(c, b, x.cols)) {
+    if (!iv_cuda_view_ok(c, x) || !iv_cuda_view_ok(c, y) || y.rows != x.rows || y.cols != x.cols || !iv_cuda_weight_ok(c, w, x.cols) ||
+        !iv_cuda_weight_ok(c, b, x.cols)) {
         iv_cuda_note_invalid(ops, "%s: x [%lld, %lld], y [%lld, %lld], weight %lld, bias %lld do not match", name,
                              (long long)x.rows, (long long)x.cols, (long long)y.rows, (long long)y.cols,
                              w ? (long long)iv_tensor_numel(w) : -1LL, b ? (long long)iv_tensor_numel(b) : -1LL);
@@ -424,8 +416,8 @@ void iv_cuda_head_rms_norm(const iv_ops *ops, iv_view x, int n_heads, int head_d
                            float w_offset)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, x) || n_heads < 0 || head_dim < 0 || x.cols < (int64_t)n_heads * head_dim ||
-        !weight_ok(c, w, head_dim)) {
+    if (!iv_cuda_view_ok(c, x) || n_heads < 0 || head_dim < 0 || x.cols < (int64_t)n_heads * head_dim ||
+        !iv_cuda_weight_ok(c, w, head_dim)) {
         iv_cuda_note_invalid(ops, "head_rms_norm: x [%lld, %lld] has no %d heads of %d, or weight %lld != %d",
                              (long long)x.rows, (long long)x.cols, n_heads, head_dim,
                              w ? (long long)iv_tensor_numel(w) : -1LL, head_dim);
@@ -602,7 +594,7 @@ static __global__ void act_kernel(void *y, int64_t ldy, const void *x, int64_t l
 void iv_cuda_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || y.cols != x.cols) {
+    if (!iv_cuda_view_ok(c, x) || !iv_cuda_view_ok(c, y) || y.rows != x.rows || y.cols != x.cols) {
         iv_cuda_note_invalid(ops, "act: x [%lld, %lld] and y [%lld, %lld] differ", (long long)x.rows, (long long)x.cols,
                              (long long)y.rows, (long long)y.cols);
         return;
@@ -640,7 +632,7 @@ static __global__ void glu_kernel(void *y, int64_t ldy, const void *x, int64_t l
 void iv_cuda_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_first)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || x.cols != 2 * y.cols) {
+    if (!iv_cuda_view_ok(c, x) || !iv_cuda_view_ok(c, y) || y.rows != x.rows || x.cols != 2 * y.cols) {
         iv_cuda_note_invalid(ops, "glu: x [%lld, %lld] is not y [%lld, %lld] with twice the columns", (long long)x.rows,
                              (long long)x.cols, (long long)y.rows, (long long)y.cols);
         return;
@@ -683,7 +675,7 @@ void iv_cuda_add(const iv_ops *ops, iv_view y, iv_view a, iv_view b)
     iv_view vs[3] = {y, a, b};
     int ok = 1;
     for (int i = 0; i < 3; i++)
-        ok &= f32 ? vs[i].ld >= vs[i].cols && vs[i].rows >= 0 && vs[i].cols >= 0 : view_ok(c, vs[i]);
+        ok &= f32 ? vs[i].ld >= vs[i].cols && vs[i].rows >= 0 && vs[i].cols >= 0 : iv_cuda_view_ok(c, vs[i]);
     if (!ok || a.rows != y.rows || a.cols != y.cols || b.rows != y.rows || b.cols != y.cols) {
         iv_cuda_note_invalid(ops, "add: y [%lld, %lld], a [%lld, %lld], b [%lld, %lld] differ", (long long)y.rows,
                              (long long)y.cols, (long long)a.rows, (long long)a.cols, (long long)b.rows,
@@ -716,7 +708,7 @@ static __global__ void scale_kernel(void *y, int64_t ldy, const void *x, int64_t
 void iv_cuda_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, x) || !view_ok(c, y) || y.rows != x.rows || y.cols != x.cols) {
+    if (!iv_cuda_view_ok(c, x) || !iv_cuda_view_ok(c, y) || y.rows != x.rows || y.cols != x.cols) {
         iv_cuda_note_invalid(ops, "scale: x [%lld, %lld] and y [%lld, %lld] differ", (long long)x.rows,
                              (long long)x.cols, (long long)y.rows, (long long)y.cols);
         return;
@@ -769,7 +761,7 @@ void iv_cuda_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, con
                        int taps)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, y) || table->device != IV_CUDA || table->dtype != c->dt || iv_tensor_cols(table) != y.cols ||
+    if (!iv_cuda_view_ok(c, y) || table->device != IV_CUDA || table->dtype != c->dt || iv_tensor_cols(table) != y.cols ||
         taps < 1) {
         iv_cuda_note_invalid(ops, "embed_bag: table [%lld, %lld] %s does not fit y [%lld, %lld] (%d taps)",
                              (long long)iv_tensor_rows(table), (long long)iv_tensor_cols(table),
@@ -785,7 +777,7 @@ void iv_cuda_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, con
 void iv_cuda_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, y) || table->device != IV_CUDA || table->dtype != c->dt || iv_tensor_cols(table) != y.cols) {
+    if (!iv_cuda_view_ok(c, y) || table->device != IV_CUDA || table->dtype != c->dt || iv_tensor_cols(table) != y.cols) {
         iv_cuda_note_invalid(ops, "embed: table [%lld, %lld] %s does not fit y [%lld, %lld]",
                              (long long)iv_tensor_rows(table), (long long)iv_tensor_cols(table),
                              iv_dtype_name(table->dtype), (long long)y.rows, (long long)y.cols);
@@ -924,7 +916,7 @@ void iv_cuda_rope(const iv_ops *ops, const iv_rope_args *a)
     cuda_ctx *c = iv_cuda_ctx(ops);
     const iv_view x = a->x;
     const int npairs = a->rot_dim / 2;
-    if (!view_ok(c, x) || a->rot_dim < 0 || a->rot_dim % 2 || a->rot_dim > a->head_dim || npairs > IV_ROPE_MAX_HALF ||
+    if (!iv_cuda_view_ok(c, x) || a->rot_dim < 0 || a->rot_dim % 2 || a->rot_dim > a->head_dim || npairs > IV_ROPE_MAX_HALF ||
         a->n_heads < 0 || x.cols < (int64_t)a->n_heads * a->head_dim) {
         iv_cuda_note_invalid(ops, "rope: rot_dim %d of head_dim %d (at most %d pairs), %d heads, x [%lld, %lld]",
                              a->rot_dim, a->head_dim, IV_ROPE_MAX_HALF, a->n_heads, (long long)x.rows,
@@ -996,7 +988,7 @@ static __global__ void __launch_bounds__(1024)
 void iv_cuda_softmax(const iv_ops *ops, iv_view x)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, x)) {
+    if (!iv_cuda_view_ok(c, x)) {
         iv_cuda_note_invalid(ops, "softmax: bad view [%lld, %lld] ld %lld", (long long)x.rows, (long long)x.cols,
                              (long long)x.ld);
         return;
@@ -1027,7 +1019,7 @@ static __global__ void __launch_bounds__(1024)
 void iv_cuda_l2_normalize(const iv_ops *ops, iv_view x)
 {
     cuda_ctx *c = iv_cuda_ctx(ops);
-    if (!view_ok(c, x)) {
+    if (!iv_cuda_view_ok(c, x)) {
         iv_cuda_note_invalid(ops, "l2_normalize: bad view [%lld, %lld] ld %lld", (long long)x.rows, (long long)x.cols,
                              (long long)x.ld);
         return;
@@ -1118,7 +1110,7 @@ void iv_cuda_pool(const iv_ops *ops, const iv_pool_args *a)
     const int mode_ok = a->mode == IV_POOL_NONE || a->mode == IV_POOL_CLS || a->mode == IV_POOL_MEAN ||
                         a->mode == IV_POOL_MAX || a->mode == IV_POOL_LAST || a->mode == IV_POOL_MEAN_SQRT_LEN ||
                         a->mode == IV_POOL_WEIGHTED_MEAN;
-    if (!view_ok(c, a->x) || !view_ok(c, a->out) || a->out.cols != H || a->out.rows != a->n_seqs || a->n_seqs < 0 ||
+    if (!iv_cuda_view_ok(c, a->x) || !iv_cuda_view_ok(c, a->out) || a->out.cols != H || a->out.rows != a->n_seqs || a->n_seqs < 0 ||
         !mode_ok || (H + POOL_COLS - 1) / POOL_COLS > 65535) {
         iv_cuda_note_invalid(ops, "pool: mode %d, x [%lld, %lld] into out [%lld, %lld] for %d sequences", (int)a->mode,
                              (long long)a->x.rows, (long long)H, (long long)a->out.rows, (long long)a->out.cols,

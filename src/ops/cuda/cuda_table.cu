@@ -356,12 +356,16 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     o->moe_scatter = iv_cuda_moe_scatter;
     o->rel_bias = iv_cuda_rel_bias;
     o->im2col = iv_cuda_im2col;
-    /* gate_mul, causal_conv1d, delta_rule and delta_chunk (Gated DeltaNet,
-     * gated attention) have no kernels here yet: they stay NULL and the
-     * model refuses such checkpoints at load (models/model_device.c).
-     * clamp, mul_cols and conv2d (Gemma4's audio tower) have none either,
-     * nor does attention honour softcap_after_bias, which only that tower
-     * sets: it refuses tables without conv2d (models/audio_gemma4.c). */
+    /* Gated DeltaNet and gated attention outputs (cuda_deltanet.cu): the
+     * delta rule token by token; delta_chunk stays NULL, so the block runs
+     * delta_rule here. Gemma4's audio tower (cuda_audio_ops.cu; attention
+     * honours softcap_after_bias). */
+    o->gate_mul = iv_cuda_gate_mul;
+    o->causal_conv1d = iv_cuda_causal_conv1d;
+    o->delta_rule = iv_cuda_delta_rule;
+    o->clamp = iv_cuda_clamp;
+    o->mul_cols = iv_cuda_mul_cols;
+    o->conv2d = iv_cuda_conv2d;
     /* Folded-prefix attention (cuda_attention_rows.cu): GPU replicas fold
      * shared prefixes and keep a prefix cache (docs/prefix-folding.md). */
     o->attention_rows = iv_cuda_attention_rows;

@@ -98,6 +98,7 @@ struct Case {
     int H, KV, d, causal, wl, wr, alibi, bias, km;
     float softcap, q_range;
     int odd;
+    int cap_after; /* softcap_after_bias (Gemma4's audio attention) */
 };
 
 static int run(const Case &c, iv_dtype dt, const std::vector<int> &lens, uint64_t seed, int defer)
@@ -146,6 +147,7 @@ static int run(const Case &c, iv_dtype dt, const std::vector<int> &lens, uint64_
     a.window_left = c.wl;
     a.window_right = c.wr;
     a.softcap = c.softcap;
+    a.softcap_after_bias = c.cap_after;
     std::vector<float> slopes(c.H);
     for (int h = 0; h < c.H; h++) slopes[h] = powf(2.0f, -8.0f * (h + 1) / c.H);
     if (c.alibi) a.alibi_slopes = slopes.data();
@@ -201,8 +203,9 @@ static int run(const Case &c, iv_dtype dt, const std::vector<int> &lens, uint64_
                         dd += (double)from16(qkv[(pad + b0 + i) * ld + col0 + h * d + k], dt) *
                               from16(qkv[(pad + b0 + j) * ld + col0 + qw + kvh * d + k], dt);
                     double v = dd * a.scale;
-                    if (c.softcap != 0) v = c.softcap * tanh(v / c.softcap);
+                    if (c.softcap != 0 && !c.cap_after) v = c.softcap * tanh(v / c.softcap);
                     if (bias) v += bias[boff[s] + (h * len + i) * len + j];
+                    if (c.softcap != 0 && c.cap_after) v = c.softcap * tanh(v / c.softcap);
                     if (c.alibi) v -= slopes[h] * fabs((double)(i - j));
                     sc[j] = v;
                     mx = std::max(mx, v);
@@ -273,6 +276,8 @@ int main(int argc, char **argv)
         {"d128 odd", 2, 2, 128, 0, -1, -1, 0, 0, 0, 0, 1, 1},
         {"d17 everything odd", 4, 2, 17, 1, 30, -1, 1, 1, 1, 8, 3, 1},
         {"d64 negative scale", 2, 2, 64, 1, -1, -1, 0, 0, 0, 0, -1, 0},
+        {"d64 softcap after bias", 2, 2, 64, 0, 11, -1, 0, 1, 0, 5, 4, 0, 1},
+        {"d32 softcap after bias, alibi", 4, 2, 32, 1, -1, -1, 1, 1, 1, 8, 3, 1, 1},
     };
     const std::vector<int> lens = {1, 7, 0, 33, 130, 200, 64};
     if (argc > 1 && !strcmp(argv[1], "stress")) {
@@ -295,6 +300,7 @@ int main(int argc, char **argv)
             c.softcap = rnext() % 4 == 0 ? 5.0f : 0.0f;
             c.q_range = (c.softcap != 0 ? 3.0f : 1.0f) * (rnext() % 8 == 0 ? -1.0f : 1.0f);
             c.odd = rnext() % 4 == 0;
+            c.cap_after = c.softcap != 0 && rnext() % 2;
             std::vector<int> L(1 + rnext() % 5);
             for (auto &l : L) l = rnext() % 4 == 0 ? (int)(rnext() % 600) : (int)(rnext() % 140);
             printf("[%d] d %d H %d/%d causal %d wl %d wr %d alibi %d bias %d km %d softcap %g odd %d lens", it, c.d, c.H,
