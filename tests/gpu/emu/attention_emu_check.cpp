@@ -29,46 +29,9 @@
 
 #include "ops/cuda/cuda_internal.h"
 #include "emu_rt.h"
+#include "emu_harness.h"
 
-static cuda_ctx g_ctx;
-static int g_err = 0;
-static char g_msg[512];
-cuda_ctx *iv_cuda_ctx(const iv_ops *ops) { return &g_ctx; }
-void iv_cuda_note_error(const iv_ops *ops, cudaError_t e, const char *where)
-{
-    if (e == cudaSuccess || g_err) return;
-    g_err = 1;
-    snprintf(g_msg, sizeof g_msg, "%s: error %d", where, (int)e);
-}
-void iv_cuda_note_invalid(const iv_ops *ops, const char *fmt, ...)
-{
-    if (g_err) return;
-    g_err = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-    va_end(ap);
-}
 
-/* bytes ending at a PROT_NONE page (rounded to align), with one before too. */
-static std::vector<std::pair<void *, size_t>> g_maps;
-static void *guarded(size_t bytes, size_t align = 256)
-{
-    const size_t pg = 4096;
-    size_t b = (bytes + align - 1) / align * align;
-    if (b == 0) b = align;
-    size_t span = (b + pg - 1) / pg * pg + 2 * pg;
-    unsigned char *m = (unsigned char *)mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    mprotect(m, pg, PROT_NONE);
-    mprotect(m + span - pg, pg, PROT_NONE);
-    g_maps.push_back({m, span});
-    return m + span - pg - b;
-}
-static void free_all()
-{
-    for (auto &p : g_maps) munmap(p.first, p.second);
-    g_maps.clear();
-}
 
 static uint16_t to16(float x, iv_dtype dt)
 {
@@ -83,15 +46,6 @@ static float from16(uint16_t x, iv_dtype dt)
 static uint16_t nan16(iv_dtype dt) { return dt == IV_BF16 ? 0x7fc0 : 0x7e00; }
 static const uint16_t SENTINEL = 0x7fff;
 
-static uint64_t rs;
-static uint64_t rnext()
-{
-    uint64_t z = (rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float runi(float lo, float hi) { return lo + (hi - lo) * (float)((rnext() >> 40) * (1.0 / 16777216.0)); }
 
 struct Case {
     const char *name;
@@ -116,14 +70,14 @@ static int run(const Case &c, iv_dtype dt, const std::vector<int> &lens, uint64_
     const int64_t T = cu[n], d = c.d, qw = c.H * d, kw = c.KV * d;
     const int64_t col0 = c.odd ? 1 : 0, ld = qw + 2 * kw + (c.odd ? 3 : 8), o_ld = qw + (c.odd ? 3 : 8), pad = 2;
     const int64_t rows = T + 2 * pad;
-    uint16_t *qkv = (uint16_t *)guarded(rows * ld * 2);
+    uint16_t *qkv = (uint16_t *)guarded(rows * ld * 2, 256);
     for (int64_t i = 0; i < rows * ld; i++) qkv[i] = nan16(dt);
     for (int64_t t = 0; t < T; t++) {
         uint16_t *row = qkv + (pad + t) * ld + col0;
         for (int64_t k = 0; k < qw; k++) row[k] = to16(runi(-fabsf(c.q_range), fabsf(c.q_range)), dt);
         for (int64_t k = qw; k < qw + 2 * kw; k++) row[k] = to16(runi(-1, 1), dt);
     }
-    uint16_t *out = (uint16_t *)guarded(rows * o_ld * 2);
+    uint16_t *out = (uint16_t *)guarded(rows * o_ld * 2, 256);
     for (int64_t i = 0; i < rows * o_ld; i++) out[i] = SENTINEL;
     int32_t *cu_dev = (int32_t *)guarded((n + 1) * 4, 4);
     memcpy(cu_dev, cu.data(), (n + 1) * 4);
