@@ -9,6 +9,13 @@
  * (token table and projection), use_bidirectional_attention and the routed
  * experts beside the dense MLP.
  *
+ * Gemma4 unified (gemma4_unified_text: Gemma4UnifiedTextModel,
+ * Gemma4UnifiedForCausalLM; gemma4_unified: Gemma4UnifiedModel,
+ * Gemma4UnifiedForConditionalGeneration) is the same stack without per-layer
+ * inputs or experts (transformers builds its Gemma2-style layers from
+ * Gemma4's attention and MLP, layer_scalar included) and, instead of the
+ * tower, the encoder-free vision embedder of vision_gemma4_unified.h.
+ *
  * What this file adds: the names, the image tower when config.json has a
  * vision_config (models/vision_gemma4.h: tower, embedder, mixed forward,
  * the image token run hook), the audio tower it refuses (a checkpoint that
@@ -25,27 +32,48 @@
 #include "models/vision_gemma4.h"
 
 static const char *const k_archs[] = {"Gemma4TextModel", "Gemma4ForCausalLM", "Gemma4Model",
-                                      "Gemma4ForConditionalGeneration", NULL};
+                                      "Gemma4ForConditionalGeneration", "Gemma4UnifiedTextModel",
+                                      "Gemma4UnifiedForCausalLM", "Gemma4UnifiedModel",
+                                      "Gemma4UnifiedForConditionalGeneration", NULL};
 static const char *const k_prefixes[] = {"model.language_model.", "language_model.", "model.", "", NULL};
+
+/* Gemma4 unified's text config drops the per-layer inputs and the experts
+ * (Gemma4UnifiedTextConfig makes them AttributeError): a config that still
+ * sets them is not a checkpoint transformers would run as written. */
+static int refuse_unified_extras(const iv_model *m, iv_err *err)
+{
+    static const char *const keys[] = {"hidden_size_per_layer_input", "vocab_size_per_layer_input",
+                                       "enable_moe_block", "num_experts", NULL};
+    for (int i = 0; keys[i]; i++) {
+        const cJSON *v = iv_json_get(m->cfg.json, keys[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0))
+            return iv_errf(err, IV_E_UNSUPPORTED, "config.json: %s is set, but %s has no per-layer inputs or "
+                                                  "experts", keys[i], m->cfg.model_type);
+    }
+    return 0;
+}
 
 static int gemma4_load(iv_model *m, iv_err *err)
 {
+    const int unified = !strncmp(m->cfg.model_type, "gemma4_unified", 14);
     const cJSON *audio = iv_json_get(m->cfg.root, "audio_config");
     if (audio && !cJSON_IsNull(audio))
-        return iv_errf(err, IV_E_UNSUPPORTED,
-                       "config.json declares an audio tower (audio_config), which is not implemented for gemma4");
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json declares an audio %s (audio_config), which is not "
+                                              "implemented for %s",
+                       unified ? "embedder (raw waveform frames)" : "tower", m->cfg.model_type);
+    if (unified && refuse_unified_extras(m, err)) return -1;
     const iv_gemma4_text_desc d = {
         .archs = k_archs, .prefixes = k_prefixes, .encoder = 0, .ple_prefix = "", .ple_block = "",
-        .default_ple_dim = 256, .ple_token_table = 1, .full_rope_default = "proportional",
+        .default_ple_dim = unified ? 0 : 256, .ple_token_table = !unified, .full_rope_default = "proportional",
         .default_global_kv_heads = 0,
     };
     if (iv_gemma4_text_load(m, &d, err)) return -1;
-    /* Gemma4TextModel / Gemma4ForCausalLM (gemma4_text) have no towers and
-     * no placeholder ids. */
-    if (strcmp(m->cfg.model_type, "gemma4")) return 0;
+    /* The text model types (gemma4_text, gemma4_unified_text) have no
+     * towers and no placeholder ids. */
+    if (strcmp(m->cfg.model_type, "gemma4") && strcmp(m->cfg.model_type, "gemma4_unified")) return 0;
     if (iv_gemma4_placeholders_as_pad(m, err)) return -1;
     return iv_gemma4_vision_load(m, &m->gemma4_vision, err);
 }
 
-static const char *const k_types[] = {"gemma4_text", "gemma4", NULL};
+static const char *const k_types[] = {"gemma4_text", "gemma4", "gemma4_unified_text", "gemma4_unified", NULL};
 const iv_family iv_family_gemma4 = {"gemma4", k_types, gemma4_load};

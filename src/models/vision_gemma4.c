@@ -12,6 +12,7 @@
 #include "image/gemma4.h" /* iv_gemma4_image_token_run */
 #include "models/loader.h"
 #include "models/rope.h"
+#include "models/vision_gemma4_unified.h"
 #include "tensor/safetensors.h"
 
 /* Gemma4ForConditionalGeneration saves model.vision_tower. / model.embed_vision.;
@@ -27,7 +28,7 @@ static const char *pname(char *buf, size_t cap, const char *pre, const char *nam
 
 /* ---------------------------------------------------------------- loading */
 
-static int vint(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err)
+int iv_gemma4_vision_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err)
 {
     const cJSON *it = iv_json_get(vc, key);
     if (it && !iv_json_is_integer(it))
@@ -165,13 +166,13 @@ static int load_layer(iv_model *m, const char *pre, int l, const iv_gemma4_visio
 static int vision_geometry(const cJSON *vc, iv_gemma4_vision *v, int *inter, iv_err *err)
 {
     const int64_t big = 1 << 20, small = 1 << 10;
-    if (vint(vc, "num_hidden_layers", 16, small, &v->depth, err) ||
-        vint(vc, "hidden_size", 768, big, &v->hidden, err) ||
-        vint(vc, "num_attention_heads", 12, small, &v->n_heads, err) ||
-        vint(vc, "num_key_value_heads", 12, small, &v->n_kv_heads, err) ||
-        vint(vc, "head_dim", 64, small, &v->head_dim, err) || vint(vc, "intermediate_size", 3072, big, inter, err) ||
-        vint(vc, "patch_size", 16, small, &v->patch, err) || vint(vc, "pooling_kernel_size", 3, small, &v->pool, err) ||
-        vint(vc, "position_embedding_size", 10240, big, &v->pos_size, err))
+    if (iv_gemma4_vision_int(vc, "num_hidden_layers", 16, small, &v->depth, err) ||
+        iv_gemma4_vision_int(vc, "hidden_size", 768, big, &v->hidden, err) ||
+        iv_gemma4_vision_int(vc, "num_attention_heads", 12, small, &v->n_heads, err) ||
+        iv_gemma4_vision_int(vc, "num_key_value_heads", 12, small, &v->n_kv_heads, err) ||
+        iv_gemma4_vision_int(vc, "head_dim", 64, small, &v->head_dim, err) || iv_gemma4_vision_int(vc, "intermediate_size", 3072, big, inter, err) ||
+        iv_gemma4_vision_int(vc, "patch_size", 16, small, &v->patch, err) || iv_gemma4_vision_int(vc, "pooling_kernel_size", 3, small, &v->pool, err) ||
+        iv_gemma4_vision_int(vc, "position_embedding_size", 10240, big, &v->pos_size, err))
         return -1;
     if (v->n_heads % v->n_kv_heads)
         return iv_errf(err, IV_E_FORMAT, "vision num_attention_heads %d is not a multiple of num_key_value_heads %d",
@@ -180,12 +181,30 @@ static int vision_geometry(const cJSON *vc, iv_gemma4_vision *v, int *inter, iv_
     return 0;
 }
 
+/* What both image paths set on the model: the run ids and the hook. */
+static void set_image_run(iv_model *m, iv_gemma4_vision *v)
+{
+    v->boi_id = (int)iv_json_int(m->cfg.root, "boi_token_id", 255999);
+    v->eoi_id = (int)iv_json_int(m->cfg.root, "eoi_token_id", 258882);
+    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", 258880);
+    m->image_placeholder_id = m->image_token_id;
+    m->image_token_run = iv_gemma4_model_token_run;
+}
+
 int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
 {
     *out = NULL;
     const cJSON *vc = iv_json_get(m->cfg.root, "vision_config");
     if (!vc || cJSON_IsNull(vc)) return 0;
     if (!cJSON_IsObject(vc)) return iv_errf(err, IV_E_FORMAT, "config.json: vision_config must be an object");
+    if (!strcmp(m->cfg.model_type, "gemma4_unified")) {
+        iv_gemma4_vision *v = iv_model_alloc(m, sizeof *v);
+        if (!v) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        if (iv_gemma4_unified_vision_load(m, vc, v, err)) return -1;
+        set_image_run(m, v);
+        *out = v;
+        return 0;
+    }
     iv_gemma4_vision *v = iv_model_alloc(m, sizeof *v);
     if (!v) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int inter = 0;
@@ -203,8 +222,6 @@ int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
     v->embed_eps = eps;
     v->root_hidden = (float)sqrt((double)v->hidden);
     v->out_hidden = m->block.hidden;
-    v->boi_id = (int)iv_json_int(m->cfg.root, "boi_token_id", 255999);
-    v->eoi_id = (int)iv_json_int(m->cfg.root, "eoi_token_id", 258882);
     const cJSON *tc = iv_json_get(m->cfg.root, "text_config");
     v->bidirectional_vision = !strcmp(iv_json_str(tc ? tc : m->cfg.root, "use_bidirectional_attention", ""), "vision");
 
@@ -238,9 +255,7 @@ int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
     if (iv_ld_top(m, pname(name, sizeof name, pre, "embed_vision.embedding_projection.weight"), v->out_hidden,
                   v->hidden, &v->proj_w, err))
         return -1;
-    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", 258880);
-    m->image_placeholder_id = m->image_token_id;
-    m->image_token_run = iv_gemma4_model_token_run;
+    set_image_run(m, v);
     *out = v;
     return 0;
 }
@@ -249,7 +264,8 @@ int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
 
 int64_t iv_gemma4_image_tokens(const iv_gemma4_vision *v, const iv_image_input *img)
 {
-    return (int64_t)(img->grid_h / v->pool) * (img->grid_w / v->pool);
+    const int k = v->merged ? 1 : v->pool;
+    return (int64_t)(img->grid_h / k) * (img->grid_w / k);
 }
 
 int64_t iv_gemma4_model_token_run(const iv_model *m, const iv_image_input *img, int32_t *out,
@@ -263,11 +279,12 @@ int64_t iv_gemma4_model_token_run(const iv_model *m, const iv_image_input *img, 
 
 static int check_image(const iv_gemma4_vision *v, const iv_image_input *im, iv_err *err)
 {
-    if (im->grid_t != 1 || im->grid_h <= 0 || im->grid_w <= 0 || im->grid_h % v->pool || im->grid_w % v->pool)
+    const int k = v->merged ? 1 : v->pool; /* unified rows are merged already */
+    if (im->grid_t != 1 || im->grid_h <= 0 || im->grid_w <= 0 || im->grid_h % k || im->grid_w % k)
         return iv_errf(err, IV_E_INVALID,
                        "grid (%d, %d, %d) must be one frame of positive height and width, multiples of the pooling "
                        "kernel %d",
-                       im->grid_t, im->grid_h, im->grid_w, v->pool);
+                       im->grid_t, im->grid_h, im->grid_w, k);
     if (im->grid_h > v->pos_size || im->grid_w > v->pos_size)
         return iv_errf(err, IV_E_INVALID, "grid %d x %d is past the %d positions of the position table", im->grid_h,
                        im->grid_w, v->pos_size);
@@ -330,6 +347,7 @@ int iv_gemma4_vision_forward(const iv_model *m, const iv_image_input *imgs, int 
     if (n <= 0) return iv_errf(err, IV_E_INVALID, "no images");
     int64_t N;
     if (check_images(v, imgs, n, &N, err)) return -1;
+    if (v->merged) return iv_gemma4_unified_embed(m, imgs, n, N, mem, states, features, err);
     const int64_t H = v->hidden, S = N / ((int64_t)v->pool * v->pool);
     int32_t *ids = iv_arena_alloc(mem->host, (size_t)N * 2 * sizeof(int32_t));
     int32_t *pos = iv_arena_alloc(mem->host, (size_t)N * 2 * sizeof(int32_t));
