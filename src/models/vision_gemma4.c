@@ -433,58 +433,120 @@ static int check_runs(const iv_model *m, const iv_batch *b, int s, const iv_seq_
     return 0;
 }
 
-/* use_bidirectional_attention "vision" (create_masks_for_vision_model):
- * sliding layers let token i see j when j > i - W and (j <= i or i and j
- * lie in the same run of image tokens); full layers stay causal. The
- * attention op runs without its causal flag: sliding layers keep their left
- * window and lose any right bound, full layers get a right window of 0
- * (causal), and a bias per sequence masks j > i outside image runs
- * (-1e30: the softmax weight is exactly 0, as transformers' min-float
+/* Each token's run of image tokens within its sequence (0, 1, ...), or -1. */
+static void image_runs(const iv_model *m, const iv_batch *b, int32_t *blk)
+{
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int32_t *ids = b->ids + b->cu_seqlens[s];
+        int32_t *out = blk + b->cu_seqlens[s];
+        for (int t = 0, g = -1; t < iv_batch_seqlen(b, s); t++) {
+            const int img = ids[t] == m->image_token_id;
+            if (img && (t == 0 || ids[t - 1] != m->image_token_id)) g++;
+            out[t] = img ? g : -1;
+        }
+    }
+}
+
+/* Per sequence [H, L, L] at off[s]: 0 where i may see j (j <= i, and i - j
+ * <= window_left when window_left >= 0; or i, j in the same image run),
+ * else -1e30 (the softmax weight is exactly 0, as transformers' min-float
  * mask). */
+static void fill_mask(const iv_batch *b, const int32_t *blk, int H, int window_left, const int64_t *off, float *bias)
+{
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int L = iv_batch_seqlen(b, s);
+        const int32_t *g = blk + b->cu_seqlens[s];
+        float *row = bias + off[s];
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < L; j++) {
+                const int near = j <= i && (window_left < 0 || i - j <= window_left);
+                row[(int64_t)i * L + j] = near || (g[i] >= 0 && g[i] == g[j]) ? 0.0f : -1e30f;
+            }
+        for (int h = 1; h < H; h++) memcpy(row + (int64_t)h * L * L, row, (size_t)L * L * sizeof(float));
+    }
+}
+
+/* Gemma4 unified's sliding layers: their own mask, built once per batch
+ * on the host (fill_mask with the window) and uploaded into the layer's
+ * dynamic bias blocks. The static bias (causal OR image run) the block adds
+ * on top changes nothing: it allows a superset. */
+typedef struct window_mask {
+    const float *bias;   /* host, at off[s] per sequence */
+    const int64_t *off;  /* host */
+    int window_left;     /* the sliding layers' (one table serves them all) */
+} window_mask;
+
+static int copy_window_mask(const iv_ops *ops, const void *ctx, const iv_dyn_bias_args *a)
+{
+    const window_mask *w = ctx;
+    for (int s = a->seq_begin; s < a->seq_end; s++) {
+        const int64_t n = a->offsets[s - a->seq_begin + 1] - a->offsets[s - a->seq_begin];
+        ops->upload(ops, a->bias + a->offsets[s - a->seq_begin], w->bias + w->off[s], (size_t)n * sizeof(float));
+    }
+    return 0;
+}
+
+/* use_bidirectional_attention "vision": image tokens also see their whole
+ * run of image tokens. How that combines with each layer's own mask is the
+ * reference's:
+ *  - Gemma4 (create_masks_for_vision_model): sliding layers j > i - W AND
+ *    (j <= i OR same run); full layers causal. The attention op runs
+ *    without its causal flag: sliding layers keep their left window and
+ *    lose any right bound, full layers get a right window of 0, and a bias
+ *    per sequence masks j > i outside image runs.
+ *  - Gemma4 unified (create_masks_for_generate with block_sequence_ids):
+ *    every layer's mask OR same run: full layers (j <= i) OR same run, the
+ *    static bias with no window; sliding layers (j <= i AND i - j < W) OR
+ *    same run, which a window cannot express: their own bias
+ *    (window_mask) and no window. */
 static int vision_masks(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_visual_inject *vi,
                         iv_err *err)
 {
-    const int H = m->block.n_heads;
-    int64_t *off = iv_arena_alloc(mem->host, (size_t)b->n_seqs * sizeof(int64_t));
-    if (!off) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    const int H = m->block.n_heads, merged = m->gemma4_vision->merged;
+    int64_t *off = iv_arena_alloc(mem->host, (size_t)(b->n_seqs + 1) * sizeof(int64_t));
+    int32_t *blk = iv_arena_alloc(mem->host, (size_t)(b->n_tokens > 0 ? b->n_tokens : 1) * sizeof(int32_t));
+    if (!off || !blk) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int64_t total = 0;
-    int longest = 1;
     for (int s = 0; s < b->n_seqs; s++) {
         const int64_t L = iv_batch_seqlen(b, s);
         off[s] = total;
         total += (int64_t)H * L * L;
-        if (L > longest) longest = (int)L;
     }
-    int32_t *blk = iv_arena_alloc(mem->host, (size_t)longest * sizeof(int32_t));
-    if (!blk) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    if (total > ((int64_t)1 << 27))
+    off[b->n_seqs] = total;
+    if (total > ((int64_t)1 << 27) >> merged)
         return iv_errf(err, IV_E_TOO_LARGE, "the image attention mask of this batch would take %lld floats (over "
-                                            "2^27): send fewer or shorter inputs per batch",
-                       (long long)total);
+                                            "2^%d): send fewer or shorter inputs per batch",
+                       (long long)total, 27 - merged);
     float *bias = iv_arena_alloc(mem->host, (size_t)(total > 0 ? total : 1) * sizeof(float));
     iv_layer *layers = iv_arena_alloc(mem->host, (size_t)m->n_layers * sizeof *layers);
     iv_block_spec *spec = iv_arena_alloc(mem->host, sizeof *spec);
     if (!bias || !layers || !spec) return iv_errf(err, IV_E_NOMEM, "out of memory for the image attention mask");
-    for (int s = 0; s < b->n_seqs; s++) {
-        const int L = iv_batch_seqlen(b, s);
-        const int32_t *ids = b->ids + b->cu_seqlens[s];
-        for (int t = 0, g = -1; t < L; t++) {
-            const int img = ids[t] == m->image_token_id;
-            if (img && (t == 0 || ids[t - 1] != m->image_token_id)) g++;
-            blk[t] = img ? g : -1;
-        }
-        float *row = bias + off[s];
-        for (int i = 0; i < L; i++)
-            for (int j = 0; j < L; j++)
-                row[(int64_t)i * L + j] = j <= i || (blk[i] >= 0 && blk[i] == blk[j]) ? 0.0f : -1e30f;
-        for (int h = 1; h < H; h++) memcpy(row + (int64_t)h * L * L, row, (size_t)L * L * sizeof(float));
-    }
+    image_runs(m, b, blk);
+    fill_mask(b, blk, H, -1, off, bias);
     *spec = m->block;
     spec->causal = 0;
+    window_mask *wm = NULL;
     for (int l = 0; l < m->n_layers; l++) {
-        layers[l] = m->layers[l];
-        if (layers[l].window_left >= 0) layers[l].window_right = -1; /* sliding */
-        else layers[l].window_right = 0;                                 /* full: causal */
+        iv_layer *L = &layers[l];
+        *L = m->layers[l];
+        if (!merged) {
+            L->window_right = L->window_left >= 0 ? -1 : 0; /* sliding: no right bound; full: causal */
+            continue;
+        }
+        if (L->window_left >= 0) {
+            if (wm && L->window_left != wm->window_left)
+                return iv_errf(err, IV_E_UNSUPPORTED, "sliding layers of different windows with images");
+            if (!wm) {
+                wm = iv_arena_alloc(mem->host, sizeof *wm);
+                float *wb = iv_arena_alloc(mem->host, (size_t)(total > 0 ? total : 1) * sizeof(float));
+                if (!wm || !wb) return iv_errf(err, IV_E_NOMEM, "out of memory for the image attention mask");
+                fill_mask(b, blk, H, L->window_left, off, wb);
+                *wm = (window_mask){.bias = wb, .off = off, .window_left = L->window_left};
+            }
+            L->dyn_bias = copy_window_mask;
+            L->dyn_bias_ctx = wm;
+        }
+        L->window_left = L->window_right = -1;
     }
     vi->spec = spec;
     vi->layers = layers;
