@@ -553,3 +553,48 @@ TEST(gemma4_unified_processor_real_pictures)
            values, 100.0 * exact / (values ? values : 1), worst, 1.0 / 255);
     gfix_free(&f);
 }
+
+/* Gemma4 unified checkpoints that declare what is not implemented, or that
+ * transformers itself would not run as written, are refused at load naming
+ * the field or tensor. */
+static cJSON *tcfg(cJSON *c) { return cJSON_GetObjectItemCaseSensitive(c, "text_config"); }
+static void g4u_proj_dims(cJSON *c) { ckpt_set(vcfg(c), "output_proj_dims", cJSON_CreateNumber(16)); }
+static void g4u_vtype(cJSON *c) { ckpt_set(vcfg(c), "model_type", cJSON_CreateString("gemma4_vision")); }
+static void g4u_pos_size(cJSON *c) { ckpt_set(vcfg(c), "mm_posemb_size", cJSON_CreateNumber(8)); }
+static void g4u_audio(cJSON *c) { ckpt_set(c, "audio_config", cJSON_Parse("{\"audio_embed_dim\": 640}")); }
+static void g4u_ple(cJSON *c) { ckpt_set(tcfg(c), "hidden_size_per_layer_input", cJSON_CreateNumber(8)); }
+static void g4u_moe(cJSON *c) { ckpt_set(tcfg(c), "enable_moe_block", cJSON_CreateTrue()); }
+static void g4u_bidir(cJSON *c) { ckpt_set(tcfg(c), "use_bidirectional_attention", cJSON_CreateString("image")); }
+
+TEST(gemma4_unified_rejects_bad_checkpoints)
+{
+    const char *fx = "g4u_vision";
+    CKPT_REJECT(fx, g4u_proj_dims, "output_proj_dims", IV_E_FORMAT);
+    CKPT_REJECT(fx, g4u_vtype, "gemma4_unified_vision", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4u_pos_size, "pos_embedding", IV_E_FORMAT);
+    CKPT_REJECT(fx, g4u_audio, "audio_config", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4u_ple, "hidden_size_per_layer_input", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4u_moe, "enable_moe_block", IV_E_UNSUPPORTED);
+    CKPT_REJECT(fx, g4u_bidir, "use_bidirectional_attention", IV_E_UNSUPPORTED);
+    static const char *const drops[][2] = {{"vision_embedder.patch_ln2.bias", NULL},
+                                           {"vision_embedder.pos_embedding", NULL},
+                                           {"embed_vision.embedding_projection.weight", NULL},
+                                           {"vision_embedder.patch_dense.weight", NULL}};
+    for (int i = 0; i < 4; i++) {
+        char dir[4096];
+        if (ckpt_make(dir, sizeof dir, fx, NULL, 0) == 0) {
+            if (ckpt_write_weights(dir, fx, drops[i], NULL, NULL, 0) == 0)
+                CKPT_LOAD_ERROR(dir, "vision tensor dropped", drops[i][0], IV_E_NOTFOUND);
+            tmp_rmtree(dir);
+        }
+    }
+    /* Gemma4's (unmerged) image processor cannot feed the unified embedder. */
+    char dir[4096];
+    if (ckpt_make(dir, sizeof dir, fx, NULL, 1) == 0) {
+        static const char pre[] = "{\"image_processor_type\": \"Gemma4ImageProcessor\", \"patch_size\": 4, "
+                                  "\"pooling_kernel_size\": 2, \"max_soft_tokens\": 70}";
+        if (ckpt_write(dir, "preprocessor_config.json", pre, sizeof pre - 1) == 0)
+            CKPT_LOAD_ERROR(dir, "Gemma4 processor", "Gemma4ImageProcessor cannot feed", IV_E_UNSUPPORTED);
+        tmp_rmtree(dir);
+    }
+}
