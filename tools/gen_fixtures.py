@@ -50,7 +50,9 @@ GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
           (synthetic_gemma4_vision.SPECS, synthetic_gemma4_vision.build, synthetic_gemma4_vision.verify),
           (synthetic_gemma4_unified.TEXT_SPECS, synthetic_gemma4_unified.build_text, synthetic_gemma4_unified.verify_text),
           (synthetic_gemma4_unified.VSPECS, synthetic_gemma4_unified.build_vision,
-           synthetic_gemma4_unified.verify_vision)]
+           synthetic_gemma4_unified.verify_vision),
+          (synthetic_gemma4_unified.ASPECS, synthetic_gemma4_unified.build_audio,
+           synthetic_gemma4_unified.verify_audio)]
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")

@@ -28,6 +28,7 @@
 
 #include "base/json.h"
 #include "models/family.h"
+#include "models/audio_gemma4.h"
 #include "models/gemma4_text.h"
 #include "models/vision_gemma4.h"
 
@@ -57,10 +58,12 @@ static int gemma4_load(iv_model *m, iv_err *err)
 {
     const int unified = !strncmp(m->cfg.model_type, "gemma4_unified", 14);
     const cJSON *audio = iv_json_get(m->cfg.root, "audio_config");
-    if (audio && !cJSON_IsNull(audio))
-        return iv_errf(err, IV_E_UNSUPPORTED, "config.json declares an audio %s (audio_config), which is not "
+    /* Gemma4's conformer tower is EmbeddingGemma 2's alone; the unified
+     * model's raw-frame embedder is read below. */
+    if (audio && !cJSON_IsNull(audio) && !unified)
+        return iv_errf(err, IV_E_UNSUPPORTED, "config.json declares an audio tower (audio_config), which is not "
                                               "implemented for %s",
-                       unified ? "embedder (raw waveform frames)" : "tower", m->cfg.model_type);
+                       m->cfg.model_type);
     if (unified && refuse_unified_extras(m, err)) return -1;
     const iv_gemma4_text_desc d = {
         .archs = k_archs, .prefixes = k_prefixes, .encoder = 0, .ple_prefix = "", .ple_block = "",
@@ -71,8 +74,8 @@ static int gemma4_load(iv_model *m, iv_err *err)
     /* The text model types (gemma4_text, gemma4_unified_text) have no
      * towers and no placeholder ids. */
     if (strcmp(m->cfg.model_type, "gemma4") && strcmp(m->cfg.model_type, "gemma4_unified")) return 0;
-    if (iv_gemma4_placeholders_as_pad(m, err)) return -1;
-    return iv_gemma4_vision_load(m, &m->gemma4_vision, err);
+    if (iv_gemma4_placeholders_as_pad(m, err) || iv_gemma4_vision_load(m, &m->gemma4_vision, err)) return -1;
+    return unified ? iv_gemma4_audio_load(m, &m->audio, err) : 0;
 }
 
 static const char *const k_types[] = {"gemma4_text", "gemma4", "gemma4_unified_text", "gemma4_unified", NULL};
