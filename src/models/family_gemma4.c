@@ -14,12 +14,13 @@
  * Gemma4UnifiedForConditionalGeneration) is the same stack without per-layer
  * inputs or experts (transformers builds its Gemma2-style layers from
  * Gemma4's attention and MLP, layer_scalar included) and, instead of the
- * tower, the encoder-free vision embedder of vision_gemma4_unified.h.
+ * tower, the encoder-free vision embedder of vision_gemma4_unified.h, and
+ * a raw-waveform audio embedder (audio_gemma4.h, raw_frame).
  *
  * What this file adds: the names, the image tower when config.json has a
  * vision_config (models/vision_gemma4.h: tower, embedder, mixed forward,
- * the image token run hook), the audio tower it refuses (a checkpoint that
- * declares audio_config is rejected at load), and Gemma4Model's
+ * the image token run hook), Gemma4's audio tower it refuses (a gemma4
+ * checkpoint that declares audio_config is rejected at load), and Gemma4Model's
  * placeholder ids embedded as the pad token. There are no
  * task heads: transformers registers none for Gemma4 besides the LM head,
  * which a causal reranker reads through lm_score_head.h
