@@ -130,16 +130,7 @@ static void ufix_free(ufix *f)
 static void compare(ufix *f, const char *what, const float *got, int64_t ld, const iv_tensor *want, double min_cos,
                     double max_abs)
 {
-    if (!want) return;
-    const int64_t rows = want->shape[0], cols = want->shape[1];
-    float *g = calloc((size_t)(rows * cols) + 1, sizeof(float));
-    for (int64_t r = 0; r < rows; r++) memcpy(g + r * cols, got + r * ld, (size_t)cols * 4);
-    golden_compare(what, g, want->data, rows, cols, min_cos, max_abs);
-    for (int64_t r = 0; r < rows; r++) {
-        f->worst_cos = fmin(f->worst_cos, iv_test_cosine(g + r * cols, iv_f32(want) + r * cols, cols));
-        f->worst_abs = fmax(f->worst_abs, iv_test_max_abs_diff(g + r * cols, iv_f32(want) + r * cols, cols));
-    }
-    free(g);
+    golden_compare_rows(what, got, ld, want, min_cos, max_abs, &f->worst_cos, &f->worst_abs);
 }
 
 /* The embedder over clips [first, first + n) in one call. */

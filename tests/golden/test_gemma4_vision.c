@@ -136,18 +136,7 @@ static void gfix_free(gfix *f)
 static void compare(gfix *f, const char *what, const float *got, int64_t ld, const iv_tensor *want, double min_cos,
                     double max_abs)
 {
-    if (!want) return;
-    const int64_t rows = want->shape[0], cols = want->shape[1];
-    float *g = calloc((size_t)(rows * cols) + 1, sizeof(float));
-    for (int64_t r = 0; r < rows; r++) memcpy(g + r * cols, got + r * ld, (size_t)cols * 4);
-    golden_compare(what, g, want->data, rows, cols, min_cos, max_abs);
-    for (int64_t r = 0; r < rows; r++) {
-        const double c = iv_test_cosine(g + r * cols, iv_f32(want) + r * cols, cols);
-        const double d = iv_test_max_abs_diff(g + r * cols, iv_f32(want) + r * cols, cols);
-        if (c < f->worst_cos) f->worst_cos = c;
-        if (d > f->worst_abs) f->worst_abs = d;
-    }
-    free(g);
+    golden_compare_rows(what, got, ld, want, min_cos, max_abs, &f->worst_cos, &f->worst_abs);
 }
 
 /* The tower over images [first, first + n) packed in one call. */

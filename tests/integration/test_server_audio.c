@@ -175,15 +175,23 @@ static void check_media_cases(const srv *s, const char *dir, iv_weights *want)
     cJSON_Delete(doc);
 }
 
+/* dir's media_expected.safetensors, or NULL after a test failure. */
+static iv_weights *media_expected(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/media_expected.safetensors", dir);
+    iv_weights *w = NULL;
+    iv_err err = {0};
+    if (iv_weights_open_file(&w, path, &err)) iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    return w;
+}
+
 TEST(srv_audio_media_batch)
 {
     const char *dir = srv_fixture("embedding_gemma2_media");
     if (!dir) return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/media_expected.safetensors", dir);
-    iv_weights *want = NULL;
-    iv_err err = {0};
-    REQUIRE(iv_weights_open_file(&want, path, &err) == 0);
+    iv_weights *want = media_expected(dir);
+    REQUIRE(want);
     srv s;
     const char *args[] = {"--model-id", dir, NULL};
     REQUIRE(srv_start(&s, args) == 0);
@@ -325,11 +333,8 @@ TEST(srv_gemma4_unified_media)
 {
     const char *dir = srv_fixture("g4u_media");
     if (!dir) return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/media_expected.safetensors", dir);
-    iv_weights *want = NULL;
-    iv_err err = {0};
-    REQUIRE(iv_weights_open_file(&want, path, &err) == 0);
+    iv_weights *want = media_expected(dir);
+    REQUIRE(want);
     srv s;
     const char *args[] = {"--model-id", dir, NULL};
     REQUIRE(srv_start(&s, args) == 0);
