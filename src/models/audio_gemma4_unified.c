@@ -41,7 +41,8 @@ int iv_gemma4_unified_audio_load(iv_model *m, const cJSON *ac, iv_gemma4_audio *
     a->n_mels = a->out_dims = a->raw_frame;
     a->text_hidden = m->cfg.hidden_size;
     a->embed_eps = (float)iv_json_num(ac, "rms_norm_eps", 1e-6);
-    if (!(a->embed_eps > 0)) return iv_errf(err, IV_E_FORMAT, "config.json: audio_config.rms_norm_eps must be positive");
+    if (!(a->embed_eps > 0))
+        return iv_errf(err, IV_E_FORMAT, "config.json: audio_config.rms_norm_eps must be positive");
     const int64_t tok = iv_json_int(m->cfg.root, "audio_token_id", 258881);
     if (tok < 0 || tok > INT32_MAX) return iv_errf(err, IV_E_FORMAT, "config.json: audio_token_id out of range");
     a->audio_token_id = (int)tok;

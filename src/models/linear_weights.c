@@ -231,7 +231,8 @@ static int swap_gemma4_unified(walk *wk, iv_gemma4_unified_embedder *u, unsigned
         wk->vectors = 1;
         rc = swap(wk, &u->dense_b, -1, "vision patch projection bias", err) ||
              swap(wk, &u->pos_table, -1, "vision position embeddings", err) ||
-             swap_norm(wk, &u->ln1, -1, "vision patch_ln1", err) || swap_norm(wk, &u->ln2, -1, "vision patch_ln2", err) ||
+             swap_norm(wk, &u->ln1, -1, "vision patch_ln1", err) ||
+             swap_norm(wk, &u->ln2, -1, "vision patch_ln2", err) ||
              swap_norm(wk, &u->pos_norm, -1, "vision pos_norm", err);
         wk->vectors = 0;
     }

@@ -170,8 +170,10 @@ static int vision_geometry(const cJSON *vc, iv_gemma4_vision *v, int *inter, iv_
         iv_gemma4_vision_int(vc, "hidden_size", 768, big, &v->hidden, err) ||
         iv_gemma4_vision_int(vc, "num_attention_heads", 12, small, &v->n_heads, err) ||
         iv_gemma4_vision_int(vc, "num_key_value_heads", 12, small, &v->n_kv_heads, err) ||
-        iv_gemma4_vision_int(vc, "head_dim", 64, small, &v->head_dim, err) || iv_gemma4_vision_int(vc, "intermediate_size", 3072, big, inter, err) ||
-        iv_gemma4_vision_int(vc, "patch_size", 16, small, &v->patch, err) || iv_gemma4_vision_int(vc, "pooling_kernel_size", 3, small, &v->pool, err) ||
+        iv_gemma4_vision_int(vc, "head_dim", 64, small, &v->head_dim, err) ||
+        iv_gemma4_vision_int(vc, "intermediate_size", 3072, big, inter, err) ||
+        iv_gemma4_vision_int(vc, "patch_size", 16, small, &v->patch, err) ||
+        iv_gemma4_vision_int(vc, "pooling_kernel_size", 3, small, &v->pool, err) ||
         iv_gemma4_vision_int(vc, "position_embedding_size", 10240, big, &v->pos_size, err))
         return -1;
     if (v->n_heads % v->n_kv_heads)
