@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fixtures import (common, real_minilm, real_more, synthetic, synthetic_causal_rerank, synthetic_chat_rerank,  # noqa: E402
                       synthetic_colbert,
                       synthetic_deberta, synthetic_decoders, synthetic_enc, synthetic_enc2,
-                      synthetic_gemma4, synthetic_gemma4_vision, synthetic_mistral3_rerank, synthetic_pad_eos, synthetic_pixtral,
+                      synthetic_gemma4, synthetic_gemma4_unified, synthetic_gemma4_vision, synthetic_mistral3_rerank, synthetic_pad_eos, synthetic_pixtral,
                       synthetic_qwen35,
                       synthetic_qwen3vl_vision,
                       synthetic_st6, verify)
@@ -47,7 +47,12 @@ GROUPS = [(synthetic.SPECS, synthetic.build, verify.verify_synthetic),
           (synthetic_qwen35.SPECS, synthetic_qwen35.build, synthetic_qwen35.verify),
           (synthetic_pixtral.SPECS, synthetic_pixtral.build, synthetic_pixtral.verify),
           (synthetic_gemma4.SPECS, synthetic_gemma4.build, synthetic_gemma4.verify),
-          (synthetic_gemma4_vision.SPECS, synthetic_gemma4_vision.build, synthetic_gemma4_vision.verify)]
+          (synthetic_gemma4_vision.SPECS, synthetic_gemma4_vision.build, synthetic_gemma4_vision.verify),
+          (synthetic_gemma4_unified.TEXT_SPECS, synthetic_gemma4_unified.build_text, synthetic_gemma4_unified.verify_text),
+          (synthetic_gemma4_unified.VSPECS, synthetic_gemma4_unified.build_vision,
+           synthetic_gemma4_unified.verify_vision),
+          (synthetic_gemma4_unified.ASPECS, synthetic_gemma4_unified.build_audio,
+           synthetic_gemma4_unified.verify_audio)]
 
 MODELS_DIR = os.path.join("tests", "fixtures", "models")
 REAL_DIR = os.path.join("tests", "fixtures", "real")

@@ -94,8 +94,20 @@ int iv_audio_proc_load(iv_audio_proc *p, const char *dir, const iv_model *m, siz
         iv_gemma4_fe_config_default(&p->fe);
         return 0;
     }
-    int rc = iv_gemma4_fe_config_parse(&p->fe, obj, err);
-    if (!rc) rc = check_fe(p, obj, m->audio, err);
+    int rc;
+    if (m->audio->raw_frame) {
+        p->raw = 1;
+        iv_gemma4_fe_config_default(&p->fe);
+        rc = iv_unified_fe_config_parse(&p->frames, obj, err);
+        p->fe.sampling_rate = p->frames.sampling_rate;
+        if (!rc && p->frames.frame != m->audio->raw_frame)
+            rc = iv_errf(err, IV_E_UNSUPPORTED, "feature extractor: audio_samples_per_token %d disagrees with the "
+                                                "model's audio_embed_dim %d (config.json audio_config)",
+                         p->frames.frame, m->audio->raw_frame);
+    } else {
+        rc = iv_gemma4_fe_config_parse(&p->fe, obj, err);
+        if (!rc) rc = check_fe(p, obj, m->audio, err);
+    }
     cJSON_Delete(root);
     if (rc) iv_gemma4_fe_config_free(&p->fe);
     return rc;
@@ -126,7 +138,7 @@ static int grow(iv_audio_set *s)
 
 int64_t iv_audio_token_run(const iv_audio_proc *p, const iv_audio_input *clip, int32_t *out, int64_t *start)
 {
-    const int n = iv_gemma4_audio_num_tokens(clip->n_frames);
+    const int n = iv_gemma4_audio_tokens(p->model->audio, clip->n_frames);
     *start = 1;
     if (out) {
         out[0] = p->boa_id;
@@ -134,6 +146,28 @@ int64_t iv_audio_token_run(const iv_audio_proc *p, const iv_audio_input *clip, i
         out[1 + n] = p->eoa_id;
     }
     return (int64_t)n + 2;
+}
+
+/* Gemma4 unified: the decoded clip's raw frames, one soft token each. */
+static int add_frames(const iv_audio_proc *p, iv_audio_set *s, iv_audio *a, iv_err *err)
+{
+    const int k = s->n;
+    float *frames;
+    int n_frames;
+    const int64_t samples = a->n;
+    const int rc = iv_unified_frames(&p->frames, a->samples, a->n, &frames, &n_frames, err);
+    iv_audio_free(a);
+    if (rc) return iv_err_prefix(err, "audio %d: ", k);
+    if (n_frames <= 0)
+        return iv_errf(err, IV_E_INVALID, "audio %d is empty (%lld samples), so no audio token", k,
+                       (long long)samples);
+    s->features[k] = frames;
+    s->in[k] = (iv_audio_input){.features = frames, .n_frames = n_frames, .n_mels = p->frames.frame};
+    int64_t start;
+    s->run_len[k] = iv_audio_token_run(p, &s->in[k], NULL, &start);
+    s->run_start[k] = 0;
+    s->n++;
+    return 0;
 }
 
 int iv_audio_set_add(const iv_audio_proc *p, iv_audio_set *s, const char *src, size_t n, iv_err *err)
@@ -145,6 +179,7 @@ int iv_audio_set_add(const iv_audio_proc *p, iv_audio_set *s, const char *src, s
     iv_audio a;
     if (iv_audio_load_source(src, n, p->fe.sampling_rate, &p->limits, &a, err))
         return iv_err_prefix(err, "audio %d: ", k);
+    if (p->raw) return add_frames(p, s, &a, err);
     iv_gemma4_features f;
     const int rc = iv_gemma4_features_compute(&p->fe, a.samples, a.n, &f, err);
     const int64_t samples = a.n;

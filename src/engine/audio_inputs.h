@@ -3,7 +3,8 @@
  * engine/image_inputs.h:
  *
  *   source string (data URL / base64) -> decode, downmix, resample
- *   (src/audio/) -> the checkpoint's feature extractor (Gemma4 log-mel) ->
+ *   (src/audio/) -> the checkpoint's feature extractor (Gemma4 log-mel, or
+ *   Gemma4 unified's raw frames) ->
  *   an iv_audio_input with owned features
  *
  * and, once the chat template has rendered one placeholder token (the
@@ -17,6 +18,7 @@
 
 #include "audio/audio.h"
 #include "audio/gemma4_features.h"
+#include "audio/gemma4_unified_frames.h"
 #include "base/err.h"
 #include "models/audio_gemma4.h"
 
@@ -24,6 +26,11 @@
 typedef struct iv_audio_proc {
     const iv_model *model;   /* NULL: the model takes no audio */
     iv_gemma4_fe_config fe;  /* the feature extractor (EmbeddingGemma2Processor's Gemma4AudioFeatureExtractor) */
+    /* Gemma4 unified (the model's audio raw_frame set): raw frames instead
+     * of log-mel features (Gemma4UnifiedAudioFeatureExtractor); fe then
+     * only carries the sampling rate clips are resampled to. */
+    int raw;
+    iv_unified_fe_config frames;
     iv_audio_limits limits;  /* decoding bounds (bytes, seconds) */
     /* The run a clip becomes: boa_id, N x audio_id, eoa_id; the chat template
      * writes audio_id once per clip as its placeholder. */

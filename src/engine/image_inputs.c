@@ -44,6 +44,10 @@ static int gemma4_proc_load(iv_image_proc *p, const char *dir, const iv_model *m
     }
     if (iv_gemma4_image_config_load(&p->g4, dir, err)) return iv_err_prefix(err, "image processor: ");
     const iv_gemma4_vision *v = m->gemma4_vision;
+    if (p->g4.merged != v->merged)
+        return iv_errf(err, IV_E_UNSUPPORTED, "image processor: %s cannot feed %s",
+                       p->g4.merged ? "Gemma4UnifiedImageProcessor" : "Gemma4ImageProcessor",
+                       v->merged ? "the Gemma4 unified vision embedder" : "the Gemma4 vision tower");
     if (p->g4.patch_size != v->patch || p->g4.pooling_kernel_size != v->pool)
         return iv_errf(err, IV_E_UNSUPPORTED,
                        "image processor: patch_size %d and pooling_kernel_size %d disagree with the vision tower's "
@@ -133,7 +137,9 @@ static int gemma4_input(const iv_image_proc *p, const iv_image *img, iv_image_in
 {
     iv_gemma4_pixels px;
     if (iv_gemma4_preprocess(&p->g4, img, &px, err)) return -1;
-    const size_t n = (size_t)px.grid_h * px.grid_w * 3 * p->g4.patch_size * p->g4.patch_size;
+    /* The grid counts pixel_values rows: patches, or the unified processor's k x k blocks. */
+    const int side = iv_gemma4_row_side(&p->g4), gh = px.height / side, gw = px.width / side;
+    const size_t n = (size_t)gh * gw * 3 * side * side;
     float *patches = malloc(n * sizeof *patches);
     if (!patches) {
         iv_gemma4_pixels_free(&px);
@@ -141,7 +147,7 @@ static int gemma4_input(const iv_image_proc *p, const iv_image *img, iv_image_in
     }
     iv_gemma4_patchify(&p->g4, &px, patches);
     *pixels = patches;
-    *in = (iv_image_input){.pixel_values = patches, .grid_t = 1, .grid_h = px.grid_h, .grid_w = px.grid_w};
+    *in = (iv_image_input){.pixel_values = patches, .grid_t = 1, .grid_h = gh, .grid_w = gw};
     iv_gemma4_pixels_free(&px);
     return 0;
 }

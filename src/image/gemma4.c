@@ -52,6 +52,14 @@ static int is_ignored(const char *k)
     return 0;
 }
 
+/* 1 when type names one of the Gemma4 image processors; *merged 1 for the
+ * unified one (exactly its name: it has no PIL or Fast variant). */
+static int processor_type(const char *type, int *merged)
+{
+    *merged = !strcmp(type, "Gemma4UnifiedImageProcessor");
+    return *merged || !strncmp(type, "Gemma4ImageProcessor", 20);
+}
+
 static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err)
 {
     if (!cJSON_IsObject(root)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: not a JSON object");
@@ -109,7 +117,7 @@ static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err
         }
     }
     const cJSON *t = iv_json_get(root, "image_processor_type");
-    if (t && (!cJSON_IsString(t) || strncmp(t->valuestring, "Gemma4ImageProcessor", 20)))
+    if (t && (!cJSON_IsString(t) || !processor_type(t->valuestring, &cfg->merged)))
         return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: image_processor_type %s is not the Gemma4 "
                                               "image processor",
                        cJSON_IsString(t) ? t->valuestring : "(not a string)");
@@ -163,7 +171,8 @@ int iv_gemma4_processor_named(const char *dir)
     if (!pre) iv_path_join(path, sizeof path, dir, "processor_config.json");
     if (iv_file_exists(path) && iv_json_load_file(path, 1 << 20, &root, &err) == 0) {
         const cJSON *obj = pre ? root : iv_json_get(root, "image_processor");
-        named = !strncmp(iv_json_str(obj, "image_processor_type", ""), "Gemma4ImageProcessor", 20);
+        int merged;
+        named = processor_type(iv_json_str(obj, "image_processor_type", ""), &merged);
     }
     cJSON_Delete(root);
     return named;
@@ -245,13 +254,21 @@ void iv_gemma4_pixels_free(iv_gemma4_pixels *p)
     memset(p, 0, sizeof *p);
 }
 
+int iv_gemma4_row_side(const iv_gemma4_image_config *cfg)
+{
+    return cfg->patch_size * (cfg->merged ? cfg->pooling_kernel_size : 1);
+}
+
+/* patches_merge's order, (kernel row, kernel column, patch row in the
+ * kernel, pixel row, patch column, pixel column, channel), is the k p block
+ * read row by row: the same loop over squares of side k p. */
 void iv_gemma4_patchify(const iv_gemma4_image_config *cfg, const iv_gemma4_pixels *px, float *out)
 {
-    const int P = cfg->patch_size;
+    const int P = iv_gemma4_row_side(cfg);
     const size_t W = (size_t)px->width, plane = W * (size_t)px->height;
     float *o = out;
-    for (int gy = 0; gy < px->grid_h; gy++)
-        for (int gx = 0; gx < px->grid_w; gx++)
+    for (int gy = 0; gy < px->height / P; gy++)
+        for (int gx = 0; gx < px->width / P; gx++)
             for (int py = 0; py < P; py++)
                 for (int qx = 0; qx < P; qx++) {
                     const size_t at = ((size_t)gy * P + py) * W + (size_t)gx * P + qx;

@@ -22,6 +22,13 @@
  *      rows with position -1, which the model drops again, so one image
  *      needs no padding here.
  *
+ * Gemma4 unified (transformers' Gemma4UnifiedImageProcessor, named in the
+ * file): steps 1-3 are the same (its resize is torchvision's antialiased
+ * bicubic on uint8, PIL's algorithm: within 1/255 of ours, equal where the
+ * image keeps its size), then patches_merge groups each k x k block of
+ * patches into one row: rows are whole (k p)^2 * 3 model patches in raster
+ * order, each (row, column, channel) of the block, one soft token each.
+ *
  * Each image becomes grid_h * grid_w / k^2 soft tokens; in the text, the
  * image placeholder is replaced by <boi>, that many image tokens, <eoi>
  * (Gemma4Processor.replace_image_token; iv_gemma4_image_token_run). */
@@ -42,6 +49,7 @@ typedef struct iv_gemma4_image_config {
     int resample; /* PIL's enum: 3 bicubic (default), 2 bilinear */
     double rescale_factor;
     double image_mean[3], image_std[3];
+    int merged; /* Gemma4UnifiedImageProcessor: each row one k x k block (patches_merge) */
 } iv_gemma4_image_config;
 
 /* Gemma4ImageProcessorPil's class defaults. */
@@ -53,7 +61,8 @@ int iv_gemma4_image_config_parse(iv_gemma4_image_config *cfg, const char *json, 
  * (else processor_config.json's "image_processor" object). */
 int iv_gemma4_image_config_load(iv_gemma4_image_config *cfg, const char *dir, iv_err *err);
 /* 1 when dir's preprocessor_config.json (else processor_config.json's
- * "image_processor") names Gemma4ImageProcessor (or ...Pil / ...Fast). */
+ * "image_processor") names Gemma4ImageProcessor (or ...Pil / ...Fast) or
+ * Gemma4UnifiedImageProcessor. */
 int iv_gemma4_processor_named(const char *dir);
 
 /* The resized height and width (multiples of patch_size *
@@ -74,9 +83,13 @@ int iv_gemma4_preprocess(const iv_gemma4_image_config *cfg, const iv_image *img,
                          iv_err *err);
 void iv_gemma4_pixels_free(iv_gemma4_pixels *p);
 
-/* The processor's pixel_values rows for this image (unpadded):
- * [grid_h * grid_w, p * p * 3], raster patch order, each row (row, column,
- * channel). out: caller's. */
+/* The side in pixels of the square each pixel_values row covers: p, or
+ * k p for the unified processor. */
+int iv_gemma4_row_side(const iv_gemma4_image_config *cfg);
+
+/* The processor's pixel_values rows for this image (unpadded): [rows_h *
+ * rows_w, s * s * 3] with s = iv_gemma4_row_side and rows_h = height / s,
+ * raster order, each row (row, column, channel). out: caller's. */
 void iv_gemma4_patchify(const iv_gemma4_image_config *cfg, const iv_gemma4_pixels *px, float *out);
 
 /* The run one image placeholder becomes: boi_id, n_soft image_id, eoi_id.

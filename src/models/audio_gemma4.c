@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio/gemma4_features.h" /* iv_gemma4_audio_num_tokens */
 #include "base/json.h"
 #include "models/loader.h"
 
@@ -191,6 +192,7 @@ int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err)
     const cJSON *ac = iv_json_get(m->cfg.root, "audio_config");
     if (!ac || cJSON_IsNull(ac)) return 0;
     if (!cJSON_IsObject(ac)) return iv_errf(err, IV_E_FORMAT, "config.json: audio_config must be an object");
+    if (!strcmp(m->cfg.model_type, "gemma4_unified")) return iv_gemma4_unified_audio_load(m, ac, out, err);
     const char *mt = iv_json_str(ac, "model_type", "gemma4_audio");
     if (strcmp(mt, "gemma4_audio"))
         return iv_errf(err, IV_E_UNSUPPORTED, "audio_config.model_type \"%s\" is not supported (gemma4_audio only)", mt);
@@ -308,6 +310,10 @@ static int prep_ffw(const iv_ops *ops, iv_g4a_ffw *F, iv_err *err)
 
 int iv_gemma4_audio_to_device(iv_gemma4_audio *a, const iv_ops *ops, iv_err *err)
 {
+    if (a->raw_frame) { /* the embedder alone: ops every table has */
+        if (ops->host_visible || prep(ops, &a->embed_w, err) == 0) return 0;
+        return iv_err_prefix(err, "audio embedder: ");
+    }
     if (ops->host_visible || !iv_gemma4_audio_table_ok(ops)) return 0; /* the forward refuses the latter */
     if (prep(ops, &a->conv0_w, err) || prep(ops, &a->norm0_w, err) || prep(ops, &a->conv1_w, err) ||
         prep(ops, &a->norm1_w, err) || prep(ops, &a->proj_w, err) || prep(ops, &a->out_w, err) ||
@@ -378,6 +384,7 @@ int iv_gemma4_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const i
                             const iv_fwd_mem *mem, iv_view *tokens, iv_audio_tap_fn tap, void *tap_ctx, iv_err *err)
 {
     const iv_ops *ops = m->ops;
+    if (a->raw_frame) return iv_gemma4_unified_audio_forward(m, a, clips, n, mem, tokens, err);
     /* Tables without the tower's ops (a device table may lack them) kept its weights on the
      * host (iv_gemma4_audio_to_device): refuse by name. */
     if (!iv_gemma4_audio_table_ok(ops))
@@ -529,6 +536,11 @@ int iv_gemma4_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const i
 
 /* ---- the mixed forward ---- */
 
+int iv_gemma4_audio_tokens(const iv_gemma4_audio *a, int n_frames)
+{
+    return a->raw_frame ? n_frames : iv_gemma4_audio_num_tokens(n_frames);
+}
+
 int iv_gemma4_audio_inject(const iv_model *m, const iv_batch *b, const iv_seq_audios *audios, const iv_fwd_mem *mem,
                            iv_visual_inject *vi, iv_err *err)
 {
@@ -553,7 +565,7 @@ int iv_gemma4_audio_inject(const iv_model *m, const iv_batch *b, const iv_seq_au
         for (int t = 0; t < L; t++) placeholders += ids[t] == a->audio_token_id;
         for (int i = 0; i < (audios[s].n > 0 ? audios[s].n : 0); i++) {
             const iv_audio_input *c = &audios[s].clips[i];
-            const int l1 = c->n_frames > 0 ? (c->n_frames + 1) / 2 : 0, N = (l1 + 1) / 2;
+            const int N = c->n_frames > 0 ? iv_gemma4_audio_tokens(a, c->n_frames) : 0;
             if (N <= 0) return iv_errf(err, IV_E_INVALID, "sequence %d, audio clip %d is too short (no frames)", s, i);
             if (c->token_offset < prev_end || c->token_offset > L - N)
                 return iv_errf(err, IV_E_INVALID,

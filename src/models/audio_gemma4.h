@@ -64,6 +64,10 @@ typedef struct iv_gemma4_audio {
     int audio_token_id; /* config.json's audio_token_id: the placeholder soft tokens replace */
     float embed_eps;
     const iv_tensor *embed_w; /* [text_hidden, out_dims] */
+    /* Gemma4 unified (audio_gemma4_unified.c): no tower; each soft token is
+     * one frame of raw_frame samples (the features' width, n_mels and
+     * out_dims alike) through embed_audio alone. 0: the tower above. */
+    int raw_frame;
 } iv_gemma4_audio;
 
 /* Reads audio_config and the tower's tensors ("audio_tower." and
@@ -72,6 +76,18 @@ typedef struct iv_gemma4_audio {
  * export). Switches not implemented are IV_E_UNSUPPORTED naming the
  * field. */
 int iv_gemma4_audio_load(iv_model *m, iv_gemma4_audio **out, iv_err *err);
+
+/* Gemma4 unified's audio_config (model_type gemma4_unified_audio) and its
+ * embed_audio.embedding_projection; *out NULL when the checkpoint has no
+ * such tensor (a text-only export). Called by iv_gemma4_audio_load. */
+int iv_gemma4_unified_audio_load(iv_model *m, const cJSON *ac, iv_gemma4_audio **out, iv_err *err);
+/* Its forward: RMSNorm without weight, embedding_projection, per frame. */
+int iv_gemma4_unified_audio_forward(const iv_model *m, const iv_gemma4_audio *a, const iv_audio_input *clips, int n,
+                                    const iv_fwd_mem *mem, iv_view *tokens, iv_err *err);
+
+/* Soft tokens of a clip of n_frames feature rows: the tower's subsampled
+ * count (iv_gemma4_audio_num_tokens), or one per frame (raw_frame). */
+int iv_gemma4_audio_tokens(const iv_gemma4_audio *a, int n_frames);
 
 /* Whether a table has every op the tower runs (CUDA has not yet). */
 int iv_gemma4_audio_table_ok(const iv_ops *ops);

@@ -6,6 +6,7 @@
 
 #include "models/loader.h"
 #include "models/vision_gemma4.h"
+#include "models/vision_gemma4_unified.h"
 #include "models/vision_pixtral.h"
 #include "models/vision_qwen3vl.h"
 #include "tensor/safetensors.h"
@@ -220,6 +221,24 @@ static int swap_pixtral(walk *wk, iv_pixtral_vision *v, unsigned kinds, iv_err *
     return rc;
 }
 
+/* Gemma4 unified's encoder-free embedder: the patch projection with the
+ * layer matmuls, its bias, LayerNorms and position table with the vectors. */
+static int swap_gemma4_unified(walk *wk, iv_gemma4_unified_embedder *u, unsigned kinds, iv_err *err)
+{
+    int rc = 0;
+    if (kinds & IV_LW_LAYER_MATMULS) rc = swap(wk, &u->dense_w, -1, "vision patch projection", err);
+    if ((kinds & IV_LW_VECTORS) && !rc) {
+        wk->vectors = 1;
+        rc = swap(wk, &u->dense_b, -1, "vision patch projection bias", err) ||
+             swap(wk, &u->pos_table, -1, "vision position embeddings", err) ||
+             swap_norm(wk, &u->ln1, -1, "vision patch_ln1", err) ||
+             swap_norm(wk, &u->ln2, -1, "vision patch_ln2", err) ||
+             swap_norm(wk, &u->pos_norm, -1, "vision pos_norm", err);
+        wk->vectors = 0;
+    }
+    return rc;
+}
+
 /* Gemma4's vision tower and embedder, as Qwen3-VL's: linears with the layer
  * matmuls, norms and the position tables with the vectors. */
 static int swap_gemma4_vision(walk *wk, iv_gemma4_vision *v, unsigned kinds, iv_err *err)
@@ -245,7 +264,7 @@ static int swap_gemma4_vision(walk *wk, iv_gemma4_vision *v, unsigned kinds, iv_
         rc = swap(wk, &v->pos_table, -1, "vision position embeddings", err);
         wk->vectors = 0;
     }
-    return rc;
+    return rc || !v->unified ? rc : swap_gemma4_unified(wk, v->unified, kinds, err);
 }
 
 int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weight_fn fn, void *ctx, iv_err *err)

@@ -12,6 +12,7 @@
 #include "image/gemma4.h" /* iv_gemma4_image_token_run */
 #include "models/loader.h"
 #include "models/rope.h"
+#include "models/vision_gemma4_unified.h"
 #include "tensor/safetensors.h"
 
 /* Gemma4ForConditionalGeneration saves model.vision_tower. / model.embed_vision.;
@@ -27,7 +28,7 @@ static const char *pname(char *buf, size_t cap, const char *pre, const char *nam
 
 /* ---------------------------------------------------------------- loading */
 
-static int vint(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err)
+int iv_gemma4_vision_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err)
 {
     const cJSON *it = iv_json_get(vc, key);
     if (it && !iv_json_is_integer(it))
@@ -165,13 +166,15 @@ static int load_layer(iv_model *m, const char *pre, int l, const iv_gemma4_visio
 static int vision_geometry(const cJSON *vc, iv_gemma4_vision *v, int *inter, iv_err *err)
 {
     const int64_t big = 1 << 20, small = 1 << 10;
-    if (vint(vc, "num_hidden_layers", 16, small, &v->depth, err) ||
-        vint(vc, "hidden_size", 768, big, &v->hidden, err) ||
-        vint(vc, "num_attention_heads", 12, small, &v->n_heads, err) ||
-        vint(vc, "num_key_value_heads", 12, small, &v->n_kv_heads, err) ||
-        vint(vc, "head_dim", 64, small, &v->head_dim, err) || vint(vc, "intermediate_size", 3072, big, inter, err) ||
-        vint(vc, "patch_size", 16, small, &v->patch, err) || vint(vc, "pooling_kernel_size", 3, small, &v->pool, err) ||
-        vint(vc, "position_embedding_size", 10240, big, &v->pos_size, err))
+    if (iv_gemma4_vision_int(vc, "num_hidden_layers", 16, small, &v->depth, err) ||
+        iv_gemma4_vision_int(vc, "hidden_size", 768, big, &v->hidden, err) ||
+        iv_gemma4_vision_int(vc, "num_attention_heads", 12, small, &v->n_heads, err) ||
+        iv_gemma4_vision_int(vc, "num_key_value_heads", 12, small, &v->n_kv_heads, err) ||
+        iv_gemma4_vision_int(vc, "head_dim", 64, small, &v->head_dim, err) ||
+        iv_gemma4_vision_int(vc, "intermediate_size", 3072, big, inter, err) ||
+        iv_gemma4_vision_int(vc, "patch_size", 16, small, &v->patch, err) ||
+        iv_gemma4_vision_int(vc, "pooling_kernel_size", 3, small, &v->pool, err) ||
+        iv_gemma4_vision_int(vc, "position_embedding_size", 10240, big, &v->pos_size, err))
         return -1;
     if (v->n_heads % v->n_kv_heads)
         return iv_errf(err, IV_E_FORMAT, "vision num_attention_heads %d is not a multiple of num_key_value_heads %d",
@@ -180,12 +183,30 @@ static int vision_geometry(const cJSON *vc, iv_gemma4_vision *v, int *inter, iv_
     return 0;
 }
 
+/* What both image paths set on the model: the run ids and the hook. */
+static void set_image_run(iv_model *m, iv_gemma4_vision *v)
+{
+    v->boi_id = (int)iv_json_int(m->cfg.root, "boi_token_id", 255999);
+    v->eoi_id = (int)iv_json_int(m->cfg.root, "eoi_token_id", 258882);
+    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", 258880);
+    m->image_placeholder_id = m->image_token_id;
+    m->image_token_run = iv_gemma4_model_token_run;
+}
+
 int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
 {
     *out = NULL;
     const cJSON *vc = iv_json_get(m->cfg.root, "vision_config");
     if (!vc || cJSON_IsNull(vc)) return 0;
     if (!cJSON_IsObject(vc)) return iv_errf(err, IV_E_FORMAT, "config.json: vision_config must be an object");
+    if (!strcmp(m->cfg.model_type, "gemma4_unified")) {
+        iv_gemma4_vision *v = iv_model_alloc(m, sizeof *v);
+        if (!v) return iv_errf(err, IV_E_NOMEM, "out of memory");
+        if (iv_gemma4_unified_vision_load(m, vc, v, err)) return -1;
+        set_image_run(m, v);
+        *out = v;
+        return 0;
+    }
     iv_gemma4_vision *v = iv_model_alloc(m, sizeof *v);
     if (!v) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int inter = 0;
@@ -203,8 +224,6 @@ int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
     v->embed_eps = eps;
     v->root_hidden = (float)sqrt((double)v->hidden);
     v->out_hidden = m->block.hidden;
-    v->boi_id = (int)iv_json_int(m->cfg.root, "boi_token_id", 255999);
-    v->eoi_id = (int)iv_json_int(m->cfg.root, "eoi_token_id", 258882);
     const cJSON *tc = iv_json_get(m->cfg.root, "text_config");
     v->bidirectional_vision = !strcmp(iv_json_str(tc ? tc : m->cfg.root, "use_bidirectional_attention", ""), "vision");
 
@@ -238,9 +257,7 @@ int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
     if (iv_ld_top(m, pname(name, sizeof name, pre, "embed_vision.embedding_projection.weight"), v->out_hidden,
                   v->hidden, &v->proj_w, err))
         return -1;
-    m->image_token_id = (int)iv_json_int(m->cfg.root, "image_token_id", 258880);
-    m->image_placeholder_id = m->image_token_id;
-    m->image_token_run = iv_gemma4_model_token_run;
+    set_image_run(m, v);
     *out = v;
     return 0;
 }
@@ -249,7 +266,8 @@ int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err)
 
 int64_t iv_gemma4_image_tokens(const iv_gemma4_vision *v, const iv_image_input *img)
 {
-    return (int64_t)(img->grid_h / v->pool) * (img->grid_w / v->pool);
+    const int k = v->merged ? 1 : v->pool;
+    return (int64_t)(img->grid_h / k) * (img->grid_w / k);
 }
 
 int64_t iv_gemma4_model_token_run(const iv_model *m, const iv_image_input *img, int32_t *out,
@@ -263,11 +281,12 @@ int64_t iv_gemma4_model_token_run(const iv_model *m, const iv_image_input *img, 
 
 static int check_image(const iv_gemma4_vision *v, const iv_image_input *im, iv_err *err)
 {
-    if (im->grid_t != 1 || im->grid_h <= 0 || im->grid_w <= 0 || im->grid_h % v->pool || im->grid_w % v->pool)
+    const int k = v->merged ? 1 : v->pool; /* unified rows are merged already */
+    if (im->grid_t != 1 || im->grid_h <= 0 || im->grid_w <= 0 || im->grid_h % k || im->grid_w % k)
         return iv_errf(err, IV_E_INVALID,
                        "grid (%d, %d, %d) must be one frame of positive height and width, multiples of the pooling "
                        "kernel %d",
-                       im->grid_t, im->grid_h, im->grid_w, v->pool);
+                       im->grid_t, im->grid_h, im->grid_w, k);
     if (im->grid_h > v->pos_size || im->grid_w > v->pos_size)
         return iv_errf(err, IV_E_INVALID, "grid %d x %d is past the %d positions of the position table", im->grid_h,
                        im->grid_w, v->pos_size);
@@ -330,6 +349,7 @@ int iv_gemma4_vision_forward(const iv_model *m, const iv_image_input *imgs, int 
     if (n <= 0) return iv_errf(err, IV_E_INVALID, "no images");
     int64_t N;
     if (check_images(v, imgs, n, &N, err)) return -1;
+    if (v->merged) return iv_gemma4_unified_embed(m, imgs, n, N, mem, states, features, err);
     const int64_t H = v->hidden, S = N / ((int64_t)v->pool * v->pool);
     int32_t *ids = iv_arena_alloc(mem->host, (size_t)N * 2 * sizeof(int32_t));
     int32_t *pos = iv_arena_alloc(mem->host, (size_t)N * 2 * sizeof(int32_t));
@@ -415,58 +435,120 @@ static int check_runs(const iv_model *m, const iv_batch *b, int s, const iv_seq_
     return 0;
 }
 
-/* use_bidirectional_attention "vision" (create_masks_for_vision_model):
- * sliding layers let token i see j when j > i - W and (j <= i or i and j
- * lie in the same run of image tokens); full layers stay causal. The
- * attention op runs without its causal flag: sliding layers keep their left
- * window and lose any right bound, full layers get a right window of 0
- * (causal), and a bias per sequence masks j > i outside image runs
- * (-1e30: the softmax weight is exactly 0, as transformers' min-float
+/* Each token's run of image tokens within its sequence (0, 1, ...), or -1. */
+static void image_runs(const iv_model *m, const iv_batch *b, int32_t *blk)
+{
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int32_t *ids = b->ids + b->cu_seqlens[s];
+        int32_t *out = blk + b->cu_seqlens[s];
+        for (int t = 0, g = -1; t < iv_batch_seqlen(b, s); t++) {
+            const int img = ids[t] == m->image_token_id;
+            if (img && (t == 0 || ids[t - 1] != m->image_token_id)) g++;
+            out[t] = img ? g : -1;
+        }
+    }
+}
+
+/* Per sequence [H, L, L] at off[s]: 0 where i may see j (j <= i, and i - j
+ * <= window_left when window_left >= 0; or i, j in the same image run),
+ * else -1e30 (the softmax weight is exactly 0, as transformers' min-float
  * mask). */
+static void fill_mask(const iv_batch *b, const int32_t *blk, int H, int window_left, const int64_t *off, float *bias)
+{
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int L = iv_batch_seqlen(b, s);
+        const int32_t *g = blk + b->cu_seqlens[s];
+        float *row = bias + off[s];
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < L; j++) {
+                const int near = j <= i && (window_left < 0 || i - j <= window_left);
+                row[(int64_t)i * L + j] = near || (g[i] >= 0 && g[i] == g[j]) ? 0.0f : -1e30f;
+            }
+        for (int h = 1; h < H; h++) memcpy(row + (int64_t)h * L * L, row, (size_t)L * L * sizeof(float));
+    }
+}
+
+/* Gemma4 unified's sliding layers: their own mask, built once per batch
+ * on the host (fill_mask with the window) and uploaded into the layer's
+ * dynamic bias blocks. The static bias (causal OR image run) the block adds
+ * on top changes nothing: it allows a superset. */
+typedef struct window_mask {
+    const float *bias;   /* host, at off[s] per sequence */
+    const int64_t *off;  /* host */
+    int window_left;     /* the sliding layers' (one table serves them all) */
+} window_mask;
+
+static int copy_window_mask(const iv_ops *ops, const void *ctx, const iv_dyn_bias_args *a)
+{
+    const window_mask *w = ctx;
+    for (int s = a->seq_begin; s < a->seq_end; s++) {
+        const int64_t n = a->offsets[s - a->seq_begin + 1] - a->offsets[s - a->seq_begin];
+        ops->upload(ops, a->bias + a->offsets[s - a->seq_begin], w->bias + w->off[s], (size_t)n * sizeof(float));
+    }
+    return 0;
+}
+
+/* use_bidirectional_attention "vision": image tokens also see their whole
+ * run of image tokens. How that combines with each layer's own mask is the
+ * reference's:
+ *  - Gemma4 (create_masks_for_vision_model): sliding layers j > i - W AND
+ *    (j <= i OR same run); full layers causal. The attention op runs
+ *    without its causal flag: sliding layers keep their left window and
+ *    lose any right bound, full layers get a right window of 0, and a bias
+ *    per sequence masks j > i outside image runs.
+ *  - Gemma4 unified (create_masks_for_generate with block_sequence_ids):
+ *    every layer's mask OR same run: full layers (j <= i) OR same run, the
+ *    static bias with no window; sliding layers (j <= i AND i - j < W) OR
+ *    same run, which a window cannot express: their own bias
+ *    (window_mask) and no window. */
 static int vision_masks(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_visual_inject *vi,
                         iv_err *err)
 {
-    const int H = m->block.n_heads;
-    int64_t *off = iv_arena_alloc(mem->host, (size_t)b->n_seqs * sizeof(int64_t));
-    if (!off) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    const int H = m->block.n_heads, merged = m->gemma4_vision->merged;
+    int64_t *off = iv_arena_alloc(mem->host, (size_t)(b->n_seqs + 1) * sizeof(int64_t));
+    int32_t *blk = iv_arena_alloc(mem->host, (size_t)(b->n_tokens > 0 ? b->n_tokens : 1) * sizeof(int32_t));
+    if (!off || !blk) return iv_errf(err, IV_E_NOMEM, "out of memory");
     int64_t total = 0;
-    int longest = 1;
     for (int s = 0; s < b->n_seqs; s++) {
         const int64_t L = iv_batch_seqlen(b, s);
         off[s] = total;
         total += (int64_t)H * L * L;
-        if (L > longest) longest = (int)L;
     }
-    int32_t *blk = iv_arena_alloc(mem->host, (size_t)longest * sizeof(int32_t));
-    if (!blk) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    if (total > ((int64_t)1 << 27))
+    off[b->n_seqs] = total;
+    if (total > ((int64_t)1 << 27) >> merged)
         return iv_errf(err, IV_E_TOO_LARGE, "the image attention mask of this batch would take %lld floats (over "
-                                            "2^27): send fewer or shorter inputs per batch",
-                       (long long)total);
+                                            "2^%d): send fewer or shorter inputs per batch",
+                       (long long)total, 27 - merged);
     float *bias = iv_arena_alloc(mem->host, (size_t)(total > 0 ? total : 1) * sizeof(float));
     iv_layer *layers = iv_arena_alloc(mem->host, (size_t)m->n_layers * sizeof *layers);
     iv_block_spec *spec = iv_arena_alloc(mem->host, sizeof *spec);
     if (!bias || !layers || !spec) return iv_errf(err, IV_E_NOMEM, "out of memory for the image attention mask");
-    for (int s = 0; s < b->n_seqs; s++) {
-        const int L = iv_batch_seqlen(b, s);
-        const int32_t *ids = b->ids + b->cu_seqlens[s];
-        for (int t = 0, g = -1; t < L; t++) {
-            const int img = ids[t] == m->image_token_id;
-            if (img && (t == 0 || ids[t - 1] != m->image_token_id)) g++;
-            blk[t] = img ? g : -1;
-        }
-        float *row = bias + off[s];
-        for (int i = 0; i < L; i++)
-            for (int j = 0; j < L; j++)
-                row[(int64_t)i * L + j] = j <= i || (blk[i] >= 0 && blk[i] == blk[j]) ? 0.0f : -1e30f;
-        for (int h = 1; h < H; h++) memcpy(row + (int64_t)h * L * L, row, (size_t)L * L * sizeof(float));
-    }
+    image_runs(m, b, blk);
+    fill_mask(b, blk, H, -1, off, bias);
     *spec = m->block;
     spec->causal = 0;
+    window_mask *wm = NULL;
     for (int l = 0; l < m->n_layers; l++) {
-        layers[l] = m->layers[l];
-        if (layers[l].window_left >= 0) layers[l].window_right = -1; /* sliding */
-        else layers[l].window_right = 0;                                 /* full: causal */
+        iv_layer *L = &layers[l];
+        *L = m->layers[l];
+        if (!merged) {
+            L->window_right = L->window_left >= 0 ? -1 : 0; /* sliding: no right bound; full: causal */
+            continue;
+        }
+        if (L->window_left >= 0) {
+            if (wm && L->window_left != wm->window_left)
+                return iv_errf(err, IV_E_UNSUPPORTED, "sliding layers of different windows with images");
+            if (!wm) {
+                wm = iv_arena_alloc(mem->host, sizeof *wm);
+                float *wb = iv_arena_alloc(mem->host, (size_t)(total > 0 ? total : 1) * sizeof(float));
+                if (!wm || !wb) return iv_errf(err, IV_E_NOMEM, "out of memory for the image attention mask");
+                fill_mask(b, blk, H, L->window_left, off, wb);
+                *wm = (window_mask){.bias = wb, .off = off, .window_left = L->window_left};
+            }
+            L->dyn_bias = copy_window_mask;
+            L->dyn_bias_ctx = wm;
+        }
+        L->window_left = L->window_right = -1;
     }
     vi->spec = spec;
     vi->layers = layers;

@@ -60,6 +60,11 @@ typedef struct iv_gemma4_vision {
     const iv_tensor *proj_w;    /* [text hidden, Hv] */
     int boi_id, eoi_id;         /* config.json boi_token_id / eoi_token_id */
     int bidirectional_vision;   /* text_config.use_bidirectional_attention == "vision" */
+    /* Gemma4 unified (vision_gemma4_unified.h): no tower; image rows are
+     * whole model patches (pool x pool patches merged by the processor),
+     * one soft token each, and pos_size is mm_posemb_size. */
+    int merged;
+    struct iv_gemma4_unified_embedder *unified;
 } iv_gemma4_vision;
 
 /* Reads vision_config (model_type gemma4_vision) and the tower's and
@@ -71,7 +76,11 @@ typedef struct iv_gemma4_vision {
  * per image). */
 int iv_gemma4_vision_load(iv_model *m, iv_gemma4_vision **out, iv_err *err);
 
-/* Soft tokens of one image: grid_h * grid_w / k^2. */
+/* vision_config.key as an integer in [1, max] (def when absent), else an
+ * IV_E_FORMAT error naming it. */
+int iv_gemma4_vision_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err);
+
+/* Soft tokens of one image: grid_h * grid_w / k^2 (unified: grid_h * grid_w). */
 int64_t iv_gemma4_image_tokens(const iv_gemma4_vision *v, const iv_image_input *img);
 
 /* iv_model.image_token_run for Gemma4: <boi>, the image tokens, <eoi>;

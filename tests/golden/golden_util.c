@@ -107,6 +107,23 @@ int golden_compare(const char *what, const float *got, const float *want, int64_
     return fails;
 }
 
+void golden_compare_rows(const char *what, const float *got, int64_t ld, const iv_tensor *want, double min_cos,
+                         double max_abs, double *worst_cos, double *worst_abs)
+{
+    if (!want) return;
+    const int64_t rows = want->shape[0], cols = want->shape[1];
+    float *g = calloc((size_t)(rows * cols) + 1, sizeof(float));
+    for (int64_t r = 0; r < rows; r++) memcpy(g + r * cols, got + r * ld, (size_t)cols * sizeof(float));
+    golden_compare(what, g, want->data, rows, cols, min_cos, max_abs);
+    for (int64_t r = 0; r < rows; r++) {
+        const double c = iv_test_cosine(g + r * cols, iv_f32(want) + r * cols, cols);
+        const double d = iv_test_max_abs_diff(g + r * cols, iv_f32(want) + r * cols, cols);
+        if (c < *worst_cos) *worst_cos = c;
+        if (d > *worst_abs) *worst_abs = d;
+    }
+    free(g);
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int golden_fixture_names(char **names, int cap)

@@ -34,5 +34,10 @@ int golden_cuda_present(void);
 
 int golden_compare(const char *what, const float *got, const float *want, int64_t rows, int64_t cols,
                    double min_cos, double max_abs);
+/* golden_compare over rows of got that lie ld floats apart, against want
+ * ([rows, cols] FP32; NULL: nothing to do). *worst_cos and *worst_abs
+ * take the worst row figures seen (min / max with what they hold). */
+void golden_compare_rows(const char *what, const float *got, int64_t ld, const iv_tensor *want, double min_cos,
+                         double max_abs, double *worst_cos, double *worst_abs);
 
 #endif

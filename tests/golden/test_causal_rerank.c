@@ -138,6 +138,18 @@ TEST(golden_causal_lm_rerank_gemma4_softcap)
     golden_free(&g);
 }
 
+/* The same on Gemma4UnifiedForCausalLM (gemma4_unified_text: Gemma4's stack
+ * without per-layer inputs). */
+TEST(golden_causal_lm_rerank_gemma4_unified_softcap)
+{
+    char dir[4096];
+    golden_case g;
+    fixture_dir(dir, sizeof dir, "g4u_causal_rerank_softcap");
+    REQUIRE(golden_load(&g, dir) == 0);
+    check_scores("g4u_causal_rerank_softcap", rerank_tokens_of(&g), "rerank_logits", &g, NULL);
+    golden_free(&g);
+}
+
 /* Gemma's final_logit_softcapping: transformers returns c tanh(l / c), so the
  * score is c tanh(l_yes / c) - c tanh(l_no / c) (the fixture checks the cap
  * moves every input's score by more than 0.01). */

@@ -1,4 +1,5 @@
-/* Gemma4 text (tools/fixtures/synthetic_gemma4.py) against transformers:
+/* Gemma4 text (tools/fixtures/synthetic_gemma4.py; Gemma4 unified's text
+ * model: tools/fixtures/synthetic_gemma4_unified.py) against transformers:
  * each fixture's inputs alone and as one packed batch in two orders
  * (lengths 3, 17, 2, 60, 9), hidden states and, where the fixture has a
  * sentence-transformers pipeline, pooled embeddings; the worst figures are
@@ -109,7 +110,7 @@ done:
 TEST(golden_gemma4_packed_batches)
 {
     static const char *const names[] = {"gemma4_text", "gemma4_kv_shared", "gemma4_moe", "gemma4_cond",
-                                        "embedding_gemma2", "embedding_gemma2_mm"};
+                                        "embedding_gemma2", "embedding_gemma2_mm", "g4u_text", "g4u_all_kv"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/models/%s", iv_test_fixtures_dir(), names[k]);

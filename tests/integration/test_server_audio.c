@@ -46,9 +46,10 @@ static char *file_b64(const char *sub, const char *name, const char *prefix)
 static const char *ext(const char *name) { return strrchr(name, '.') + 1; }
 
 /* A case's messages with the file names replaced by what a client sends:
- * images as image_url data URLs; WAV clips as input_audio (bare base64 and
- * a format), other clips as audio_url data URLs. */
-static cJSON *request_messages(const cJSON *messages)
+ * images (files of images_dir under tests/fixtures) as image_url data URLs;
+ * WAV clips as input_audio (bare base64 and a format), other clips as
+ * audio_url data URLs. */
+static cJSON *request_messages(const cJSON *messages, const char *images_dir)
 {
     cJSON *out = cJSON_Duplicate(messages, 1), *m, *part;
     cJSON_ArrayForEach(m, out)
@@ -63,7 +64,7 @@ static cJSON *request_messages(const cJSON *messages)
                 char pre[64];
                 snprintf(pre, sizeof pre, "data:image/%s;base64,",
                          !strcmp(ext(iv_json_str(part, "image", "")), "jpg") ? "jpeg" : "png");
-                char *url = file_b64("images", iv_json_str(part, "image", ""), pre);
+                char *url = file_b64(images_dir, iv_json_str(part, "image", ""), pre);
                 repl = cJSON_CreateObject();
                 cJSON_AddStringToObject(repl, "type", "image_url");
                 cJSON_AddStringToObject(cJSON_AddObjectToObject(repl, "image_url"), "url", url);
@@ -125,29 +126,24 @@ static const cJSON *data_embedding(const cJSON *json, int i)
                                             "embedding");
 }
 
-TEST(srv_audio_media_batch)
+/* Every case of dir's media_cases.json in one request (one packed batch of
+ * text, images and audio), then each alone (a single sequence with every
+ * modality: "mixed"), against media_expected.safetensors. */
+static void check_media_cases(const srv *s, const char *dir, iv_weights *want)
 {
-    const char *dir = srv_fixture("embedding_gemma2_media");
-    if (!dir) return;
     char path[4096];
-    snprintf(path, sizeof path, "%s/media_expected.safetensors", dir);
-    iv_weights *want = NULL;
-    iv_err err = {0};
-    REQUIRE(iv_weights_open_file(&want, path, &err) == 0);
     snprintf(path, sizeof path, "%s/media_cases.json", dir);
     cJSON *doc = NULL;
+    iv_err err = {0};
     REQUIRE(iv_json_load_file(path, 1 << 20, &doc, &err) == 0);
+    const char *images_dir = iv_json_str(doc, "images_dir", "images");
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(doc, "cases"), *c;
-    srv s;
-    const char *args[] = {"--model-id", dir, NULL};
-    REQUIRE(srv_start(&s, args) == 0);
-
-    /* Every case in one request: one packed batch of text, images and audio. */
     cJSON *req = cJSON_CreateObject(), *input = cJSON_AddArrayToObject(req, "input");
-    cJSON_ArrayForEach(c, cases) cJSON_AddItemToArray(input, request_messages(cJSON_GetObjectItemCaseSensitive(c, "messages")));
+    cJSON_ArrayForEach(c, cases)
+        cJSON_AddItemToArray(input, request_messages(cJSON_GetObjectItemCaseSensitive(c, "messages"), images_dir));
     char *body = cJSON_PrintUnformatted(req);
     http_resp r;
-    REQUIRE(http_post(&s, "/v1/embeddings", body, &r) == 0);
+    REQUIRE(http_post(s, "/v1/embeddings", body, &r) == 0);
     CHECK_EQ_INT(r.status, 200);
     int i = 0, total = 0;
     cJSON_ArrayForEach(c, cases)
@@ -163,21 +159,44 @@ TEST(srv_audio_media_batch)
     http_resp_free(&r);
     free(body);
     cJSON_Delete(req);
-
-    /* Each case alone (a single sequence with every modality: "mixed"). */
     cJSON_ArrayForEach(c, cases)
     {
         req = cJSON_CreateObject();
-        cJSON_AddItemToObject(req, "input", request_messages(cJSON_GetObjectItemCaseSensitive(c, "messages")));
+        cJSON_AddItemToObject(req, "input",
+                              request_messages(cJSON_GetObjectItemCaseSensitive(c, "messages"), images_dir));
         body = cJSON_PrintUnformatted(req);
-        REQUIRE(http_post(&s, "/v1/embeddings", body, &r) == 0);
-        CHECK_EQ_INT(r.status, 200);
+        REQUIRE(http_post(s, "/v1/embeddings", body, &r) == 0);
+        CHECK_MSG(r.status == 200, "%s: %ld %.300s", iv_json_str(c, "name", ""), r.status, r.body ? r.body : "");
         check_embedding(iv_json_str(c, "name", ""), data_embedding(r.json, 0), want, iv_json_str(c, "name", ""));
         http_resp_free(&r);
         free(body);
         cJSON_Delete(req);
     }
+    cJSON_Delete(doc);
+}
 
+/* dir's media_expected.safetensors, or NULL after a test failure. */
+static iv_weights *media_expected(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/media_expected.safetensors", dir);
+    iv_weights *w = NULL;
+    iv_err err = {0};
+    if (iv_weights_open_file(&w, path, &err)) iv_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    return w;
+}
+
+TEST(srv_audio_media_batch)
+{
+    const char *dir = srv_fixture("embedding_gemma2_media");
+    if (!dir) return;
+    iv_weights *want = media_expected(dir);
+    REQUIRE(want);
+    srv s;
+    const char *args[] = {"--model-id", dir, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    check_media_cases(&s, dir, want);
+    http_resp r;
     /* Bare clips: the "audio_flac" case is one user message with the clip. */
     char *flac = file_b64("audio", "speech_44k_stereo.flac", "data:audio/flac;base64,");
     iv_strbuf q;
@@ -303,7 +322,35 @@ TEST(srv_audio_media_batch)
     free(ogg);
     free(tone);
     free(flac);
-    cJSON_Delete(doc);
+    iv_weights_close(want);
+}
+
+/* Gemma4 unified (tests/fixtures/models/g4u_media, made by
+ * tools/fixtures/synthetic_gemma4_unified.py: the raw-frame audio embedder
+ * and the encoder-free image embedder): its conversations, packed and
+ * alone; bad media gets a 4xx and the server serves on. */
+TEST(srv_gemma4_unified_media)
+{
+    const char *dir = srv_fixture("g4u_media");
+    if (!dir) return;
+    iv_weights *want = media_expected(dir);
+    REQUIRE(want);
+    srv s;
+    const char *args[] = {"--model-id", dir, NULL};
+    REQUIRE(srv_start(&s, args) == 0);
+    check_media_cases(&s, dir, want);
+    expect(&s, "/v1/embeddings",
+           "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":"
+           "\"data:image/png;base64,aGVsbG8gd29ybGQ=\"}}]}]}",
+           422, "image 0");
+    expect(&s, "/embeddings", "{\"modality\":\"audio\",\"input\":[\"aGVsbG8gd29ybGQsIHRoaXMgaXMgbm90IGF1ZGlv\"]}", 422,
+           "audio 0");
+    expect(&s, "/embeddings", "{\"modality\":\"audio\",\"input\":[\"\"]}", 422, "audio is empty");
+    http_resp r;
+    REQUIRE(http_post(&s, "/v1/embeddings", "{\"input\":\"hello world\"}", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    http_resp_free(&r);
+    CHECK_EQ_INT(srv_stop(&s), 0);
     iv_weights_close(want);
 }
 
