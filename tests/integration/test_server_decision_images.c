@@ -8,7 +8,7 @@
  * Every refusal is a clear 4xx: a corrupt image, a remote URL, an image
  * part without its image, too many images, a state whose images take it
  * over the token limit, `assets`, and images sent to a family that reads
- * none (a text-only chat LM, Laya). */
+ * none (a text-only chat LM, Laya, Clef, pplx-decider). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,10 +262,15 @@ TEST(srv_decision_images_errors)
     REQUIRE(srv_start(&s, text_args) == 0);
     expect(&s, b.data, 422, "body.state", "value_error", "has no vision tower");
     srv_stop(&s);
-    const char *laya_args[] = {"--model-id", srv_fixture("laya_tiny"), NULL};
-    REQUIRE(srv_start(&s, laya_args) == 0);
-    expect(&s, b.data, 422, "body.state", "value_error", "the laya decision family reads no images");
-    srv_stop(&s);
+    static const char *const families[][2] = {{"laya_tiny", "the laya decision family reads no images"},
+                                               {"clef_tiny", "the clef decision family reads no images"},
+                                               {"pplx_v1_tiny", "the pplx-decider decision family reads no images"}};
+    for (int k = 0; k < 3; k++) {
+        const char *fam_args[] = {"--model-id", srv_fixture(families[k][0]), NULL};
+        REQUIRE(srv_start(&s, fam_args) == 0);
+        expect(&s, b.data, 422, "body.state", "value_error", families[k][1]);
+        srv_stop(&s);
+    }
     iv_sb_free(&b);
     free(img);
 }
