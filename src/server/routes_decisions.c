@@ -303,15 +303,15 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     o.truncate = 0;
     o.generation_prompt = IV_GEN_PROMPT_ON;
     o.chat_kwargs = d->chat_kwargs;
-    /* Media requests never fold (the spec): the engine runs a batch with
-     * images unfolded anyway; no_fold also keeps them out of the prefix cache. */
-    o.no_fold = q->n_images > 0;
-    /* Folding stays on: on a causal backbone it is exact (the model refuses
+    /* Folding stays on for text: on a causal backbone it is exact (the model refuses
      * it otherwise: pplx-decider's Qwen3.5 is recurrent), and the questions'
      * conversations share the template head and the state
      * (docs/prefix-folding.md: the server's own folding, not a client's
      * folded input). Folding happens within a batch: the questions go in
-     * one. */
+     * one. A state with images never folds (media requests reject folding,
+     * the spec): the engine runs a batch with images unfolded anyway, and
+     * no_fold also keeps its sequences out of the prefix cache. */
+    o.no_fold = q->n_images > 0;
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
 }
 
