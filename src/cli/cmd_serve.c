@@ -65,7 +65,8 @@ static void usage(FILE *f)
             "  --decision-extended          typed decisions (/v1/systemone): every reply in the extended\n"
             "                               shape (temperatures, tokens, Laya's confidences); else per request\n"
             "  --decision-letters           answer typed decisions with a chat LM (*ForCausalLM + chat\n"
-            "                               template): the LM logits of option letters A.. (docs/decisions.md)\n"
+            "                               template): the LM logits of option letters A.. (docs/decisions.md);\n"
+            "                               a Qwen3-VL / Mistral3 checkpoint also reads images in the state\n"
             "  --decision-continuation sum|mean  answer typed decisions with a chat LM (*ForCausalLM + chat\n"
             "                               template): each option's continuation log-prob after the rendered\n"
             "                               prompt, summed or averaged over its tokens (docs/decisions.md)\n"
@@ -73,7 +74,8 @@ static void usage(FILE *f)
             "  --decision-max-questions N   questions per request (64; more is 413)\n"
             "  --decision-max-options N     options of a choice question (255)\n"
             "  --decision-max-levels N      levels of a score question (10)\n"
-            "  --decision-max-state-tokens N  tokens of a state (65536)\n"
+            "  --decision-max-state-tokens N  tokens of a state, its images' tokens included (65536)\n"
+            "  --decision-max-images N      images in a state (8; more is 413)\n"
             "  --prefix-fold true|false     compute a prefix shared by several inputs of a batch once, on\n"
             "                               causal text models (true; docs/prefix-folding.md)\n"
             "  --prefix-cache-mb N          device memory per replica for the prefix cache: shared prefixes'\n"
@@ -286,6 +288,8 @@ static int serve(int argc, char **argv)
             if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_options = (int)x;
         } else if (!strcmp(a, "--decision-max-levels")) {
             if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_levels = (int)x;
+        } else if (!strcmp(a, "--decision-max-images")) {
+            if (!(rc = parse_int(a, val, 1, 4096, &x))) o.decision_limits.max_images = (int)x;
         } else if (!strcmp(a, "--decision-max-state-tokens")) {
             if (!(rc = parse_int(a, val, 1, 1 << 24, &x))) o.decision_max_state_tokens = (int)x;
         } else if (!strcmp(a, "--decision-continuation")) {
@@ -410,7 +414,7 @@ static const char *const k_env_flags[] = {
     "--max-image-pixels", "--max-audio-bytes", "--max-audio-seconds",
     "--causal-lm-rerank", "--device", "--dtype", "--backend", "--drain-timeout", "--http-threads",
     "--otlp-endpoint", "--otlp-service-name", "--read-timeout", "--decision-max-questions",
-    "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", "--prefix-fold",
+    "--decision-max-options", "--decision-max-levels", "--decision-max-state-tokens", "--decision-max-images", "--prefix-fold",
     "--prefix-cache-mb", "--decision-continuation", NULL};
 static const char *const k_env_switches[] = {"--json-output", "--decision-extended", "--decision-letters",
                                              "--decision-lenient", NULL};

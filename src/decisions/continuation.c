@@ -7,6 +7,7 @@
 
 #include "base/strbuf.h"
 #include "chat/chat_template.h"
+#include "decisions/state_images.h"
 
 #define SYSTEM_PROMPT "You answer one question about a state. Reply with exactly one of the options, and nothing else."
 
@@ -22,10 +23,9 @@ const char *iv_cont_text(const iv_dq_question *q, int j)
 
 cJSON *iv_cont_messages(const iv_dq_request *r, const iv_dq_question *q)
 {
+    /* What follows the state; a state with images becomes content parts. */
     iv_strbuf b;
     iv_sb_init(&b);
-    iv_sb_puts(&b, "State:\n");
-    iv_sb_puts(&b, r->state_text ? r->state_text : "");
     iv_sb_puts(&b, "\n\nQuestion: ");
     iv_sb_puts(&b, q->instructions);
     iv_sb_puts(&b, "\n\nOptions:\n");
@@ -36,13 +36,7 @@ cJSON *iv_cont_messages(const iv_dq_request *r, const iv_dq_question *q)
         iv_sb_putc(&b, '\n');
     }
     iv_sb_puts(&b, "Answer with one option.");
-    cJSON *msgs = cJSON_CreateArray(), *sys = cJSON_CreateObject(), *user = cJSON_CreateObject();
-    cJSON_AddStringToObject(sys, "role", "system");
-    cJSON_AddStringToObject(sys, "content", SYSTEM_PROMPT);
-    cJSON_AddStringToObject(user, "role", "user");
-    cJSON_AddStringToObject(user, "content", b.oom ? "" : b.data);
-    cJSON_AddItemToArray(msgs, sys);
-    cJSON_AddItemToArray(msgs, user);
+    cJSON *msgs = b.oom ? NULL : iv_dq_messages(r, SYSTEM_PROMPT, b.data);
     iv_sb_free(&b);
     return msgs;
 }
@@ -93,33 +87,39 @@ static int add_read(iv_cont_plan *p, int seq, int32_t token)
     return 0;
 }
 
-/* Question qi: its prefix rendered and tokenized, then per option the
- * sequences prefix + cont[:t] and the reads. */
-static int plan_question(const iv_dq_request *r, int qi, const iv_chat_template *ct, const iv_tokenizer *tok,
+/* Question qi's prefix: the conversation rendered by ct and tokenized. */
+static int render_prefix(const iv_dq_request *r, const iv_dq_question *q, const iv_chat_template *ct,
+                         const iv_tokenizer *tok, iv_encoding *pre, iv_err *err)
+{
+    cJSON *msgs = iv_cont_messages(r, q), *vars = cJSON_CreateObject();
+    iv_strbuf text;
+    iv_sb_init(&text);
+    int rc = 0;
+    if (!msgs || !vars || !cJSON_AddFalseToObject(vars, "enable_thinking"))
+        rc = iv_errf(err, IV_E_NOMEM, "out of memory");
+    if (!rc) rc = iv_chat_template_render(ct, msgs, NULL, vars, 1, NULL, &text, err);
+    if (!rc && text.oom) rc = iv_errf(err, IV_E_NOMEM, "out of memory rendering the chat template");
+    if (!rc) rc = encode(tok, text.data ? text.data : "", text.len, pre, err);
+    cJSON_Delete(msgs);
+    cJSON_Delete(vars);
+    iv_sb_free(&text);
+    return rc;
+}
+
+/* Question qi: per option the sequences prefix + cont[:t] and the reads. */
+static int plan_question(const iv_dq_request *r, int qi, const int32_t *pre, int pre_len, const iv_tokenizer *tok,
                          int vocab, iv_cont_plan *p, iv_err *err)
 {
     const iv_dq_question *q = &r->questions[qi];
     iv_cont_question *pq = &p->q[qi];
     pq->first_seq = p->n_seqs;
     pq->opt_off = calloc((size_t)q->n_options + 1, sizeof(int));
-    cJSON *msgs = iv_cont_messages(r, q), *vars = cJSON_CreateObject();
-    iv_strbuf text;
-    iv_sb_init(&text);
-    iv_encoding pre = {0};
-    int rc = 0;
-    if (!pq->opt_off || !msgs || !vars || !cJSON_AddFalseToObject(vars, "enable_thinking"))
-        rc = iv_errf(err, IV_E_NOMEM, "out of memory");
-    if (!rc) rc = iv_chat_template_render(ct, msgs, NULL, vars, 1, NULL, &text, err);
-    if (!rc && text.oom) rc = iv_errf(err, IV_E_NOMEM, "out of memory rendering the chat template");
-    if (!rc) rc = encode(tok, text.data ? text.data : "", text.len, &pre, err);
-    cJSON_Delete(msgs);
-    cJSON_Delete(vars);
-    iv_sb_free(&text);
-    pq->prefix_len = pre.len;
-    pq->tokens = pre.len;
-    for (int i = 0; !rc && i < pre.len; i++)
-        if (pre.ids[i] < 0 || pre.ids[i] >= vocab)
-            rc = iv_errf(err, IV_E_FORMAT, "token id %d is outside the LM head's %d rows", pre.ids[i], vocab);
+    int rc = pq->opt_off ? 0 : iv_errf(err, IV_E_NOMEM, "out of memory");
+    pq->prefix_len = pre_len;
+    pq->tokens = pre_len;
+    for (int i = 0; !rc && i < pre_len; i++)
+        if (pre[i] < 0 || pre[i] >= vocab)
+            rc = iv_errf(err, IV_E_FORMAT, "token id %d is outside the LM head's %d rows", pre[i], vocab);
     for (int j = 0; !rc && j < q->n_options; j++) {
         pq->opt_off[j] = p->n_reads;
         const char *c = iv_cont_text(q, j);
@@ -136,40 +136,46 @@ static int plan_question(const iv_dq_request *r, int qi, const iv_chat_template 
                 break;
             }
             /* The sequence whose last token predicts cont[t]: prefix + cont[:t]. */
-            const int len = pre.len + t;
+            const int len = pre_len + t;
             int32_t *ids = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1));
             if (!ids) {
                 rc = iv_errf(err, IV_E_NOMEM, "out of memory");
                 break;
             }
-            memcpy(ids, pre.ids, sizeof(int32_t) * (size_t)pre.len);
-            memcpy(ids + pre.len, ce.ids, sizeof(int32_t) * (size_t)t);
+            memcpy(ids, pre, sizeof(int32_t) * (size_t)pre_len);
+            memcpy(ids + pre_len, ce.ids, sizeof(int32_t) * (size_t)t);
             const int s = intern_seq(p, pq->first_seq, ids, len);
             if (s < 0 || add_read(p, s, ce.ids[t])) rc = iv_errf(err, IV_E_NOMEM, "out of memory");
         }
         pq->tokens += ce.len;
         iv_encoding_free(&ce);
     }
-    if (!rc && pre.len == 0) rc = iv_errf(err, IV_E_INVALID, "the chat template rendered an empty prompt");
-    iv_encoding_free(&pre);
-    pq->opt_off[q->n_options] = p->n_reads;
+    if (!rc && pre_len == 0) rc = iv_errf(err, IV_E_INVALID, "the chat template rendered an empty prompt");
+    if (pq->opt_off) pq->opt_off[q->n_options] = p->n_reads;
     pq->n_seqs = p->n_seqs - pq->first_seq;
     return rc;
 }
 
-int iv_cont_plan_build(const iv_dq_request *r, const iv_chat_template *ct, const iv_tokenizer *tok, int vocab,
-                       iv_cont_plan *plan, int *bad_q, iv_err *err)
+int iv_cont_plan_build(const iv_dq_request *r, const iv_chat_template *ct, const iv_cont_prefix *given,
+                       const iv_tokenizer *tok, int vocab, iv_cont_plan *plan, int *bad_q, iv_err *err)
 {
     memset(plan, 0, sizeof *plan);
     *bad_q = -1;
     plan->q = calloc((size_t)r->n_questions, sizeof *plan->q);
     if (!plan->q) return iv_errf(err, IV_E_NOMEM, "out of memory");
     plan->n_questions = r->n_questions;
-    for (int i = 0; i < r->n_questions; i++)
-        if (plan_question(r, i, ct, tok, vocab, plan, err)) {
+    for (int i = 0; i < r->n_questions; i++) {
+        iv_encoding pre = {0};
+        int rc = given ? 0 : render_prefix(r, &r->questions[i], ct, tok, &pre, err);
+        if (!rc)
+            rc = given ? plan_question(r, i, given[i].ids, given[i].len, tok, vocab, plan, err)
+                       : plan_question(r, i, pre.ids, pre.len, tok, vocab, plan, err);
+        iv_encoding_free(&pre);
+        if (rc) {
             *bad_q = i;
             return -1;
         }
+    }
     return 0;
 }
 

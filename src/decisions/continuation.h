@@ -77,12 +77,20 @@ struct cJSON *iv_cont_messages(const iv_dq_request *r, const iv_dq_question *q);
 /* The continuation text of option j of q. */
 const char *iv_cont_text(const iv_dq_question *q, int j);
 
+/* A question's prompt already rendered and tokenized by the caller (a
+ * state with images: its placeholders expanded to the images' runs). */
+typedef struct iv_cont_prefix {
+    const int32_t *ids;
+    int len;
+} iv_cont_prefix;
+
 /* Builds the plan of request r: each question rendered by ct, tokenized
- * with tok. vocab: the LM head's rows (a token id at or past it is
- * IV_E_FORMAT). Errors: IV_E_INVALID (a template error, an option whose
- * continuation has no tokens; err names the question in *bad_q, else -1). */
-int iv_cont_plan_build(const iv_dq_request *r, const struct iv_chat_template *ct, const iv_tokenizer *tok,
-                       int vocab, iv_cont_plan *plan, int *bad_q, iv_err *err);
+ * with tok, or its prompt given[qi] (given NULL: rendered here). vocab: the
+ * LM head's rows (a token id at or past it is IV_E_FORMAT). Errors:
+ * IV_E_INVALID (a template error, an option whose continuation has no
+ * tokens; err names the question in *bad_q, else -1). */
+int iv_cont_plan_build(const iv_dq_request *r, const struct iv_chat_template *ct, const iv_cont_prefix *given,
+                       const iv_tokenizer *tok, int vocab, iv_cont_plan *plan, int *bad_q, iv_err *err);
 void iv_cont_plan_free(iv_cont_plan *plan);
 /* The most sequences a request may run on an LM head of vocab rows. */
 int iv_cont_max_sequences(int vocab);

@@ -6,6 +6,7 @@
 #include <strings.h>
 #include "base/utf8.h"
 #include "decisions/pyjson.h"
+#include "decisions/state_images.h"
 
 const char *iv_dq_type_name(iv_dq_type t)
 {
@@ -20,6 +21,8 @@ void iv_dq_limits_default(iv_dq_limits *l)
     l->max_questions = 64;
     l->max_options = 255;
     l->max_levels = 10;
+    /* llama.cpp's server-decision takes at most 8 images (Clef's API 4). */
+    l->max_images = 8;
     l->lenient = 0;
 }
 
@@ -237,13 +240,6 @@ static void parse_question(const cJSON *v, const iv_dq_limits *lim, iv_dq_questi
     else parse_noul(crit, q, e);
 }
 
-/* An image part of an array state: {"type":"image_url", ...}. */
-static int is_image_part(const cJSON *v)
-{
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
-    return cJSON_IsObject(v) && cJSON_IsString(t) && (!strcmp(t->valuestring, "image_url") || !strcmp(t->valuestring, "input_image"));
-}
-
 int iv_dq_parse(const cJSON *body, const iv_dq_limits *lim, iv_dq_request *out, iv_dq_errors *e)
 {
     memset(out, 0, sizeof *out);
@@ -257,8 +253,9 @@ int iv_dq_parse(const cJSON *body, const iv_dq_limits *lim, iv_dq_request *out, 
         else if (!strcmp(c->string, "state")) state = c;
         else if (!strcmp(c->string, "questions")) questions = c;
         else if (!strcmp(c->string, "extended")) ext = c;
-        else if (!strcmp(c->string, "assets")) /* TypeSafe's media attachments: no served family reads images */
-            iv_dq_error(e, 422, "value_error", "media assets are not supported: the served decision models read text only",
+        else if (!strcmp(c->string, "assets")) /* TypeSafe's multipart/asset dialect: its format is not public */
+            iv_dq_error(e, 422, "value_error",
+                        "media assets are not supported: send images as image_url parts (data URLs) in the state",
                         LOC("assets"));
         else if (!lim->lenient) iv_dq_error(e, 422, "extra_forbidden", "Extra inputs are not permitted", LOC(c->string));
     }
@@ -276,9 +273,8 @@ int iv_dq_parse(const cJSON *body, const iv_dq_limits *lim, iv_dq_request *out, 
         out->state_kind = cJSON_IsString(state) ? IV_DQ_STATE_TEXT
                           : cJSON_IsObject(state) ? IV_DQ_STATE_OBJECT
                                                   : IV_DQ_STATE_ARRAY;
-        if (cJSON_IsArray(state))
-            for (const cJSON *c = state->child; c; c = c->next) out->has_image |= is_image_part(c);
         out->state_text = json_text(state);
+        iv_dq_state_images(state, lim, out, e);
     }
     if (!questions) iv_dq_error(e, 422, "missing", "Field required", LOC("questions"));
     else if (!cJSON_IsObject(questions))
@@ -326,6 +322,7 @@ void iv_dq_request_free(iv_dq_request *r)
     }
     free(r->questions);
     free(r->state_text);
+    iv_dq_state_images_free(r);
     free(r->model);
     memset(r, 0, sizeof *r);
 }

@@ -42,13 +42,17 @@ typedef struct iv_dq_request {
     int n_questions;
     iv_dq_question *questions; /* request order */
     int extended;       /* the request asked for the extended reply ("extended": true) */
-    int has_image;      /* the state holds an image_url part */
+    int has_image;      /* the state holds an image part (decisions/state_images.h) */
+    int n_images;       /* its image parts, in text order */
+    const char **image_src; /* each one's data URL (borrowed from the body) */
+    char **state_pieces; /* n_images + 1: state_text cut at each image, or NULL without images */
 } iv_dq_request;
 
 typedef struct iv_dq_limits {
     int max_questions; /* 64 */
     int max_options;   /* 255 (choice) */
     int max_levels;    /* 10 (score) */
+    int max_images;    /* 8 (images in the state) */
     int lenient;       /* accept unknown top-level and question fields */
 } iv_dq_limits;
 void iv_dq_limits_default(iv_dq_limits *l);

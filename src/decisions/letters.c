@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include "base/strbuf.h"
 #include "decisions/answer.h"
+#include "decisions/state_images.h"
 
 static char letter(int i) { return (char)(i < 26 ? 'A' + i : 'a' + i - 26); }
 
@@ -11,10 +12,9 @@ static int option_at(const iv_dq_question *q, int j) { return q->type == IV_DQ_N
 
 cJSON *iv_letters_messages(const iv_dq_request *r, const iv_dq_question *q)
 {
+    /* What follows the state; a state with images becomes content parts. */
     iv_strbuf b;
     iv_sb_init(&b);
-    iv_sb_puts(&b, "State:\n");
-    iv_sb_puts(&b, r->state_text ? r->state_text : "");
     iv_sb_puts(&b, "\n\nQuestion: ");
     iv_sb_puts(&b, q->instructions);
     iv_sb_puts(&b, "\n\nOptions:\n");
@@ -25,13 +25,7 @@ cJSON *iv_letters_messages(const iv_dq_request *r, const iv_dq_question *q)
         iv_sb_putc(&b, '\n');
     }
     iv_sb_puts(&b, "Answer with one letter.");
-    cJSON *msgs = cJSON_CreateArray(), *sys = cJSON_CreateObject(), *user = cJSON_CreateObject();
-    cJSON_AddStringToObject(sys, "role", "system");
-    cJSON_AddStringToObject(sys, "content", "You answer one question about a state. Reply with the letter of exactly one option.");
-    cJSON_AddStringToObject(user, "role", "user");
-    cJSON_AddStringToObject(user, "content", b.data);
-    cJSON_AddItemToArray(msgs, sys);
-    cJSON_AddItemToArray(msgs, user);
+    cJSON *msgs = b.oom ? NULL : iv_dq_messages(r, "You answer one question about a state. Reply with the letter of exactly one option.", b.data);
     iv_sb_free(&b);
     return msgs;
 }

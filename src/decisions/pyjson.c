@@ -56,6 +56,9 @@ static void py_float(iv_strbuf *b, double v)
 typedef struct py_style {
     const char *item, *key; /* ", " / ": " or "," / ":" */
     int sort_keys;
+    /* Values left out of the text (iv_pyjson_dumps_holes), or NULL. */
+    int (*hole)(const cJSON *v, size_t at, void *ctx);
+    void *ctx;
 } py_style;
 
 static void dumps(iv_strbuf *b, const cJSON *v, const py_style *st);
@@ -88,18 +91,26 @@ static void dumps_object(iv_strbuf *b, const cJSON *v, const py_style *st)
 
 void iv_pyjson_dumps(iv_strbuf *b, const cJSON *v)
 {
-    static const py_style st = {", ", ": ", 0};
+    static const py_style st = {", ", ": ", 0, NULL, NULL};
+    dumps(b, v, &st);
+}
+
+void iv_pyjson_dumps_holes(iv_strbuf *b, const cJSON *v, int (*hole)(const cJSON *v, size_t at, void *ctx),
+                           void *ctx)
+{
+    const py_style st = {", ", ": ", 0, hole, ctx};
     dumps(b, v, &st);
 }
 
 void iv_pyjson_dumps_compact_sorted(iv_strbuf *b, const cJSON *v)
 {
-    static const py_style st = {",", ":", 1};
+    static const py_style st = {",", ":", 1, NULL, NULL};
     dumps(b, v, &st);
 }
 
 static void dumps(iv_strbuf *b, const cJSON *v, const py_style *st)
 {
+    if (st->hole && st->hole(v, b->len, st->ctx)) return;
     if (cJSON_IsNull(v)) iv_sb_puts(b, "null");
     else if (cJSON_IsTrue(v)) iv_sb_puts(b, "true");
     else if (cJSON_IsFalse(v)) iv_sb_puts(b, "false");

@@ -12,6 +12,12 @@
 #include "base/strbuf.h"
 
 void iv_pyjson_dumps(iv_strbuf *b, const cJSON *v);
+/* iv_pyjson_dumps with holes: hole(v, b->len, ctx) is asked of every value
+ * before it is written, and a value it returns nonzero for is left out (the
+ * caller records where it stood: an image in a state, whose text is cut
+ * there). */
+void iv_pyjson_dumps_holes(iv_strbuf *b, const cJSON *v, int (*hole)(const cJSON *v, size_t at, void *ctx),
+                           void *ctx);
 /* json.dumps(v, ensure_ascii=False, separators=(",", ":"), sort_keys=True):
  * Clef's render() of an object or array state, instructions and option
  * semantics. */

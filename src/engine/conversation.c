@@ -292,7 +292,7 @@ static int take_audio(const iv_engine *e, cJSON *conv, iv_audio_set *out, iv_err
 
 /* Decodes every image part of conv in order into out and turns each into
  * {"type": "image"}, what chat templates render as the placeholder. */
-static int take_images(const iv_engine *e, cJSON *conv, iv_image_set *out, iv_err *err)
+static int take_images(const iv_engine *e, const iv_input *in, cJSON *conv, iv_image_set *out, iv_err *err)
 {
     const iv_image_proc *ip = iv_engine_image_proc(e);
     cJSON *m;
@@ -304,6 +304,11 @@ static int take_images(const iv_engine *e, cJSON *conv, iv_image_set *out, iv_er
         {
             const char *type = iv_json_str(part, "type", "text");
             if (!is_image_part(type)) continue;
+            if (in->decoded_images) {
+                /* Decoded once by the caller: the k-th part is its k-th image. */
+                if (iv_image_set_borrow(out, in->decoded_images, out->n, err)) return -1;
+                continue;
+            }
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(part, type);
             if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "url");
             if (!cJSON_IsString(v))
@@ -524,7 +529,7 @@ int iv_conversation_prepare(const iv_engine *e, const iv_input *in, const iv_inp
      * pooling (sentence-transformers keeps no prompt length for them). */
     cJSON *conv = build(e, in, o->prompt, err);
     if (!conv) return -1;
-    if (take_images(e, conv, &out->images, err) || take_audio(e, conv, &out->audios, err)) {
+    if (take_images(e, in, conv, &out->images, err) || take_audio(e, conv, &out->audios, err)) {
         cJSON_Delete(conv);
         return -1;
     }

@@ -172,6 +172,19 @@ int iv_image_set_add(const iv_image_proc *p, iv_image_set *s, const char *src, s
     return 0;
 }
 
+int iv_image_set_borrow(iv_image_set *s, const iv_image_set *from, int k, iv_err *err)
+{
+    if (k < 0 || k >= from->n)
+        return iv_errf(err, IV_E_INVALID, "the conversation has more image parts than the %d image(s) given", from->n);
+    if (grow(s)) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    s->in[s->n] = from->in[k];
+    s->pixels[s->n] = NULL; /* borrowed: not freed here */
+    s->run_start[s->n] = 0;
+    s->run_len[s->n] = from->run_len[k];
+    s->n++;
+    return 0;
+}
+
 void iv_image_set_free(iv_image_set *s)
 {
     for (int i = 0; i < s->n; i++) free(s->pixels[i]);

@@ -67,6 +67,9 @@ typedef struct iv_image_set {
  * over a limit. */
 int iv_image_set_add(const iv_image_proc *p, iv_image_set *s, const char *src, size_t n, iv_err *err);
 void iv_image_set_free(iv_image_set *s);
+/* Appends image k of from, already decoded, to s: the pixel values are
+ * borrowed (from must outlive s; s frees only what it decoded). */
+int iv_image_set_borrow(iv_image_set *s, const iv_image_set *from, int k, iv_err *err);
 
 /* Replaces the k-th placeholder token of ids by image k's run; *out
  * (malloc'd) receives the expanded ids. The number of placeholders must

@@ -18,6 +18,27 @@ static int effective_max(const iv_engine *e, const iv_input_opts *o)
     return o->max_length > 0 && o->max_length < max ? o->max_length : max;
 }
 
+/* Images of pre-expanded ids (iv_input.id_images): each run must lie
+ * within the ids as given, which are then never cut. */
+static int attach_id_images(const iv_engine *e, const iv_input *in, int n, int start, iv_prepared *out, iv_err *err)
+{
+    const iv_image_proc *ip = iv_engine_image_proc(e);
+    if (!ip) return iv_errf(err, IV_E_INVALID, "model `%s` takes no images", iv_engine_model_type(e));
+    if (n != in->n_ids || start)
+        return iv_errf(err, IV_E_INVALID, "input has %d tokens with images, more than the model's maximum of %d",
+                       in->n_ids, n);
+    for (int k = 0; k < in->n_id_images; k++) {
+        int64_t first;
+        const int64_t len = ip->model->image_token_run(ip->model, &in->id_images[k], NULL, &first);
+        const int64_t at = (int64_t)in->id_images[k].token_offset - first;
+        if (at < 0 || at + len > n)
+            return iv_errf(err, IV_E_INVALID, "image %d's tokens lie outside the input's %d tokens", k, n);
+    }
+    out->seq.images = in->id_images;
+    out->seq.n_images = in->n_id_images;
+    return 0;
+}
+
 static int prepare_ids(const iv_engine *e, const iv_input *in, const iv_input_opts *o, iv_prepared *out,
                        iv_err *err)
 {
@@ -40,7 +61,7 @@ static int prepare_ids(const iv_engine *e, const iv_input *in, const iv_input_op
     }
     out->seq.ids = out->own_ids;
     out->seq.len = n;
-    return 0;
+    return in->n_id_images ? attach_id_images(e, in, n, start, out, err) : 0;
 }
 
 static int prepare_text(const iv_engine *e, const iv_input *in, const iv_input_opts *o, iv_prepared *out,

@@ -31,6 +31,15 @@ typedef struct iv_input {
     /* A bare media content part (an OpenAI {"type": "input_audio", ...}
      * item, owned by the caller): one user message holding that part. */
     const struct cJSON *media_part;
+    /* With messages: the images of their image parts, in order, decoded
+     * and preprocessed once by the caller (a typed decision's state images,
+     * shared by its questions' conversations; borrowed), so the parts need
+     * no source ({"type": "image"}). */
+    const iv_image_set *decoded_images;
+    /* With ids: the images of those already expanded ids (token_offset set,
+     * pixel values borrowed from the caller until the job is done). */
+    const iv_image_input *id_images;
+    int n_id_images;
 } iv_input;
 
 /* add_generation_prompt for a conversation. */

@@ -1,22 +1,57 @@
 #include "models/lm_score_head.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <cJSON.h>
 #include "base/json.h"
 #include "models/loader.h"
 
+/* Where the LM head sits beside the text model: the prefix above the
+ * backbone's. A *ForConditionalGeneration keeps it next to its language
+ * model (transformers 5: model.language_model. with lm_head. at the top;
+ * the legacy layout language_model.model. with language_model.lm_head.). */
+static void lm_head_name(const iv_model *m, char *out, size_t n)
+{
+    static const char *const inner[] = {"model.language_model.", "language_model.model.", "language_model.", "model.",
+                                        NULL};
+    const size_t len = strlen(m->prefix);
+    size_t keep = len;
+    for (int i = 0; inner[i]; i++) {
+        const size_t k = strlen(inner[i]);
+        if (len >= k && !strcmp(m->prefix + len - k, inner[i])) {
+            /* language_model.model. keeps its language_model. (the legacy owner of lm_head). */
+            keep = len - k + (i == 1 ? strlen("language_model.") : 0);
+            break;
+        }
+    }
+    snprintf(out, n, "%.*slm_head.weight", (int)keep, m->prefix);
+}
+
+/* tie_word_embeddings as transformers reads it: the top-level config's
+ * (a multimodal checkpoint's own flag, not its text_config's). */
+static const cJSON *tie_flag(const iv_model *m)
+{
+    const cJSON *top = iv_json_get(m->cfg.root, "tie_word_embeddings");
+    return top ? top : iv_json_get(m->cfg.json, "tie_word_embeddings");
+}
+
 /* The LM head weight [V, H] (and bias [V] or NULL), as transformers ties it. */
 static int lm_head(iv_model *m, const iv_tensor **w, const iv_tensor **b, iv_err *err)
 {
-    const cJSON *tie = iv_json_get(m->cfg.json, "tie_word_embeddings");
+    const cJSON *tie = tie_flag(m);
     const int64_t V = m->embed.word->shape[0], H = m->embed.word->shape[1];
     *w = *b = NULL;
     if (!cJSON_IsTrue(tie)) {
-        if (iv_ld_top_opt(m, "lm_head.weight", V, H, w, err) || iv_ld_top_opt(m, "lm_head.bias", V, -1, b, err))
+        char name[128], bias[128];
+        lm_head_name(m, name, sizeof name);
+        snprintf(bias, sizeof bias, "%.*sbias", (int)(strlen(name) - strlen("weight")), name);
+        if (iv_ld_top_opt(m, name, V, H, w, err) || iv_ld_top_opt(m, bias, V, -1, b, err)) return -1;
+        if (!*w && strcmp(name, "lm_head.weight") &&
+            (iv_ld_top_opt(m, "lm_head.weight", V, H, w, err) || iv_ld_top_opt(m, "lm_head.bias", V, -1, b, err)))
             return -1;
         if (!*w && cJSON_IsFalse(tie))
             return iv_errf(err, IV_E_NOTFOUND,
-                           "checkpoint has no lm_head.weight and config.json says tie_word_embeddings: false");
+                           "checkpoint has no %s and config.json says tie_word_embeddings: false", name);
     }
     if (!*w) *w = m->embed.word; /* tied: the output projection is the input embedding table */
     return 0;
@@ -25,9 +60,13 @@ static int lm_head(iv_model *m, const iv_tensor **w, const iv_tensor **b, iv_err
 int iv_model_can_score_tokens(const iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
-    if (!iv_arch_has_suffix(c, "ForCausalLM"))
+    /* A vision-language *ForConditionalGeneration is a causal LM with towers
+     * (Qwen3-VL, Mistral3 + Pixtral): its LM head reads the text model. */
+    const int vlm = iv_arch_has_suffix(c, "ForConditionalGeneration") && (m->vision || m->pixtral);
+    if (!iv_arch_has_suffix(c, "ForCausalLM") && !vlm)
         return iv_errf(err, IV_E_UNSUPPORTED,
-                       "scoring with LM-head tokens needs a *ForCausalLM checkpoint; this one is \"%s\"",
+                       "scoring with LM-head tokens needs a *ForCausalLM checkpoint (or a Qwen3-VL / Mistral3 "
+                       "*ForConditionalGeneration with its vision tower); this one is \"%s\"",
                        c->architecture[0] ? c->architecture : c->model_type);
     return 0;
 }

@@ -29,6 +29,10 @@ typedef struct decision_job {
     cJSON *chat_kwargs; /* letters: {"enable_thinking": false} */
     iv_clef_record clef; /* Clef: the joint sequence */
     iv_cont_plan cont;   /* continuation: the sequences and reads */
+    /* A state with images: decoded once here, borrowed by every question's
+     * sequences (decisions/state_images.h). */
+    iv_image_set images;
+    iv_prepared *prompts; /* continuation with images: each question's rendered prompt, its image runs expanded */
     int extended;
 } decision_job;
 
@@ -43,6 +47,9 @@ static void decision_job_free(void *p)
     cJSON_Delete(d->chat_kwargs);
     iv_clef_record_free(&d->clef);
     iv_cont_plan_free(&d->cont);
+    for (int i = 0; d->prompts && i < d->req.n_questions; i++) iv_prepared_free(&d->prompts[i]);
+    free(d->prompts);
+    iv_image_set_free(&d->images);
     iv_dq_request_free(&d->req);
     free(d);
 }
@@ -196,25 +203,67 @@ static void finish_last_token(iv_req *r)
     iv_req_reply_json(r, &b);
 }
 
-/* The state's tokens against --decision-max-state-tokens (replies 413; -1). */
-static int check_state_tokens(iv_req *r, const iv_tokenizer *tok, const char *text)
+/* The state's tokens against --decision-max-state-tokens (replies 413; -1):
+ * its text's, and with images their runs' (each image's tokens as the
+ * processor lays them out) and the text between them. */
+static int check_state_tokens(iv_req *r, const iv_tokenizer *tok, const decision_job *d)
 {
+    const iv_dq_request *q = &d->req;
     iv_encode_opts eo = iv_encode_opts_default();
     eo.add_special_tokens = 0;
-    iv_encoding enc = {0};
-    iv_err err = {0};
-    if (iv_tokenizer_encode(tok, text, strlen(text), NULL, 0, &eo, &enc, &err)) {
-        fail_one(r, 422, "value_error", err.msg, (const char *const[]){"body", "state", NULL});
-        return -1;
+    long long n = iv_image_set_tokens(&d->images);
+    for (int k = 0; k <= q->n_images; k++) {
+        const char *text = q->n_images ? q->state_pieces[k] : q->state_text;
+        iv_encoding enc = {0};
+        iv_err err = {0};
+        if (iv_tokenizer_encode(tok, text, strlen(text), NULL, 0, &eo, &enc, &err)) {
+            fail_one(r, 422, "value_error", err.msg, (const char *const[]){"body", "state", NULL});
+            return -1;
+        }
+        n += enc.len;
+        iv_encoding_free(&enc);
     }
-    const int n = enc.len;
-    iv_encoding_free(&enc);
     if (n <= r->srv->o.decision_max_state_tokens) return 0;
-    char msg[200];
-    snprintf(msg, sizeof msg, "the state has %d tokens; this server reads at most %d", n,
-             r->srv->o.decision_max_state_tokens);
+    char msg[300];
+    if (q->n_images)
+        snprintf(msg, sizeof msg, "the state has %lld tokens (%lld of them for its %d image(s)); this server reads at most %d",
+                 n, (long long)iv_image_set_tokens(&d->images), q->n_images, r->srv->o.decision_max_state_tokens);
+    else snprintf(msg, sizeof msg, "the state has %lld tokens; this server reads at most %d", n,
+                  r->srv->o.decision_max_state_tokens);
     fail_one(r, 413, "too_long", msg, (const char *const[]){"body", "state", NULL});
     return -1;
+}
+
+/* The state's images decoded and preprocessed once, for every question
+ * (replies 422 for a bad image, 413 over a size limit; -1). Only the
+ * option-token recipes on a model with a vision tower read them. */
+static int take_state_images(iv_req *r, iv_model_slot *m, decision_job *d)
+{
+    const iv_image_proc *ip = iv_engine_image_proc(m->engine);
+    const char *family = iv_engine_decision_family(m->engine);
+    const int recipe = !strcmp(family, "letters") || !strcmp(family, "continuation");
+    if (!recipe || !ip) {
+        char msg[400];
+        if (!recipe)
+            snprintf(msg, sizeof msg,
+                     "the %s decision family reads no images here: the state may hold text only (images are read by "
+                     "--decision-letters and --decision-continuation on a model with a vision tower)",
+                     family);
+        else snprintf(msg, sizeof msg, "model `%s` has no vision tower: the state may hold text only", m->served_name);
+        fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "state", NULL});
+        return -1;
+    }
+    for (int k = 0; k < d->req.n_images; k++) {
+        const char *src = d->req.image_src[k];
+        iv_err err = {0};
+        if (iv_image_set_add(ip, &d->images, src, strlen(src), &err)) {
+            const int big = err.code == IV_E_TOO_LARGE, oom = err.code == IV_E_NOMEM;
+            fail_one(r, oom ? 500 : big ? 413 : 422, oom ? "internal_error" : big ? "too_long" : "value_error",
+                     err.msg, (const char *const[]){"body", "state", NULL});
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* One conversation per question, rendered by the chat template (letters,
@@ -224,7 +273,7 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     const iv_dq_request *q = &d->req;
     const iv_pplx *P = iv_engine_pplx(m->engine);
     const int max_options = P ? P->n_codes : iv_engine_decision_letters(m->engine);
-    if (check_state_tokens(r, iv_engine_tokenizer(m->engine), q->state_text)) return;
+    if (check_state_tokens(r, iv_engine_tokenizer(m->engine), d)) return;
     for (int i = 0; i < q->n_questions; i++)
         if (q->questions[i].n_options > max_options) {
             char msg[200];
@@ -243,18 +292,26 @@ static void submit_letters(iv_req *r, iv_model_slot *m, decision_job *d)
     cJSON_AddFalseToObject(d->chat_kwargs, "enable_thinking");
     for (int i = 0; i < q->n_questions; i++) {
         d->messages[i] = P ? iv_pplx_messages(P, q, &q->questions[i]) : iv_letters_messages(q, &q->questions[i]);
-        r->inputs.items[r->inputs.n++] = (iv_input){.messages = d->messages[i]};
+        if (!d->messages[i]) {
+            fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+            return;
+        }
+        r->inputs.items[r->inputs.n++] =
+            (iv_input){.messages = d->messages[i], .decoded_images = q->n_images ? &d->images : NULL};
     }
     iv_input_opts o = iv_input_opts_default();
     o.truncate = 0;
     o.generation_prompt = IV_GEN_PROMPT_ON;
     o.chat_kwargs = d->chat_kwargs;
-    /* Folding stays on: on a causal backbone it is exact (the model refuses
+    /* Folding stays on for text: on a causal backbone it is exact (the model refuses
      * it otherwise: pplx-decider's Qwen3.5 is recurrent), and the questions'
      * conversations share the template head and the state
      * (docs/prefix-folding.md: the server's own folding, not a client's
      * folded input). Folding happens within a batch: the questions go in
-     * one. */
+     * one. A state with images never folds (media requests reject folding,
+     * the spec): the engine runs a batch with images unfolded anyway, and
+     * no_fold also keeps its sequences out of the prefix cache. */
+    o.no_fold = q->n_images > 0;
     iv_req_submit(r, m, IV_TASK_CLASSIFY, &o, finish_last_token);
 }
 
@@ -315,17 +372,59 @@ static void finish_continuation(iv_req *r)
     iv_req_reply_json(r, &b);
 }
 
+/* Continuation with images: each question's prompt rendered through the
+ * engine's conversation path (the state's images decoded once, their
+ * placeholders expanded to the runs), so the plan's sequences start with
+ * it (replies and returns -1 on an error). */
+static int render_prompts(iv_req *r, iv_model_slot *m, decision_job *d, iv_cont_prefix **given)
+{
+    const iv_dq_request *q = &d->req;
+    d->prompts = calloc((size_t)q->n_questions, sizeof *d->prompts);
+    d->chat_kwargs = cJSON_CreateObject();
+    *given = calloc((size_t)q->n_questions, sizeof **given);
+    if (!d->prompts || !*given || !d->chat_kwargs || !cJSON_AddFalseToObject(d->chat_kwargs, "enable_thinking")) {
+        free(*given);
+        fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
+        return -1;
+    }
+    iv_input_opts o = iv_input_opts_default();
+    o.truncate = 0;
+    o.generation_prompt = IV_GEN_PROMPT_ON;
+    o.chat_kwargs = d->chat_kwargs;
+    for (int i = 0; i < q->n_questions; i++) {
+        cJSON *msgs = iv_cont_messages(q, &q->questions[i]);
+        iv_err err = {0};
+        const iv_input in = {.messages = msgs, .decoded_images = &d->images};
+        const int rc = !msgs ? iv_errf(&err, IV_E_NOMEM, "out of memory")
+                             : iv_prepare_input(m->engine, &in, &o, &d->prompts[i], &err);
+        cJSON_Delete(msgs);
+        if (rc) {
+            free(*given);
+            const int oom = err.code == IV_E_NOMEM;
+            fail_one(r, oom ? 500 : 422, oom ? "internal_error" : "value_error", err.msg,
+                     (const char *const[]){"body", "questions", q->questions[i].id, NULL});
+            return -1;
+        }
+        (*given)[i] = (iv_cont_prefix){d->prompts[i].seq.ids, d->prompts[i].seq.len};
+    }
+    return 0;
+}
+
 /* Continuation: each question's prompt rendered and tokenized here, its
  * sequences (prefix + continuation heads, deduplicated) submitted as ids. */
 static void submit_continuation(iv_req *r, iv_model_slot *m, decision_job *d)
 {
     const iv_dq_request *q = &d->req;
     const iv_tokenizer *tok = iv_engine_tokenizer(m->engine);
-    if (check_state_tokens(r, tok, q->state_text)) return;
+    if (check_state_tokens(r, tok, d)) return;
     int V = 0, bad = -1;
     iv_engine_decision_continuation(m->engine, &V);
     iv_err err = {0};
-    if (iv_cont_plan_build(q, iv_engine_chat_template(m->engine), tok, V, &d->cont, &bad, &err)) {
+    iv_cont_prefix *given = NULL;
+    if (q->n_images && render_prompts(r, m, d, &given)) return;
+    const int rc = iv_cont_plan_build(q, iv_engine_chat_template(m->engine), given, tok, V, &d->cont, &bad, &err);
+    free(given);
+    if (rc) {
         const int oom = err.code == IV_E_NOMEM;
         if (bad >= 0 && !oom)
             fail_one(r, 422, "value_error", err.msg, (const char *const[]){"body", "questions", q->questions[bad].id, NULL});
@@ -347,13 +446,18 @@ static void submit_continuation(iv_req *r, iv_model_slot *m, decision_job *d)
         fail_one(r, 500, "internal_error", "out of memory", (const char *const[]){"body", NULL});
         return;
     }
-    /* The inputs take the plan's ids (freed with the request). */
-    for (int s = 0; s < d->cont.n_seqs; s++) {
-        r->inputs.items[r->inputs.n++] = (iv_input){.ids = d->cont.seq_ids[s], .n_ids = d->cont.seq_len[s]};
-        d->cont.seq_ids[s] = NULL;
-    }
+    /* The inputs take the plan's ids (freed with the request); with images,
+     * every sequence of a question carries its prompt's image runs. */
+    for (int i = 0; i < q->n_questions; i++)
+        for (int s = d->cont.q[i].first_seq; s < d->cont.q[i].first_seq + d->cont.q[i].n_seqs; s++) {
+            iv_input in = {.ids = d->cont.seq_ids[s], .n_ids = d->cont.seq_len[s]};
+            if (d->prompts) in.id_images = d->prompts[i].seq.images, in.n_id_images = d->prompts[i].seq.n_images;
+            r->inputs.items[r->inputs.n++] = in;
+            d->cont.seq_ids[s] = NULL;
+        }
     iv_input_opts o = iv_input_opts_default();
     o.truncate = 0;
+    o.no_fold = q->n_images > 0; /* media requests never fold (see submit_letters) */
     /* No no_fold: the sequences of a question share its whole prompt, and
      * the questions share the template head and the state; on a causal LM
      * the engine's folding computes each shared prefix once, exactly, within
@@ -476,11 +580,7 @@ void iv_route_decisions(iv_req *r)
         fail_one(r, 422, "value_error", msg, (const char *const[]){"body", "model", NULL});
         return;
     }
-    if (d->req.has_image) {
-        fail_one(r, 422, "value_error", "this model reads no images: the state may hold text only",
-                 (const char *const[]){"body", "state", NULL});
-        return;
-    }
+    if (d->req.n_images && take_state_images(r, m, d)) return;
     if (iv_engine_laya(m->engine)) submit_laya(r, m, d);
     else if (iv_engine_clef(m->engine)) submit_clef(r, m, d);
     else if (iv_engine_decision_continuation(m->engine, NULL)) submit_continuation(r, m, d);

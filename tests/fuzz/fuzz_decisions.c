@@ -4,7 +4,8 @@
  * rl_agent_config.json, 1 pplx-decider's decision_config.json, 2 Clef's
  * joint_head_config.json); even, a /v1/systemone body (bit 1: lenient),
  * then every answer of a valid request written in both reply shapes and
- * each letters and pplx-decider prompt built. Any input must parse or fail
+ * each letters, continuation and pplx-decider prompt built (a state with
+ * image parts cut at them). Any input must parse or fail
  * with detail items, never crash or leak. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "decisions/answer.h"
 #include "decisions/clef.h"
+#include "decisions/continuation.h"
 #include "decisions/contract.h"
 #include "decisions/laya_config.h"
 #include "decisions/letters.h"
@@ -88,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 cJSON_Delete(m);
                 iv_letters_probabilities(q, l, p);
             }
+            cJSON_Delete(iv_cont_messages(&req, q)); /* a state with images: content parts */
             cJSON *m = iv_pplx_messages(&pplx, &req, q);
             cJSON_Delete(m);
             iv_pplx_probabilities(&pplx, q, l, p);

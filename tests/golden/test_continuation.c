@@ -52,7 +52,7 @@ static void run_cases(iv_engine *e, iv_engine *ref, const cJSON *exp, run_result
         iv_cont_plan plan;
         iv_err err = {0};
         int bad = -1;
-        REQUIRE(iv_cont_plan_build(&req, iv_engine_chat_template(e), iv_engine_tokenizer(e), V, &plan, &bad, &err) == 0);
+        REQUIRE(iv_cont_plan_build(&req, iv_engine_chat_template(e), NULL, iv_engine_tokenizer(e), V, &plan, &bad, &err) == 0);
         iv_seq_input *seqs = calloc((size_t)plan.n_seqs, sizeof *seqs);
         REQUIRE(seqs);
         for (int s = 0; s < plan.n_seqs; s++) seqs[s] = (iv_seq_input){.ids = plan.seq_ids[s], .len = plan.seq_len[s]};

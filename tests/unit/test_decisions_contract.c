@@ -7,6 +7,7 @@
 #include "decisions/answer.h"
 #include "decisions/contract.h"
 #include "decisions/pyjson.h"
+#include "decisions/state_images.h"
 #include "test.h"
 
 static int parse(const char *json, iv_dq_request *r, iv_dq_errors *e, int lenient)
@@ -187,4 +188,55 @@ TEST(decisions_confidence_formulas)
     double p[3];
     iv_dq_softmax(logits, 3, 2.0, p);
     CHECK(fabs(p[0] + p[1] + p[2] - 1) < 1e-15 && fabs(p[2] / p[1] - exp(0.5)) < 1e-12);
+}
+
+/* Images in the state (decisions/state_images.h): found at any depth in
+ * text order, the JSON text cut where each stood, the recipe's user
+ * content as parts; 422 for an image part without its image, 413 past
+ * max_images. */
+TEST(decisions_state_images)
+{
+    cJSON *j = cJSON_Parse("{\"model\":\"m\",\"state\":[\"a\",{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:,1\"}},"
+                           "{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"data:,2\",\"detail\":"
+                           "\"low\"}]},{\"type\":\"image_url\",\"image_url\":\"data:,3\"}],"
+                           "\"questions\":{\"q\":{\"type\":\"noul\"}}}");
+    REQUIRE(j);
+    iv_dq_limits lim;
+    iv_dq_limits_default(&lim);
+    iv_dq_request r;
+    iv_dq_errors e;
+    iv_dq_errors_init(&e);
+    REQUIRE(iv_dq_parse(j, &lim, &r, &e) == 0);
+    CHECK(r.has_image && r.n_images == 3);
+    CHECK_STR(r.image_src[0], "data:,1");
+    CHECK_STR(r.image_src[1], "data:,2");
+    CHECK_STR(r.image_src[2], "data:,3");
+    CHECK_STR(r.state_pieces[0], "[\"a\", ");
+    CHECK_STR(r.state_pieces[1], ", {\"role\": \"user\", \"content\": [");
+    CHECK_STR(r.state_pieces[2], "]}, ");
+    CHECK_STR(r.state_pieces[3], "]");
+    cJSON *parts = iv_dq_state_content(&r, "State:\n", " end");
+    REQUIRE(cJSON_IsArray(parts));
+    CHECK_EQ_INT(cJSON_GetArraySize(parts), 7);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(parts, 0), "text")->valuestring, "State:\n[\"a\", ");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(parts, 1), "type")->valuestring, "image");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(parts, 6), "text")->valuestring, "] end");
+    cJSON_Delete(parts);
+    iv_dq_request_free(&r);
+    iv_dq_errors_free(&e);
+    lim.max_images = 2;
+    iv_dq_errors_init(&e);
+    CHECK(iv_dq_parse(j, &lim, &r, &e) == -1 && e.status == 413 && strstr(e.items.data, "at most 2 images"));
+    iv_dq_errors_free(&e);
+    cJSON_Delete(j);
+    /* A text state stays one string; an image part without its image is 422. */
+    CHECK(fails_with("{\"model\":\"m\",\"state\":{\"x\":{\"type\":\"image_url\"}},\"questions\":{\"a\":{\"type\":\"noul\"}}}",
+                     422, "needs its image as a string"));
+    iv_dq_request t;
+    REQUIRE(parse("{\"model\":\"m\",\"state\":\"plain\",\"questions\":{\"a\":{\"type\":\"noul\"}}}", &t, &e, 0) == 0);
+    cJSON *s = iv_dq_state_content(&t, "State:\n", "!");
+    CHECK(cJSON_IsString(s) && !strcmp(s->valuestring, "State:\nplain!") && t.n_images == 0);
+    cJSON_Delete(s);
+    iv_dq_request_free(&t);
+    iv_dq_errors_free(&e);
 }
