@@ -317,6 +317,11 @@ int iv_head_apply(const iv_ops *ops, const iv_head *h, iv_view in, iv_arena *dev
         if (st->ln_w) ops->layer_norm(ops, y, y, NULL, st->ln_w, st->ln_b, st->ln_eps);
         cur = y;
     }
+    if (h->softcap > 0) { /* transformers: logits / cap, tanh, * cap */
+        ops->scale(ops, cur, cur, 1.0f / h->softcap);
+        ops->act(ops, cur, cur, IV_ACT_TANH);
+        ops->scale(ops, cur, cur, h->softcap);
+    }
     *out = cur;
     return 0;
 }

@@ -135,9 +135,6 @@ int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err
 int iv_model_token_rows_head(iv_model *m, const int32_t *ids, int n, iv_err *err)
 {
     if (iv_model_can_score_tokens(m, err)) return -1;
-    if (final_softcap(m) > 0)
-        return iv_errf(err, IV_E_UNSUPPORTED,
-                       "option-token readouts on a checkpoint with final_logit_softcapping are not supported");
     const iv_tensor *w, *b;
     if (lm_head(m, &w, &b, err)) return -1;
     const int64_t V = w->shape[0], H = w->shape[1];
@@ -153,7 +150,8 @@ int iv_model_token_rows_head(iv_model *m, const int32_t *ids, int n, iv_err *err
         if (sb) iv_f32(sb)[r] = iv_f32(b)[ids[r]];
     }
     m->seq_head_pool = IV_SEQ_POOL_LAST;
-    m->seq_head = (iv_head){.n_steps = 1, .out_dim = n};
+    /* Soft-capped checkpoints (Gemma 2/3/4): each row's logit capped as transformers caps it. */
+    m->seq_head = (iv_head){.n_steps = 1, .out_dim = n, .softcap = final_softcap(m)};
     m->seq_head.steps[0] = (iv_head_step){.w = sw, .b = sb, .act = IV_ACT_NONE};
     return 0;
 }

@@ -22,7 +22,8 @@ int iv_model_token_score_head(iv_model *m, int32_t pos, int32_t neg, iv_err *err
 /* Builds m->seq_head as an n-label classifier on the last token whose rows
  * are the LM head rows of ids[n]: the LM logits of those tokens at the next
  * position (the option-token decision readout, decisions/letters.h).
- * Soft-capped checkpoints are refused. */
+ * On soft-capped checkpoints (final_logit_softcapping) the logits are
+ * capped as transformers caps them (iv_head.softcap). */
 int iv_model_token_rows_head(iv_model *m, const int32_t *ids, int n, iv_err *err);
 /* Builds m->seq_head as an n-label linear readout on the last token's
  * final-norm hidden state from the first n rows of w [rows >= n, hidden]

@@ -70,6 +70,10 @@ typedef struct iv_head {
     int n_steps;
     iv_head_step steps[IV_HEAD_MAX_STEPS];
     int out_dim;
+    /* > 0: the outputs become softcap * tanh(y / softcap) after the last
+     * step (config.json final_logit_softcapping on LM-head readouts, as
+     * Gemma2/3/4ForCausalLM cap their logits). */
+    float softcap;
 } iv_head;
 
 /* Which token feeds a sequence-level head. */

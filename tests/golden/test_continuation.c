@@ -1,8 +1,10 @@
 /* The generic continuation log-prob decision contract
  * (decisions/continuation.h) against transformers: the qwen3_letters
- * checkpoint and expected_continuation.json
+ * checkpoint and the soft-capped gemma3_letters one (Gemma3ForCausalLM,
+ * final_logit_softcapping: every logit capped before the log_softmax), each
+ * with its expected_continuation.json
  * (tools/fixtures/synthetic_continuation.py: each option's whole sequence
- * through Qwen3ForCausalLM, log_softmax in float64, no sharing). Per
+ * through the model, log_softmax in float64, no sharing). Per
  * request, every question's deduplicated sequences run as ONE batch, as
  * the server submits them, on an engine that folds (the shared template
  * head, state and question computed once: the fold counters must move)
@@ -122,10 +124,10 @@ static void run_cases(iv_engine *e, iv_engine *ref, const cJSON *exp, run_result
     }
 }
 
-TEST(golden_continuation_matches_transformers)
+static void check_continuation(const char *name)
 {
     char dir[4096], path[4200];
-    snprintf(dir, sizeof dir, "%s/models/qwen3_letters", iv_test_fixtures_dir());
+    snprintf(dir, sizeof dir, "%s/models/%s", iv_test_fixtures_dir(), name);
     snprintf(path, sizeof path, "%s/expected_continuation.json", dir);
     iv_err err = {0};
     cJSON *exp = NULL;
@@ -148,10 +150,10 @@ TEST(golden_continuation_matches_transformers)
     run_result r = {.ids_ok = 1, .argmax_ok = 1};
     run_cases(e, nofold, exp, &r);
     iv_engine_prefix_stats(e, &cs, &b1, &in1, &computed1);
-    printf("    continuation: %d questions, %d sequences (%d option tokens), max |score - transformers| %.3g, "
+    printf("    continuation (%s): %d questions, %d sequences (%d option tokens), max |score - transformers| %.3g, "
            "max |p - transformers| %.3g, folded vs unfolded logits %.3g; %llu of 3 batches folded, %llu of %llu "
            "tokens computed\n",
-           r.n_questions, r.n_seqs, r.n_option_tokens, r.max_score, r.max_prob, r.max_fold_diff,
+           name, r.n_questions, r.n_seqs, r.n_option_tokens, r.max_score, r.max_prob, r.max_fold_diff,
            (unsigned long long)(b1 - b0), (unsigned long long)(computed1 - computed0), (unsigned long long)(in1 - in0));
     CHECK(r.n_questions == 7 && r.ids_ok && r.argmax_ok);
     CHECK_MSG(r.max_score <= MAX_ABS && r.max_prob <= MAX_ABS, "score %g, p %g", r.max_score, r.max_prob);
@@ -162,6 +164,9 @@ TEST(golden_continuation_matches_transformers)
     iv_engine_free(nofold);
     cJSON_Delete(exp);
 }
+
+TEST(golden_continuation_matches_transformers) { check_continuation("qwen3_letters"); }
+TEST(golden_continuation_softcapped_matches_transformers) { check_continuation("gemma3_letters"); }
 
 /* Loading: --decision-letters and the continuation readout exclude each
  * other; a checkpoint without a chat template is refused. */
