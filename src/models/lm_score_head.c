@@ -61,12 +61,13 @@ int iv_model_can_score_tokens(const iv_model *m, iv_err *err)
 {
     const iv_hf_config *c = &m->cfg;
     /* A vision-language *ForConditionalGeneration is a causal LM with towers
-     * (Qwen3-VL, Mistral3 + Pixtral): its LM head reads the text model. */
-    const int vlm = iv_arch_has_suffix(c, "ForConditionalGeneration") && (m->vision || m->pixtral);
+     * (Qwen3-VL, Mistral3 + Pixtral, Gemma4 with its tower or the unified
+     * image embedder): its LM head reads the text model. */
+    const int vlm = iv_arch_has_suffix(c, "ForConditionalGeneration") && (m->vision || m->pixtral || m->gemma4_vision);
     if (!iv_arch_has_suffix(c, "ForCausalLM") && !vlm)
         return iv_errf(err, IV_E_UNSUPPORTED,
-                       "scoring with LM-head tokens needs a *ForCausalLM checkpoint (or a Qwen3-VL / Mistral3 "
-                       "*ForConditionalGeneration with its vision tower); this one is \"%s\"",
+                       "scoring with LM-head tokens needs a *ForCausalLM checkpoint (or a Qwen3-VL / Mistral3 / "
+                       "Gemma4 *ForConditionalGeneration with its image tower); this one is \"%s\"",
                        c->architecture[0] ? c->architecture : c->model_type);
     return 0;
 }

@@ -1,8 +1,11 @@
 /* The option-token decision recipes with images in the state (issue 19)
  * against transformers, below the server: tools/fixtures/synthetic_vlm_letters.py's
  * qwen3_vl_letters (Qwen3VLForConditionalGeneration, lm_head.weight at the
- * top) and mistral3_letters (Mistral3ForConditionalGeneration + Pixtral,
- * language_model.lm_head.weight). Each question's conversation
+ * top), mistral3_letters (Mistral3ForConditionalGeneration + Pixtral,
+ * language_model.lm_head.weight) and gemma4_letters
+ * (Gemma4ForConditionalGeneration with its tower: tied embeddings,
+ * final_logit_softcapping 0.5, the gemma-4-it template's <|image|> expanded
+ * to <|image>, soft tokens, <image|>). Each question's conversation
  * (decisions/state_images.h: the state cut at its images) goes through the
  * engine's conversation path with the state's images decoded once
  * (iv_input.decoded_images), as the route submits it; the expanded prompt
@@ -129,8 +132,8 @@ static void run_fixture(const char *name, vlm_result *res)
 
 TEST(golden_vlm_decisions_match_transformers)
 {
-    static const char *const names[] = {"qwen3_vl_letters", "mistral3_letters"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const names[] = {"qwen3_vl_letters", "mistral3_letters", "gemma4_letters"};
+    for (int k = 0; k < 3; k++) {
         vlm_result r = {.ids_ok = 1, .argmax_ok = 1};
         run_fixture(names[k], &r);
         printf("    %s: %d questions over %d images, prompt ids exact: %s, letters max |logit - transformers| %.3g, "
