@@ -259,6 +259,20 @@ TEST(srv_decision_images_errors)
            "image_url parts");
     srv_stop(&s);
 
+    /* Gemma4: the same limit counts its image run (<|image>, soft tokens, <image|>). */
+    const char *g4_args[] = {"--model-id", srv_fixture("gemma4_letters"), "--decision-continuation", "sum",
+                             "--decision-max-state-tokens", "24", NULL};
+    REQUIRE(srv_start(&s, g4_args) == 0);
+    iv_sb_init(&b);
+    iv_sb_printf(&b, "{\"model\":\"m\",\"state\":[\"x\",{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]," Q "}",
+                 img);
+    expect(&s, "{\"model\":\"m\",\"state\":[\"x\"]," Q "}", 200, NULL, NULL, NULL);
+    expect(&s, b.data, 413, "body.state", "too_long", "of them for its 1 image(s)");
+    iv_sb_free(&b);
+    expect(&s, "{\"model\":\"m\",\"state\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,@@@\"}}]," Q "}",
+           422, "body.state", "value_error", "image 0");
+    srv_stop(&s);
+
     /* Families that read no images: a text-only chat LM, Laya. */
     iv_sb_init(&b);
     iv_sb_printf(&b, "{\"model\":\"m\",\"state\":[\"x\",{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]," Q "}",
