@@ -66,7 +66,7 @@ static void usage(FILE *f)
             "                               shape (temperatures, tokens, Laya's confidences); else per request\n"
             "  --decision-letters           answer typed decisions with a chat LM (*ForCausalLM + chat\n"
             "                               template): the LM logits of option letters A.. (docs/decisions.md);\n"
-            "                               a Qwen3-VL / Mistral3 checkpoint also reads images in the state\n"
+            "                               a Qwen3-VL / Mistral3 / Gemma4 checkpoint also reads images in the state\n"
             "  --decision-continuation sum|mean  answer typed decisions with a chat LM (*ForCausalLM + chat\n"
             "                               template): each option's continuation log-prob after the rendered\n"
             "                               prompt, summed or averaged over its tokens (docs/decisions.md)\n"

@@ -216,6 +216,7 @@ static char *fixture_image(void)
 }
 
 #define Q "\"questions\":{\"a\":{\"type\":\"noul\",\"instructions\":\"bright?\"}}"
+#define BAD_BASE64 "{\"model\":\"m\",\"state\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,@@@\"}}]," Q "}"
 
 TEST(srv_decision_images_errors)
 {
@@ -227,15 +228,16 @@ TEST(srv_decision_images_errors)
     const char *args[] = {"--model-id", dir, "--decision-letters", "--decision-max-images", "2",
                           "--decision-max-state-tokens", "24", NULL};
     REQUIRE(srv_start(&s, args) == 0);
-    iv_strbuf b;
-    iv_sb_init(&b);
+    /* One image after a text: the body of every image request below. */
+    iv_strbuf one, b;
+    iv_sb_init(&one);
+    iv_sb_printf(&one, "{\"model\":\"m\",\"state\":[\"x\",{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]," Q "}",
+                 img);
+    REQUIRE(!one.oom);
     /* The state's text alone fits the 24 tokens; its image's 20 tokens take it over: 413. */
     expect(&s, "{\"model\":\"m\",\"state\":[\"x\"]," Q "}", 200, NULL, NULL, NULL);
-    iv_sb_printf(&b, "{\"model\":\"m\",\"state\":[\"x\",{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]," Q "}",
-                 img);
-    expect(&s, b.data, 413, "body.state", "too_long", "of them for its 1 image(s)");
+    expect(&s, one.data, 413, "body.state", "too_long", "of them for its 1 image(s)");
     /* More images than --decision-max-images: 413 before any is decoded. */
-    iv_sb_free(&b);
     iv_sb_init(&b);
     iv_sb_puts(&b, "{\"model\":\"m\",\"state\":[");
     for (int i = 0; i < 3; i++) iv_sb_printf(&b, "%s{\"type\":\"input_image\",\"image_url\":\"%s\"}", i ? "," : "", img);
@@ -247,8 +249,7 @@ TEST(srv_decision_images_errors)
            "{\"model\":\"m\",\"state\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,"
            "iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB\"}}]," Q "}",
            422, "body.state", "value_error", "image 0");
-    expect(&s, "{\"model\":\"m\",\"state\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,@@@\"}}]," Q "}",
-           422, "body.state", "value_error", "image 0");
+    expect(&s, BAD_BASE64, 422, "body.state", "value_error", "image 0");
     expect(&s, "{\"model\":\"m\",\"state\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://example.com/a.png\"}}]," Q "}",
            422, "body.state", "value_error", "image 0");
     expect(&s, "{\"model\":\"m\",\"state\":[{\"type\":\"image_url\",\"image_url\":{}}]," Q "}", 422, "body.state",
@@ -263,23 +264,16 @@ TEST(srv_decision_images_errors)
     const char *g4_args[] = {"--model-id", srv_fixture("gemma4_letters"), "--decision-continuation", "sum",
                              "--decision-max-state-tokens", "24", NULL};
     REQUIRE(srv_start(&s, g4_args) == 0);
-    iv_sb_init(&b);
-    iv_sb_printf(&b, "{\"model\":\"m\",\"state\":[\"x\",{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]," Q "}",
-                 img);
     expect(&s, "{\"model\":\"m\",\"state\":[\"x\"]," Q "}", 200, NULL, NULL, NULL);
-    expect(&s, b.data, 413, "body.state", "too_long", "of them for its 1 image(s)");
-    iv_sb_free(&b);
-    expect(&s, "{\"model\":\"m\",\"state\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,@@@\"}}]," Q "}",
+    expect(&s, one.data, 413, "body.state", "too_long", "of them for its 1 image(s)");
+    expect(&s, BAD_BASE64,
            422, "body.state", "value_error", "image 0");
     srv_stop(&s);
 
     /* Families that read no images: a text-only chat LM, Laya. */
-    iv_sb_init(&b);
-    iv_sb_printf(&b, "{\"model\":\"m\",\"state\":[\"x\",{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]," Q "}",
-                 img);
     const char *text_args[] = {"--model-id", srv_fixture("qwen3_letters"), "--decision-letters", NULL};
     REQUIRE(srv_start(&s, text_args) == 0);
-    expect(&s, b.data, 422, "body.state", "value_error", "has no vision tower");
+    expect(&s, one.data, 422, "body.state", "value_error", "has no vision tower");
     srv_stop(&s);
     static const char *const families[][2] = {{"laya_tiny", "the laya decision family reads no images"},
                                                {"clef_tiny", "the clef decision family reads no images"},
@@ -287,9 +281,9 @@ TEST(srv_decision_images_errors)
     for (int k = 0; k < 3; k++) {
         const char *fam_args[] = {"--model-id", srv_fixture(families[k][0]), NULL};
         REQUIRE(srv_start(&s, fam_args) == 0);
-        expect(&s, b.data, 422, "body.state", "value_error", families[k][1]);
+        expect(&s, one.data, 422, "body.state", "value_error", families[k][1]);
         srv_stop(&s);
     }
-    iv_sb_free(&b);
+    iv_sb_free(&one);
     free(img);
 }
