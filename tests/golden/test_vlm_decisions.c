@@ -5,7 +5,9 @@
  * language_model.lm_head.weight) and gemma4_letters
  * (Gemma4ForConditionalGeneration with its tower: tied embeddings,
  * final_logit_softcapping 0.5, the gemma-4-it template's <|image|> expanded
- * to <|image>, soft tokens, <image|>). Each question's conversation
+ * to <|image>, soft tokens, <image|>) and gemma4u_letters
+ * (Gemma4UnifiedForConditionalGeneration: the image embedder, the "vision"
+ * attention mask over image runs). Each question's conversation
  * (decisions/state_images.h: the state cut at its images) goes through the
  * engine's conversation path with the state's images decoded once
  * (iv_input.decoded_images), as the route submits it; the expanded prompt
@@ -132,8 +134,8 @@ static void run_fixture(const char *name, vlm_result *res)
 
 TEST(golden_vlm_decisions_match_transformers)
 {
-    static const char *const names[] = {"qwen3_vl_letters", "mistral3_letters", "gemma4_letters"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const names[] = {"qwen3_vl_letters", "mistral3_letters", "gemma4_letters", "gemma4u_letters"};
+    for (int k = 0; k < 4; k++) {
         vlm_result r = {.ids_ok = 1, .argmax_ok = 1};
         run_fixture(names[k], &r);
         printf("    %s: %d questions over %d images, prompt ids exact: %s, letters max |logit - transformers| %.3g, "

@@ -1,6 +1,6 @@
 /* Images in the typed-decision state (issue 19) through the real binary:
  * the letters and continuation recipes on the tiny Qwen3-VL, Mistral3 +
- * Pixtral and Gemma4 (soft-capped, tied) checkpoints of
+ * Pixtral, Gemma4 and Gemma4 unified (soft-capped, tied) checkpoints of
  * tools/fixtures/synthetic_vlm_letters.py answer
  * with transformers' probabilities (1e-5, the same choice; one image, and
  * two of different sizes inside chat messages), count the image tokens in
@@ -174,6 +174,7 @@ TEST(srv_decision_images_match_transformers)
     one_fixture("qwen3_vl_letters", 1);
     one_fixture("mistral3_letters", 1);
     one_fixture("gemma4_letters", 0);
+    one_fixture("gemma4u_letters", 0);
 }
 
 static void expect(const srv *s, const char *body, long status, const char *loc, const char *type,
