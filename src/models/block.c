@@ -47,6 +47,15 @@ typedef struct block_scratch {
     void *dyn_state;      /* the hooks' per-forward slot */
     int layer;            /* the layer running (activation taps) */
     iv_arena *arena, *dev;
+    /* The head's rows (iv_attn_extras.head_rows), for the call's last layer. */
+    struct {
+        int active;                 /* this layer computes only the head's rows past its keys and values */
+        int64_t n;                  /* rows kept: one per sequence */
+        iv_view q, x;               /* [n, widest q cols] their queries, [n, H] their residual stream */
+        int32_t *q_cu;              /* host [n + 1]: 0, 1, .., n (one query per sequence) */
+        const int32_t *q_cu_dev;
+        const int32_t *ident_dev;   /* dev [T]: 0, 1, .., T - 1 (key rows, and their positions) */
+    } keep;
 } block_scratch;
 
 /* Whole sequences [s0, s1) whose bias blocks fit dyn_cap together (or one
@@ -207,6 +216,74 @@ static void attention_folded(const iv_ops *ops, const iv_block_spec *s, const iv
     ops->attention_rows(ops, &a);
 }
 
+const char *iv_block_head_rows_blocker(const iv_block_spec *s, const iv_layer *L)
+{
+    if (L->deltanet) return "a DeltaNet token mixer";
+    if (L->dyn_bias) return "a dynamic attention bias";
+    if (L->ple_gate_w) return "per-layer inputs";
+    if (L->attn_out_gate) return "gated attention outputs";
+    if (!s->causal && L->window_left >= 0 && L->window_right < 0) return "a bidirectional window open on the right";
+    if (L->window_left > (1 << 29) || L->window_right > (1 << 29)) return "an attention window over 2^29 tokens";
+    return NULL;
+}
+
+/* The head's rows only (iv_attn_extras.head_rows): their queries against
+ * every key of their own sequence through attention_rows, whose rule (key
+ * position <= query position, and within window_left of it) expresses this
+ * layer's mask exactly when positions are row indices: a causal query sits
+ * at its own row; a bidirectional one at its row + window_right, with
+ * window_left + window_right as the window (or at its sequence's last row,
+ * no window, when both sides are unlimited). */
+static int attention_kept_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
+                               const iv_attn_extras *ex, const iv_attn_args *a, block_scratch *sc)
+{
+    const int64_t n = sc->keep.n;
+    int32_t *q_pos = iv_arena_alloc(sc->arena, (size_t)n * sizeof *q_pos);
+    if (!q_pos) return -1;
+    const int bidir_window = !s->causal && L->window_right >= 0;
+    for (int64_t i = 0; i < n; i++)
+        q_pos[i] = s->causal ? ex->head_rows[i]
+                   : bidir_window ? ex->head_rows[i] + L->window_right
+                                  : b->cu_seqlens[i + 1] - 1;
+    const int32_t *q_pos_dev = iv_dev_upload_new(ops, sc->dev, q_pos, (size_t)n * sizeof *q_pos);
+    if (!q_pos_dev) return -1;
+    const iv_view q = iv_view_cols(sc->keep.q, 0, a->q.cols);
+    ops->moe_gather(ops, q, a->q, ex->head_rows_dev, 1);
+    const iv_attn_rows_args r = {
+        .q = q, .out = iv_view_rows(a->out, 0, n), .k = a->k, .v = a->v,
+        .n_runs = b->n_seqs, .q_cu = sc->keep.q_cu, .q_cu_dev = sc->keep.q_cu_dev,
+        .kv_cu = b->cu_seqlens, .kv_cu_dev = b->cu_seqlens_dev, .kv_rows = sc->keep.ident_dev,
+        .q_pos = q_pos_dev, .kv_pos = sc->keep.ident_dev, .max_keys = b->max_seqlen,
+        .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads, .head_dim = a->head_dim, .scale = a->scale,
+        .window_left = s->causal ? L->window_left
+                       : bidir_window && L->window_left >= 0 ? L->window_left + L->window_right
+                                                             : -1,
+    };
+    ops->attention_rows(ops, &r);
+    return 0;
+}
+
+/* A view cut to its first n rows (views without memory stay as they are). */
+static iv_view first_rows(iv_view v, int64_t n) { return v.data ? iv_view_rows(v, 0, n) : v; }
+
+/* Once the last layer's keys and values exist, only the head's rows go on:
+ * their residual rows gathered into keep.x and the scratch views cut to as
+ * many rows. Returns the residual stream the rest of the layer updates. */
+static iv_view keep_rows(const iv_ops *ops, iv_view xv, const iv_attn_extras *ex, block_scratch *sc)
+{
+    if (!sc->keep.active) return xv;
+    const int64_t n = sc->keep.n;
+    ops->moe_gather(ops, sc->keep.x, xv, ex->head_rows_dev, 1);
+    sc->normed = first_rows(sc->normed, n);
+    sc->attn = first_rows(sc->attn, n);
+    sc->h = first_rows(sc->h, n);
+    sc->moe_in = first_rows(sc->moe_in, n);
+    sc->moe_out = first_rows(sc->moe_out, n);
+    sc->mlp.up = first_rows(sc->mlp.up, n);
+    sc->mlp.gated = first_rows(sc->mlp.gated, n);
+    return sc->keep.x;
+}
+
 static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
                               const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
 {
@@ -270,7 +347,10 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
         .key_mask = b->key_mask_dev,
     };
     if (ex->fold) attention_folded(ops, s, L, b, ex->fold, qkv_all, q, a.out, a.scale, sc->layer);
-    else if (!L->dyn_bias) ops->attention(ops, &a);
+    else if (sc->keep.active) {
+        if (attention_kept_rows(ops, s, L, b, ex, &a, sc)) return -1;
+        a.out = iv_view_rows(a.out, 0, sc->keep.n);
+    } else if (!L->dyn_bias) ops->attention(ops, &a);
     else if (attention_dynamic_bias(ops, s, L, b, ex, &a, sc)) return -1;
     if (L->attn_out_gate) ops->gate_mul(ops, a.out, a.out, iv_view_cols(qkv, q_cols + 2 * (int64_t)kv_cols, q_cols),
                                         IV_ACT_SIGMOID);
@@ -318,8 +398,9 @@ static void moe_beside(const iv_ops *ops, const iv_block_spec *s, const iv_layer
 static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
                            const iv_attn_extras *ex, iv_view xv, block_scratch *sc)
 {
-    const iv_view hv = sc->h;
     if (attention_sublayer(ops, s, L, b, ex, xv, sc)) return -1;
+    xv = keep_rows(ops, xv, ex, sc);
+    const iv_view hv = sc->h;
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
     const iv_view attn = iv_view_cols(sc->attn, 0, mixer_cols(s, L));
     ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, xv.data);
@@ -334,14 +415,15 @@ static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_l
 static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
                           const iv_attn_extras *ex, iv_view xv, block_scratch *sc)
 {
-    const iv_view hv = sc->h, nv = sc->normed;
     const int sandwich = s->norm_place == IV_NORM_SANDWICH;
     iv_view in = xv;
     if (L->attn_norm.present) {
-        iv_block_norm(ops, s, &L->attn_norm, nv, xv, NULL);
-        in = nv;
+        iv_block_norm(ops, s, &L->attn_norm, sc->normed, xv, NULL);
+        in = sc->normed;
     }
     if (attention_sublayer(ops, s, L, b, ex, in, sc)) return -1;
+    xv = keep_rows(ops, xv, ex, sc);
+    const iv_view hv = sc->h, nv = sc->normed;
     const iv_view attn = iv_view_cols(sc->attn, 0, mixer_cols(s, L));
     if (sandwich) {
         ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, NULL);
@@ -424,6 +506,30 @@ static int dyn_bias_scratch_alloc(const iv_ops *ops, block_scratch *sc, const iv
     return 0;
 }
 
+/* Scratch for the head's rows (iv_attn_extras.head_rows): refused (-1)
+ * when the last layer cannot compute them alone or the batch brings what
+ * attention_rows has no place for (a key mask, a bias, ALiBi, a fold). */
+static int keep_scratch_alloc(const iv_ops *ops, block_scratch *sc, const iv_block_spec *spec,
+                              const iv_layer *layers, int n_layers, const iv_batch *b, int64_t q_cols,
+                              const iv_attn_extras *ex)
+{
+    if (n_layers < 1 || !ops->attention_rows || b->key_mask_dev || ex->bias || ex->alibi_slopes || ex->fold ||
+        iv_block_head_rows_blocker(spec, &layers[n_layers - 1]))
+        return -1;
+    const int64_t n = b->n_seqs, T = b->n_tokens;
+    sc->keep.n = n;
+    sc->keep.q = iv_act_alloc(ops, sc->dev, n, q_cols, q_cols);
+    sc->keep.x = iv_act_alloc(ops, sc->dev, n, spec->hidden, spec->hidden);
+    sc->keep.q_cu = iv_arena_alloc(sc->arena, (size_t)(n + 1) * sizeof(int32_t));
+    int32_t *ident = iv_arena_alloc(sc->arena, (size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+    if (!sc->keep.q.data || !sc->keep.x.data || !sc->keep.q_cu || !ident) return -1;
+    for (int64_t i = 0; i <= n; i++) sc->keep.q_cu[i] = (int32_t)i;
+    for (int64_t t = 0; t < T; t++) ident[t] = (int32_t)t;
+    sc->keep.q_cu_dev = iv_dev_upload_new(ops, sc->dev, sc->keep.q_cu, (size_t)(n + 1) * sizeof(int32_t));
+    sc->keep.ident_dev = iv_dev_upload_new(ops, sc->dev, ident, (size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+    return sc->keep.q_cu_dev && sc->keep.ident_dev ? 0 : -1;
+}
+
 /* The spec as layer L sees it: its own attention geometry where it has one. */
 static iv_block_spec layer_spec(const iv_block_spec *s, const iv_layer *L)
 {
@@ -497,13 +603,17 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
     sc.arena = mem->host;
     sc.dev = mem->dev;
     if (dyn_bias_scratch_alloc(ops, &sc, spec, layers, n_layers, batch)) return -1;
+    if (extras->head_rows && keep_scratch_alloc(ops, &sc, spec, layers, n_layers, batch, attn_cols, extras))
+        return -1;
     for (int l = 0; l < n_layers; l++) {
         const iv_block_spec ls = layer_spec(spec, &layers[l]);
         sc.layer = extras->first_layer + l;
+        sc.keep.active = extras->head_rows && l == n_layers - 1;
         const int rc = spec->norm_place == IV_NORM_POST ? layer_post_norm(ops, &ls, &layers[l], batch, extras, x, &sc)
                                                         : layer_pre_norm(ops, &ls, &layers[l], batch, extras, x, &sc);
         if (rc) return -1;
-        iv_tap(ops, "layer", sc.layer, x);
+        if (sc.keep.active) ops->scale(ops, iv_view_rows(x, 0, sc.keep.n), sc.keep.x, 1.0f);
+        iv_tap(ops, "layer", sc.layer, sc.keep.active ? iv_view_rows(x, 0, sc.keep.n) : x);
     }
     return 0;
 }

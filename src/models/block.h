@@ -255,7 +255,19 @@ typedef struct iv_attn_extras {
     iv_view ple;
     /* Prefix folding (NULL: the packed batch as it is). */
     const iv_fold_attn *fold;
+    /* The rows the head reads (NULL: every row): host and dev [n_seqs], the
+     * batch row of each sequence's one token that its head reads (CLS or
+     * last-token pooling, a classifier reading one token). The last layer of
+     * the call then computes keys and values for every row but queries'
+     * attention, the output projection, residual, norms and MLP only for
+     * these rows, and leaves their outputs in rows [0, n_seqs) of x. Only
+     * for layers iv_block_head_rows_blocker accepts, and no fold. */
+    const int32_t *head_rows, *head_rows_dev;
 } iv_attn_extras;
+
+/* Why layer L cannot compute only the head's rows (iv_attn_extras.head_rows),
+ * or NULL when it can. */
+const char *iv_block_head_rows_blocker(const iv_block_spec *spec, const iv_layer *L);
 
 /* Runs layers [0, n_layers) over x [T, hidden] (dense rows) in place. The
  * batch's device arrays must be filled (iv_model_forward does). Scratch

@@ -62,6 +62,7 @@ int iv_model_load_split(iv_model **out, const char *config_dir, const char *mode
         goto fail;
     }
     m->no_fold_reason = iv_model_fold_blocker(m);
+    m->no_head_rows_reason = iv_model_head_rows_blocker(m);
     *out = m;
     return 0;
 fail:
