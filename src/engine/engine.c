@@ -647,7 +647,7 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
     if (forward(e, seqs, n, &b, head_rows, &hidden, &compact, err)) return -1;
     if (compact) {
         /* The head reads one row per sequence: the rows it was given. */
-        if (!m->no_head_rows_reason && !b.key_mask) e->head_rows_batches++;
+        if (iv_model_head_rows_apply(m, &b)) e->head_rows_batches++;
         if (iv_head_rows_batch(m->ops, &b, head_rows, &e->mem, &b)) goto oom;
         skip = NULL;
     }

@@ -257,6 +257,14 @@ const char *iv_model_head_rows_blocker(const iv_model *m)
 static int forward_text(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const int32_t *head_rows,
                         const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
 
+int iv_model_head_rows_apply(const iv_model *m, const iv_batch *b)
+{
+    if (m->no_head_rows_reason || b->key_mask || !m->ops->attention_rows) return 0;
+    const iv_layer *L = &m->layers[m->n_layers - 1];
+    const int d = L->head_dim ? L->head_dim : m->block.head_dim, cap = m->ops->attention_rows_max_head_dim;
+    return cap <= 0 || d <= cap;
+}
+
 int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
 {
     return forward_text(m, b, NULL, NULL, mem, hidden, err);
@@ -322,7 +330,7 @@ static int forward_text(const iv_model *m, const iv_batch *b, const iv_visual_in
     if (head_rows) {
         if (!(rows_dev = iv_dev_upload_new(ops, mem->dev, head_rows, (size_t)b->n_seqs * sizeof(int32_t))))
             return iv_errf(err, IV_E_NOMEM, "out of memory for the head's rows");
-        if (!vi && !b->key_mask && !m->no_head_rows_reason) {
+        if (!vi && iv_model_head_rows_apply(m, b)) {
             ex.head_rows = head_rows;
             ex.head_rows_dev = rows_dev;
         }

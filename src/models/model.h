@@ -222,14 +222,18 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
 /* The final states of one row per sequence, rows[s] (host [n_seqs], a row
  * of sequence s), as *hidden [n_seqs, width]: what a head that reads one
  * token per sequence (CLS or last-token pooling, a classifier on one
- * token) needs. Unless no_head_rows_reason (or the batch's key mask) says
- * otherwise, the last layer computes keys and values for every row and the
- * rest for these rows only; else the full pass runs and the rows are
- * gathered. Text batches only. */
+ * token) needs. Where iv_model_head_rows_apply says so, the last layer
+ * computes keys and values for every row and the rest for these rows only;
+ * else the full pass runs and the rows are gathered. Text batches only. */
 int iv_model_forward_head_rows(const iv_model *m, const iv_batch *b, const int32_t *rows, const iv_fwd_mem *mem,
                                iv_view *hidden, iv_err *err);
 /* Why a model's last layer cannot compute only the head's rows, or NULL. */
 const char *iv_model_head_rows_blocker(const iv_model *m);
+/* 1 when iv_model_forward_head_rows computes the head's rows alone for
+ * batch b (the model allows it, the batch has no key mask, the op table's
+ * attention_rows takes the last layer's heads); 0: it gathers them from
+ * the full pass. */
+int iv_model_head_rows_apply(const iv_model *m, const iv_batch *b);
 /* Validates ids against the vocabulary and lengths against positions. */
 int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err);
 /* Width of the hidden states iv_model_forward returns: the block's hidden
