@@ -856,6 +856,10 @@ int iv_engine_prefix_stats(iv_engine *e, iv_prefix_stats *cache, uint64_t *folde
 }
 
 uint64_t iv_engine_head_rows_batches(const iv_engine *e) { return e->head_rows_batches; }
+const char *iv_engine_no_head_rows_reason(const iv_engine *e)
+{
+    return e->no_head_rows ? "turned off (IV_HEAD_ROWS=0)" : e->model->no_head_rows_reason;
+}
 
 const char *iv_engine_no_fold_reason(const iv_engine *e)
 {

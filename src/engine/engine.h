@@ -132,6 +132,9 @@ const char *iv_engine_no_fold_reason(const iv_engine *e);
 /* Batches whose last layer computed only the rows their head reads
  * (engine/head_rows.c), since load. */
 uint64_t iv_engine_head_rows_batches(const iv_engine *e);
+/* Why this engine's last layer always runs every row, or NULL when it
+ * computes only the head's rows where the task allows. */
+const char *iv_engine_no_head_rows_reason(const iv_engine *e);
 int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out,
                   iv_err *err);
 

@@ -2,8 +2,9 @@
  * iv_model_forward_head_rows): for every tiny fixture whose pooled or
  * classifier output reads one token per sequence, the output with that path
  * equals the full pass's (the same engine settings with no_head_rows), on
- * the CPU in FP32 (cosine >= 0.99999, max abs <= 1e-5) and on the emulated
- * device (its 16-bit floor, test_device_fixtures.c); and tasks whose output
+ * the CPU in FP32 (cosine >= 0.99999, max abs <= 1e-5), on the emulated
+ * device and on CUDA where there is a GPU (the 16-bit floor of
+ * test_device_fixtures.c); and tasks whose output
  * reads more rows (mean pooling, per-token outputs, SPLADE, multi-vector,
  * activation taps) never take it. The comparison with transformers' outputs
  * is test_model_fixtures.c's and test_device_fixtures.c's, which run with the
@@ -25,6 +26,8 @@ typedef struct head_rows_device {
 
 static const head_rows_device CPU = {"cpu", NULL, 0.99999, 1e-5};
 static const head_rows_device EMU = {"emulated", "bfloat16", 0.999, 2e-2};
+/* Untried on a GPU when written: the 16-bit cosine floor only, figures printed. */
+static const head_rows_device CUDA = {"cuda", "bfloat16", 0.999, 1e30};
 
 static int run(iv_engine *e, const golden_case *g, iv_task task, iv_outputs *out)
 {
@@ -111,7 +114,9 @@ static void compare_all(const head_rows_device *d)
             const int took = w.took_path;
             if (pooled) compare_task(d, names[i], on, off, &g, IV_TASK_EMBED, &w);
             if (logits) compare_task(d, names[i], on, off, &g, IV_TASK_CLASSIFY, &w);
-            if (w.took_path > took) printf("    %-28s subset path\n", names[i]);
+            const char *why = iv_engine_no_head_rows_reason(on);
+            printf("    %-28s %s%s\n", names[i], w.took_path > took ? "head rows only" : "every row: ",
+                   w.took_path > took ? "" : why ? why : "the head reads more than one row");
         }
         if (on) iv_engine_free(on);
         if (off) iv_engine_free(off);
@@ -125,6 +130,10 @@ static void compare_all(const head_rows_device *d)
 
 TEST(head_rows_match_full_pass_cpu) { compare_all(&CPU); }
 TEST(head_rows_match_full_pass_emulated) { compare_all(&EMU); }
+TEST(head_rows_match_full_pass_cuda)
+{
+    if (golden_cuda_present()) compare_all(&CUDA);
+}
 
 /* Counts "final" taps and their rows. */
 typedef struct tap_count {
