@@ -52,6 +52,9 @@ typedef struct block_scratch {
         int active;                 /* this layer computes only the head's rows past its keys and values */
         int64_t n;                  /* rows kept: one per sequence */
         iv_view q, x;               /* [n, widest q cols] their queries, [n, H] their residual stream */
+        iv_view in;                 /* [n, H] their QKV input (split QKV) */
+        iv_batch batch;             /* one row per sequence: the queries' batch (split QKV) */
+        iv_attn_extras ex;          /* the extras with their positions (split QKV) */
         int32_t *q_cu;              /* host [n + 1]: 0, 1, .., n (one query per sequence) */
         const int32_t *q_cu_dev;
         const int32_t *ident_dev;   /* dev [T]: 0, 1, .., T - 1 (key rows, and their positions) */
@@ -87,7 +90,7 @@ static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer 
                       L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f,
                       /* one position per token (stride 0): every axis is the same, plain RoPE */
                       pos_axis_stride ? s->rope_freq_section : NULL, pos_axis_stride};
-    ops->rope(ops, &r);
+    if (q.data) ops->rope(ops, &r); /* none: keys alone (the head's rows have their own queries) */
     if (!k.data) return; /* queries only: keys come rotated from a KV-sharing layer */
     r.x = k;
     r.n_heads = s->n_kv_heads;
@@ -104,7 +107,8 @@ static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer
     }
     for (int i = 0; i < b->n_seqs; i++) {
         const int64_t r0 = b->cu_seqlens[i], r1 = b->cu_seqlens[i + 1];
-        rope_rows(ops, s, L, iv_view_rows(q, r0, r1), k.data ? iv_view_rows(k, r0, r1) : k, ex->positions_dev + r0,
+        rope_rows(ops, s, L, q.data ? iv_view_rows(q, r0, r1) : q, k.data ? iv_view_rows(k, r0, r1) : k,
+                  ex->positions_dev + r0,
                   ex->pos_axis_stride, ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
     }
 }
@@ -248,7 +252,7 @@ static int attention_kept_rows(const iv_ops *ops, const iv_block_spec *s, const 
     const int32_t *q_pos_dev = iv_dev_upload_new(ops, sc->dev, q_pos, (size_t)n * sizeof *q_pos);
     if (!q_pos_dev) return -1;
     const iv_view q = iv_view_cols(sc->keep.q, 0, a->q.cols);
-    ops->moe_gather(ops, q, a->q, ex->head_rows_dev, 1);
+    if (a->q.data != q.data) ops->moe_gather(ops, q, a->q, ex->head_rows_dev, 1); /* else projected so */
     const iv_attn_rows_args r = {
         .q = q, .out = iv_view_rows(a->out, 0, n), .k = a->k, .v = a->v,
         .n_runs = b->n_seqs, .q_cu = sc->keep.q_cu, .q_cu_dev = sc->keep.q_cu_dev,
@@ -299,9 +303,24 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     /* Folded: cached prefixes' rows first, then the T computed ones. */
     const iv_view qkv_all = iv_view_make(sc->qkv.data, sc->qkv.dtype, C + T, qkv_cols, qkv_cols);
     const iv_view qkv = iv_view_rows(qkv_all, C, C + T);
-    ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
-
-    const iv_view q = iv_view_cols(qkv, 0, q_cols);
+    iv_view q = iv_view_cols(qkv, 0, q_cols);
+    /* The queries' batch and extras: the head's rows alone when only their
+     * queries are projected (the last layer's split QKV), else the batch's. */
+    const iv_batch *qb = b;
+    const iv_attn_extras *qex = ex;
+    if (L->qkv_w) {
+        ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
+    } else {
+        if (!reuse)
+            ops->linear(ops, iv_view_cols(qkv, q_cols, qkv_cols - q_cols), in, L->kv_w, L->kv_b, IV_ACT_NONE, NULL);
+        if (sc->keep.active) {
+            ops->moe_gather(ops, sc->keep.in, in, ex->head_rows_dev, 1);
+            q = iv_view_cols(sc->keep.q, 0, q_cols);
+            qb = &sc->keep.batch;
+            qex = &sc->keep.ex;
+        }
+        ops->linear(ops, q, sc->keep.active ? sc->keep.in : in, L->q_w, L->q_b, IV_ACT_NONE, NULL);
+    }
     iv_view k = iv_view_cols(qkv, q_cols, kv_cols);
     iv_view v = iv_view_cols(qkv, q_cols + kv_cols, kv_cols);
     if (reuse) { /* keys and values as an earlier layer left them, normed and rotated */
@@ -318,7 +337,14 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
             ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
         if (s->v_norm) ops->head_rms_norm(ops, v, s->n_kv_heads, s->head_dim, NULL, s->qk_norm_eps, 0.0f);
     }
-    if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, reuse ? (iv_view){0} : k);
+    if (s->rot_dim && L->inv_freq) {
+        if (qb == b) {
+            apply_rope(ops, s, L, b, ex, q, reuse ? (iv_view){0} : k);
+        } else {
+            apply_rope(ops, s, L, qb, qex, q, (iv_view){0});
+            if (!reuse) apply_rope(ops, s, L, b, ex, (iv_view){0}, k);
+        }
+    }
     if (L->kv_store) {
         if (L->kv_store > sc->n_kv_slots) return -1;
         iv_view *slot = &sc->kv_slots[2 * (L->kv_store - 1)];
@@ -331,8 +357,8 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
         ops->scale(ops, slot[0], k, 1.0f);
         ops->scale(ops, slot[1], v, 1.0f);
     }
-    if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, ex->positions, q);
-    if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
+    if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, qex->positions, q);
+    if (s->logn_base > 1) scale_queries_by_length(ops, s, qb, q); /* never split: lengths are the batch's */
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
         .out = iv_view_cols(sc->attn, 0, q_cols),
@@ -527,7 +553,21 @@ static int keep_scratch_alloc(const iv_ops *ops, block_scratch *sc, const iv_blo
     for (int64_t t = 0; t < T; t++) ident[t] = (int32_t)t;
     sc->keep.q_cu_dev = iv_dev_upload_new(ops, sc->dev, sc->keep.q_cu, (size_t)(n + 1) * sizeof(int32_t));
     sc->keep.ident_dev = iv_dev_upload_new(ops, sc->dev, ident, (size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-    return sc->keep.q_cu_dev && sc->keep.ident_dev ? 0 : -1;
+    if (!sc->keep.q_cu_dev || !sc->keep.ident_dev) return -1;
+    if (layers[n_layers - 1].qkv_w) return 0;
+    /* A split QKV projects the head's rows' queries alone: their inputs, and
+     * a batch of one row per sequence (row i is sequence i, whose rotary
+     * frequencies it keeps) with those rows' positions. */
+    int32_t *pos = iv_arena_alloc(sc->arena, (size_t)(n > 0 ? n : 1) * sizeof *pos);
+    sc->keep.in = iv_act_alloc(ops, sc->dev, n, spec->hidden, iv_ops_act_stride(ops, spec->hidden));
+    if (!pos || !sc->keep.in.data || ex->pos_axis_stride) return -1;
+    for (int64_t i = 0; i < n; i++) pos[i] = ex->positions[ex->head_rows[i]];
+    sc->keep.ex = *ex;
+    sc->keep.ex.positions = pos;
+    sc->keep.ex.positions_dev = iv_dev_upload_new(ops, sc->dev, pos, (size_t)(n > 0 ? n : 1) * sizeof *pos);
+    sc->keep.batch = (iv_batch){.n_seqs = (int)n, .n_tokens = n, .cu_seqlens = sc->keep.q_cu,
+                                .cu_seqlens_dev = sc->keep.q_cu_dev, .max_seqlen = 1};
+    return sc->keep.ex.positions_dev ? 0 : -1;
 }
 
 /* The spec as layer L sees it: its own attention geometry where it has one. */

@@ -155,6 +155,11 @@ typedef struct iv_deltanet {
 typedef struct iv_layer {
     /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
     const iv_tensor *qkv_w, *qkv_b;
+    /* Or, qkv_w NULL, split in two (the last layer of models that compute
+     * only the rows a head reads, iv_model_split_last_qkv): the queries
+     * [Hq * D, H] and the rest of qkv_w's rows (keys, values, an output
+     * gate), NULL on a kv_reuse layer. Biases alike, or NULL. */
+    const iv_tensor *q_w, *q_b, *kv_w, *kv_b;
     const iv_tensor *o_w, *o_b;
     const iv_tensor *q_norm_w, *k_norm_w; /* per-head RMSNorm before RoPE, or NULL */
     iv_norm q_full_norm, k_full_norm; /* JinaCode: a norm over all of Q / K before the head split */
