@@ -15,6 +15,7 @@
 
 #include "base/file.h"
 #include "engine/engine.h"
+#include "engine/head_rows.h"
 #include "golden_util.h"
 #include "models/taps.h"
 #include "test.h"
@@ -193,4 +194,41 @@ TEST(head_rows_only_where_one_row_is_read)
     CHECK_EQ_INT(took, 0);
     CHECK_EQ_INT(c.finals, 1);
     CHECK_MSG(c.rows > 3, "the final tap saw %lld rows", (long long)c.rows);
+}
+
+/* The rows picked are the rows the pool op and the classifiers read:
+ * include_prompt=false skips (a skip leaving nothing counts as 0), the last
+ * row, the last non-pad row; and nothing for what reads more. */
+TEST(head_rows_pick_rules)
+{
+    const int32_t ids[] = {5, 6, 7, 0, 0, 8, 9, 3};
+    const int32_t cu[] = {0, 5, 7, 8};
+    const iv_batch b = {.n_seqs = 3, .n_tokens = 8, .ids = ids, .cu_seqlens = cu};
+    const int skip[] = {2, 2, 1};
+    iv_arena a;
+    iv_arena_init(&a);
+    const iv_pool_mode cls = IV_POOL_CLS, last = IV_POOL_LAST, mean = IV_POOL_MEAN, two[] = {IV_POOL_CLS, IV_POOL_LAST};
+    const int32_t *r = iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_EMBED, .pool_modes = &cls, .n_pool_modes = 1},
+                                         &b, skip, &a);
+    REQUIRE(r != NULL);
+    CHECK_EQ_INT(r[0], 2);
+    CHECK_EQ_INT(r[1], 5); /* skip 2 of 2 rows: counts as 0 */
+    CHECK_EQ_INT(r[2], 7);
+    r = iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_EMBED, .pool_modes = &last, .n_pool_modes = 1}, &b, skip, &a);
+    REQUIRE(r != NULL);
+    CHECK(r[0] == 4 && r[1] == 6 && r[2] == 7);
+    r = iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_CLASSIFY, .seq_pool = IV_SEQ_POOL_FIRST}, &b, skip, &a);
+    REQUIRE(r != NULL);
+    CHECK(r[0] == 0 && r[1] == 5 && r[2] == 7); /* classifiers read the first token whatever the prompt */
+    r = iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_CLASSIFY, .seq_pool = IV_SEQ_POOL_LAST_NON_PAD, .pad_id = 0},
+                          &b, NULL, &a);
+    REQUIRE(r != NULL);
+    CHECK(r[0] == 2 && r[1] == 6 && r[2] == 7);
+    CHECK(!iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_EMBED, .pool_modes = &mean, .n_pool_modes = 1}, &b,
+                             NULL, &a));
+    CHECK(!iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_EMBED, .pool_modes = two, .n_pool_modes = 2}, &b, NULL,
+                             &a));
+    CHECK(!iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_CLASSIFY, .seq_pool = IV_SEQ_POOL_MEAN}, &b, NULL, &a));
+    CHECK(!iv_head_rows_pick(&(iv_head_reads){.task = IV_TASK_EMBED_ALL}, &b, NULL, &a));
+    iv_arena_free(&a);
 }
