@@ -241,7 +241,7 @@ bench-avx2:
 	python3 bench/run_cpu.py --build build/avx2 --isa avx2 --out bench/results/cpu_avx2.json \
 		--plot bench/results/cpu_avx2_ratios.png $(BENCH_ARGS)
 
-$(BUILD)/bench_engine $(BUILD)/bench_prefix $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
+$(BUILD)/bench_engine $(BUILD)/bench_prefix $(BUILD)/bench_head_rows $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # Memory read bandwidth (bench/membw.c): OpenMP only, no libiv.

@@ -86,6 +86,22 @@ SHAPES = {
                     max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
                     tie_word_embeddings=True, hidden_act="silu"),
         tokenizer="llama-3", max_seq_length=8192, seed=4),
+    # For the last layer's head rows (docs/head-rows.md, bench/bench_head_rows.c):
+    # a MiniLM-L6-shaped cross-encoder (one label, the classifier reads
+    # [CLS] through the pooler), saved as transformers saves it, and
+    # BERT-base CLS-pooled.
+    "minilm-l6-crossenc": dict(
+        cls="BertForSequenceClassification",
+        config=dict(model_type="bert", num_hidden_layers=6, hidden_size=384, num_attention_heads=12,
+                    intermediate_size=1536, vocab_size=30522, max_position_embeddings=512,
+                    type_vocab_size=2, hidden_act="gelu", num_labels=1),
+        tokenizer="bert-base-uncased", max_seq_length=512, seed=5, plain=True),
+    "bert-base-cls": dict(
+        cls="BertModel",
+        config=dict(model_type="bert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                    intermediate_size=3072, vocab_size=30522, max_position_embeddings=512,
+                    type_vocab_size=2, hidden_act="gelu"),
+        tokenizer="bert-base-uncased", max_seq_length=512, seed=1, pooling="cls"),
 }
 
 
@@ -137,13 +153,19 @@ def build(name, shape, out_root):
 
     # Save the bare checkpoint first, then let sentence-transformers load it
     # back and write its own layout around it.
+    if shape.get("plain"):  # a transformers checkpoint, no sentence-transformers layout
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        model.save_pretrained(d)
+        tok.save_pretrained(d)
+        return d
     tmp = tempfile.mkdtemp(prefix=f"bench-{name}-", dir=out_root)
     try:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         del model
         transformer = Transformer(tmp, max_seq_length=shape["max_seq_length"])
-        pooling = Pooling(config.hidden_size, "mean")
+        pooling = Pooling(config.hidden_size, shape.get("pooling", "mean"))
         st = SentenceTransformer(modules=[transformer, pooling], device="cpu")
         if os.path.isdir(d):
             shutil.rmtree(d)

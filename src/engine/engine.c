@@ -18,6 +18,7 @@
 #include "decisions/pplx.h"
 #include "engine/max_length.h"
 #include "engine/pair_format.h"
+#include "engine/head_rows.h"
 #include "engine/prefix_fold.h"
 #include "heads/colbert.h"
 #include "heads/pooling.h"
@@ -26,6 +27,7 @@
 #include "models/audio_gemma4.h"
 #include "models/lm_score_head.h"
 #include "models/model.h"
+#include "models/taps.h"
 #include "models/pack_weights.h"
 #include "models/vision.h"
 #include "engine/audio_inputs.h"
@@ -72,6 +74,8 @@ struct iv_engine {
     iv_prefix_cache *prefix_cache; /* NULL: none */
     iv_fold_pins pins;      /* cache entries the running batch holds */
     iv_fold_stats fold_stats;
+    int no_head_rows;       /* the last layer runs every row (engine/head_rows.h) */
+    uint64_t head_rows_batches; /* batches it did not (under lock) */
 };
 
 /* opts->rerank_tokens "POS,NEG": both resolved through the tokenizer's
@@ -433,6 +437,10 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
     e->max_len_source = lim.source;
     e->caps = derive_capabilities(e);
     e->no_fold = opts && opts->no_prefix_fold;
+    const char *head_rows_env = getenv("IV_HEAD_ROWS");
+    e->no_head_rows = (opts && opts->no_head_rows) || (head_rows_env && !strcmp(head_rows_env, "0"));
+    if (e->model->no_head_rows_reason)
+        IV_DEBUG("head rows: the last layer runs every row (%s)", e->model->no_head_rows_reason);
     if (opts && opts->prefix_cache_bytes > 0 && !e->no_fold && !e->model->no_fold_reason) {
         e->prefix_cache = iv_prefix_cache_new(ops, opts->prefix_cache_bytes, e->model->n_layers,
                                               (int64_t)e->model->block.n_kv_heads * e->model->block.head_dim,
@@ -585,9 +593,13 @@ static int run_multivector(iv_engine *e, const iv_batch *b, iv_view hidden, iv_o
 }
 
 /* The backbone over the packed batch: the multimodal forward when some
- * sequence brings images or audio, else the text one. */
-static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch *b, iv_view *hidden, iv_err *err)
+ * sequence brings images or audio, else the text one. With head_rows (text
+ * batches that do not fold), *hidden holds only those rows and *compact is
+ * set. */
+static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch *b, const int32_t *head_rows,
+                   iv_view *hidden, int *compact, iv_err *err)
 {
+    *compact = 0;
     int any = 0, any_audio = 0;
     for (int i = 0; i < n; i++) any |= seqs[i].n_images > 0, any_audio |= seqs[i].n_audios > 0;
     if (any_audio) {
@@ -605,6 +617,10 @@ static int forward(iv_engine *e, const iv_seq_input *seqs, int n, const iv_batch
             const int folded = iv_fold_forward(e->model, e->prefix_cache, seqs, b, &e->mem, &e->pins, &e->fold_stats,
                                                hidden, err);
             if (folded) return folded < 0 ? -1 : 0;
+        }
+        if (head_rows) {
+            *compact = 1;
+            return iv_model_forward_head_rows(e->model, b, head_rows, &e->mem, hidden, err);
         }
         return iv_model_forward(e->model, b, &e->mem, hidden, err);
     }
@@ -624,7 +640,17 @@ static int run_locked(iv_engine *e, iv_task task, const iv_seq_input *seqs, int 
     if (pack(e, seqs, n, &b, &skip, err)) return -1;
     if (iv_model_upload_batch(m, &b, e->mem.dev, err)) return -1;
     iv_view hidden;
-    if (forward(e, seqs, n, &b, &hidden, err)) return -1;
+    int compact;
+    const iv_head_reads reads = {.task = task, .pool_modes = e->pool_modes, .n_pool_modes = e->n_pool_modes,
+                                 .seq_pool = m->seq_head_pool, .pad_id = m->cfg.pad_token_id};
+    const int32_t *head_rows = e->no_head_rows || iv_taps_active() ? NULL : iv_head_rows_pick(&reads, &b, skip, &e->arena);
+    if (forward(e, seqs, n, &b, head_rows, &hidden, &compact, err)) return -1;
+    if (compact) {
+        /* The head reads one row per sequence: the rows it was given. */
+        if (iv_model_head_rows_apply(m, &b)) e->head_rows_batches++;
+        if (iv_head_rows_batch(m->ops, &b, head_rows, &e->mem, &b)) goto oom;
+        skip = NULL;
+    }
     int rc = 0;
     switch (task) {
     case IV_TASK_EMBED: {
@@ -827,6 +853,12 @@ int iv_engine_prefix_stats(iv_engine *e, iv_prefix_stats *cache, uint64_t *folde
     *tokens_in = atomic_load(&e->fold_stats.tokens_in);
     *tokens_computed = atomic_load(&e->fold_stats.tokens_computed);
     return e->prefix_cache != NULL;
+}
+
+uint64_t iv_engine_head_rows_batches(const iv_engine *e) { return e->head_rows_batches; }
+const char *iv_engine_no_head_rows_reason(const iv_engine *e)
+{
+    return e->no_head_rows ? "turned off (IV_HEAD_ROWS=0)" : e->model->no_head_rows_reason;
 }
 
 const char *iv_engine_no_fold_reason(const iv_engine *e)

@@ -64,6 +64,10 @@ typedef struct iv_engine_opts {
     /* Bytes of device memory for the prefix cache (engine/prefix_cache.h);
      * 0: no cache. */
     size_t prefix_cache_bytes;
+    /* 1: every row runs through the last layer even when the head reads one
+     * per sequence (engine/head_rows.c; also IV_HEAD_ROWS=0 in the
+     * environment). For comparisons: the default computes only those rows. */
+    int no_head_rows;
 } iv_engine_opts;
 
 typedef struct iv_engine iv_engine;
@@ -125,6 +129,12 @@ int iv_engine_prefix_stats(iv_engine *e, struct iv_prefix_stats *cache, uint64_t
                            uint64_t *tokens_in, uint64_t *tokens_computed);
 /* Why this engine never folds, or NULL when it does. */
 const char *iv_engine_no_fold_reason(const iv_engine *e);
+/* Batches whose last layer computed only the rows their head reads
+ * (engine/head_rows.c), since load. */
+uint64_t iv_engine_head_rows_batches(const iv_engine *e);
+/* Why this engine's last layer always runs every row, or NULL when it
+ * computes only the head's rows where the task allows. */
+const char *iv_engine_no_head_rows_reason(const iv_engine *e);
 int iv_engine_run(iv_engine *e, iv_task task, const iv_seq_input *seqs, int n, iv_outputs *out,
                   iv_err *err);
 

@@ -47,6 +47,18 @@ typedef struct block_scratch {
     void *dyn_state;      /* the hooks' per-forward slot */
     int layer;            /* the layer running (activation taps) */
     iv_arena *arena, *dev;
+    /* The head's rows (iv_attn_extras.head_rows), for the call's last layer. */
+    struct {
+        int active;                 /* this layer computes only the head's rows past its keys and values */
+        int64_t n;                  /* rows kept: one per sequence */
+        iv_view q, x;               /* [n, widest q cols] their queries, [n, H] their residual stream */
+        iv_view in;                 /* [n, H] their QKV input (split QKV) */
+        iv_batch batch;             /* one row per sequence: the queries' batch (split QKV) */
+        iv_attn_extras ex;          /* the extras with their positions (split QKV) */
+        int32_t *q_cu;              /* host [n + 1]: 0, 1, .., n (one query per sequence) */
+        const int32_t *q_cu_dev;
+        const int32_t *ident_dev;   /* dev [T]: 0, 1, .., T - 1 (key rows, and their positions) */
+    } keep;
 } block_scratch;
 
 /* Whole sequences [s0, s1) whose bias blocks fit dyn_cap together (or one
@@ -78,7 +90,7 @@ static void rope_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer 
                       L->rope_attn_factor > 0 ? L->rope_attn_factor : 1.0f,
                       /* one position per token (stride 0): every axis is the same, plain RoPE */
                       pos_axis_stride ? s->rope_freq_section : NULL, pos_axis_stride};
-    ops->rope(ops, &r);
+    if (q.data) ops->rope(ops, &r); /* none: keys alone (the head's rows have their own queries) */
     if (!k.data) return; /* queries only: keys come rotated from a KV-sharing layer */
     r.x = k;
     r.n_heads = s->n_kv_heads;
@@ -95,7 +107,8 @@ static void apply_rope(const iv_ops *ops, const iv_block_spec *s, const iv_layer
     }
     for (int i = 0; i < b->n_seqs; i++) {
         const int64_t r0 = b->cu_seqlens[i], r1 = b->cu_seqlens[i + 1];
-        rope_rows(ops, s, L, iv_view_rows(q, r0, r1), k.data ? iv_view_rows(k, r0, r1) : k, ex->positions_dev + r0,
+        rope_rows(ops, s, L, q.data ? iv_view_rows(q, r0, r1) : q, k.data ? iv_view_rows(k, r0, r1) : k,
+                  ex->positions_dev + r0,
                   ex->pos_axis_stride, ex->seq_inv_freq + (int64_t)i * (s->rot_dim / 2));
     }
 }
@@ -207,6 +220,74 @@ static void attention_folded(const iv_ops *ops, const iv_block_spec *s, const iv
     ops->attention_rows(ops, &a);
 }
 
+const char *iv_block_head_rows_blocker(const iv_block_spec *s, const iv_layer *L)
+{
+    if (L->deltanet) return "a DeltaNet token mixer";
+    if (L->dyn_bias) return "a dynamic attention bias";
+    if (L->ple_gate_w) return "per-layer inputs";
+    if (L->attn_out_gate) return "gated attention outputs";
+    if (!s->causal && L->window_left >= 0 && L->window_right < 0) return "a bidirectional window open on the right";
+    if (L->window_left > (1 << 29) || L->window_right > (1 << 29)) return "an attention window over 2^29 tokens";
+    return NULL;
+}
+
+/* The head's rows only (iv_attn_extras.head_rows): their queries against
+ * every key of their own sequence through attention_rows, whose rule (key
+ * position <= query position, and within window_left of it) expresses this
+ * layer's mask exactly when positions are row indices: a causal query sits
+ * at its own row; a bidirectional one at its row + window_right, with
+ * window_left + window_right as the window (or at its sequence's last row,
+ * no window, when both sides are unlimited). */
+static int attention_kept_rows(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
+                               const iv_attn_extras *ex, const iv_attn_args *a, block_scratch *sc)
+{
+    const int64_t n = sc->keep.n;
+    int32_t *q_pos = iv_arena_alloc(sc->arena, (size_t)n * sizeof *q_pos);
+    if (!q_pos) return -1;
+    const int bidir_window = !s->causal && L->window_right >= 0;
+    for (int64_t i = 0; i < n; i++)
+        q_pos[i] = s->causal ? ex->head_rows[i]
+                   : bidir_window ? ex->head_rows[i] + L->window_right
+                                  : b->cu_seqlens[i + 1] - 1;
+    const int32_t *q_pos_dev = iv_dev_upload_new(ops, sc->dev, q_pos, (size_t)n * sizeof *q_pos);
+    if (!q_pos_dev) return -1;
+    const iv_view q = iv_view_cols(sc->keep.q, 0, a->q.cols);
+    if (a->q.data != q.data) ops->moe_gather(ops, q, a->q, ex->head_rows_dev, 1); /* else projected so */
+    const iv_attn_rows_args r = {
+        .q = q, .out = iv_view_rows(a->out, 0, n), .k = a->k, .v = a->v,
+        .n_runs = b->n_seqs, .q_cu = sc->keep.q_cu, .q_cu_dev = sc->keep.q_cu_dev,
+        .kv_cu = b->cu_seqlens, .kv_cu_dev = b->cu_seqlens_dev, .kv_rows = sc->keep.ident_dev,
+        .q_pos = q_pos_dev, .kv_pos = sc->keep.ident_dev, .max_keys = b->max_seqlen,
+        .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads, .head_dim = a->head_dim, .scale = a->scale,
+        .window_left = s->causal ? L->window_left
+                       : bidir_window && L->window_left >= 0 ? L->window_left + L->window_right
+                                                             : -1,
+    };
+    ops->attention_rows(ops, &r);
+    return 0;
+}
+
+/* A view cut to its first n rows (views without memory stay as they are). */
+static iv_view first_rows(iv_view v, int64_t n) { return v.data ? iv_view_rows(v, 0, n) : v; }
+
+/* Once the last layer's keys and values exist, only the head's rows go on:
+ * their residual rows gathered into keep.x and the scratch views cut to as
+ * many rows. Returns the residual stream the rest of the layer updates. */
+static iv_view keep_rows(const iv_ops *ops, iv_view xv, const iv_attn_extras *ex, block_scratch *sc)
+{
+    if (!sc->keep.active) return xv;
+    const int64_t n = sc->keep.n;
+    ops->moe_gather(ops, sc->keep.x, xv, ex->head_rows_dev, 1);
+    sc->normed = first_rows(sc->normed, n);
+    sc->attn = first_rows(sc->attn, n);
+    sc->h = first_rows(sc->h, n);
+    sc->moe_in = first_rows(sc->moe_in, n);
+    sc->moe_out = first_rows(sc->moe_out, n);
+    sc->mlp.up = first_rows(sc->mlp.up, n);
+    sc->mlp.gated = first_rows(sc->mlp.gated, n);
+    return sc->keep.x;
+}
+
 static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L,
                               const iv_batch *b, const iv_attn_extras *ex, iv_view in, block_scratch *sc)
 {
@@ -222,9 +303,24 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
     /* Folded: cached prefixes' rows first, then the T computed ones. */
     const iv_view qkv_all = iv_view_make(sc->qkv.data, sc->qkv.dtype, C + T, qkv_cols, qkv_cols);
     const iv_view qkv = iv_view_rows(qkv_all, C, C + T);
-    ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
-
-    const iv_view q = iv_view_cols(qkv, 0, q_cols);
+    iv_view q = iv_view_cols(qkv, 0, q_cols);
+    /* The queries' batch and extras: the head's rows alone when only their
+     * queries are projected (the last layer's split QKV), else the batch's. */
+    const iv_batch *qb = b;
+    const iv_attn_extras *qex = ex;
+    if (L->qkv_w) {
+        ops->linear(ops, qkv, in, L->qkv_w, L->qkv_b, IV_ACT_NONE, NULL);
+    } else {
+        if (!reuse)
+            ops->linear(ops, iv_view_cols(qkv, q_cols, qkv_cols - q_cols), in, L->kv_w, L->kv_b, IV_ACT_NONE, NULL);
+        if (sc->keep.active) {
+            ops->moe_gather(ops, sc->keep.in, in, ex->head_rows_dev, 1);
+            q = iv_view_cols(sc->keep.q, 0, q_cols);
+            qb = &sc->keep.batch;
+            qex = &sc->keep.ex;
+        }
+        ops->linear(ops, q, sc->keep.active ? sc->keep.in : in, L->q_w, L->q_b, IV_ACT_NONE, NULL);
+    }
     iv_view k = iv_view_cols(qkv, q_cols, kv_cols);
     iv_view v = iv_view_cols(qkv, q_cols + kv_cols, kv_cols);
     if (reuse) { /* keys and values as an earlier layer left them, normed and rotated */
@@ -241,7 +337,14 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
             ops->head_rms_norm(ops, k, s->n_kv_heads, s->head_dim, L->k_norm_w, s->qk_norm_eps, qk_offset);
         if (s->v_norm) ops->head_rms_norm(ops, v, s->n_kv_heads, s->head_dim, NULL, s->qk_norm_eps, 0.0f);
     }
-    if (s->rot_dim && L->inv_freq) apply_rope(ops, s, L, b, ex, q, reuse ? (iv_view){0} : k);
+    if (s->rot_dim && L->inv_freq) {
+        if (qb == b) {
+            apply_rope(ops, s, L, b, ex, q, reuse ? (iv_view){0} : k);
+        } else {
+            apply_rope(ops, s, L, qb, qex, q, (iv_view){0});
+            if (!reuse) apply_rope(ops, s, L, b, ex, (iv_view){0}, k);
+        }
+    }
     if (L->kv_store) {
         if (L->kv_store > sc->n_kv_slots) return -1;
         iv_view *slot = &sc->kv_slots[2 * (L->kv_store - 1)];
@@ -254,8 +357,8 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
         ops->scale(ops, slot[0], k, 1.0f);
         ops->scale(ops, slot[1], v, 1.0f);
     }
-    if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, ex->positions, q);
-    if (s->logn_base > 1) scale_queries_by_length(ops, s, b, q);
+    if (s->q_pos_scale_beta != 0) scale_queries_by_position(ops, s, qex->positions, q);
+    if (s->logn_base > 1) scale_queries_by_length(ops, s, qb, q); /* never split: lengths are the batch's */
     iv_attn_args a = {
         .q = q, .k = k, .v = v,
         .out = iv_view_cols(sc->attn, 0, q_cols),
@@ -270,7 +373,10 @@ static int attention_sublayer(const iv_ops *ops, const iv_block_spec *s, const i
         .key_mask = b->key_mask_dev,
     };
     if (ex->fold) attention_folded(ops, s, L, b, ex->fold, qkv_all, q, a.out, a.scale, sc->layer);
-    else if (!L->dyn_bias) ops->attention(ops, &a);
+    else if (sc->keep.active) {
+        if (attention_kept_rows(ops, s, L, b, ex, &a, sc)) return -1;
+        a.out = iv_view_rows(a.out, 0, sc->keep.n);
+    } else if (!L->dyn_bias) ops->attention(ops, &a);
     else if (attention_dynamic_bias(ops, s, L, b, ex, &a, sc)) return -1;
     if (L->attn_out_gate) ops->gate_mul(ops, a.out, a.out, iv_view_cols(qkv, q_cols + 2 * (int64_t)kv_cols, q_cols),
                                         IV_ACT_SIGMOID);
@@ -318,8 +424,9 @@ static void moe_beside(const iv_ops *ops, const iv_block_spec *s, const iv_layer
 static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
                            const iv_attn_extras *ex, iv_view xv, block_scratch *sc)
 {
-    const iv_view hv = sc->h;
     if (attention_sublayer(ops, s, L, b, ex, xv, sc)) return -1;
+    xv = keep_rows(ops, xv, ex, sc);
+    const iv_view hv = sc->h;
     /* h = N1(x + O(attn)): the residual add rides in the projection's epilogue. */
     const iv_view attn = iv_view_cols(sc->attn, 0, mixer_cols(s, L));
     ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, xv.data);
@@ -334,14 +441,15 @@ static int layer_post_norm(const iv_ops *ops, const iv_block_spec *s, const iv_l
 static int layer_pre_norm(const iv_ops *ops, const iv_block_spec *s, const iv_layer *L, const iv_batch *b,
                           const iv_attn_extras *ex, iv_view xv, block_scratch *sc)
 {
-    const iv_view hv = sc->h, nv = sc->normed;
     const int sandwich = s->norm_place == IV_NORM_SANDWICH;
     iv_view in = xv;
     if (L->attn_norm.present) {
-        iv_block_norm(ops, s, &L->attn_norm, nv, xv, NULL);
-        in = nv;
+        iv_block_norm(ops, s, &L->attn_norm, sc->normed, xv, NULL);
+        in = sc->normed;
     }
     if (attention_sublayer(ops, s, L, b, ex, in, sc)) return -1;
+    xv = keep_rows(ops, xv, ex, sc);
+    const iv_view hv = sc->h, nv = sc->normed;
     const iv_view attn = iv_view_cols(sc->attn, 0, mixer_cols(s, L));
     if (sandwich) {
         ops->linear(ops, hv, attn, L->o_w, L->o_b, IV_ACT_NONE, NULL);
@@ -424,6 +532,44 @@ static int dyn_bias_scratch_alloc(const iv_ops *ops, block_scratch *sc, const iv
     return 0;
 }
 
+/* Scratch for the head's rows (iv_attn_extras.head_rows): refused (-1)
+ * when the last layer cannot compute them alone or the batch brings what
+ * attention_rows has no place for (a key mask, a bias, ALiBi, a fold). */
+static int keep_scratch_alloc(const iv_ops *ops, block_scratch *sc, const iv_block_spec *spec,
+                              const iv_layer *layers, int n_layers, const iv_batch *b, int64_t q_cols,
+                              const iv_attn_extras *ex)
+{
+    if (n_layers < 1 || !ops->attention_rows || b->key_mask_dev || ex->bias || ex->alibi_slopes || ex->fold ||
+        iv_block_head_rows_blocker(spec, &layers[n_layers - 1]))
+        return -1;
+    const int64_t n = b->n_seqs, T = b->n_tokens;
+    sc->keep.n = n;
+    sc->keep.q = iv_act_alloc(ops, sc->dev, n, q_cols, q_cols);
+    sc->keep.x = iv_act_alloc(ops, sc->dev, n, spec->hidden, spec->hidden);
+    sc->keep.q_cu = iv_arena_alloc(sc->arena, (size_t)(n + 1) * sizeof(int32_t));
+    int32_t *ident = iv_arena_alloc(sc->arena, (size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+    if (!sc->keep.q.data || !sc->keep.x.data || !sc->keep.q_cu || !ident) return -1;
+    for (int64_t i = 0; i <= n; i++) sc->keep.q_cu[i] = (int32_t)i;
+    for (int64_t t = 0; t < T; t++) ident[t] = (int32_t)t;
+    sc->keep.q_cu_dev = iv_dev_upload_new(ops, sc->dev, sc->keep.q_cu, (size_t)(n + 1) * sizeof(int32_t));
+    sc->keep.ident_dev = iv_dev_upload_new(ops, sc->dev, ident, (size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+    if (!sc->keep.q_cu_dev || !sc->keep.ident_dev) return -1;
+    if (layers[n_layers - 1].qkv_w) return 0;
+    /* A split QKV projects the head's rows' queries alone: their inputs, and
+     * a batch of one row per sequence (row i is sequence i, whose rotary
+     * frequencies it keeps) with those rows' positions. */
+    int32_t *pos = iv_arena_alloc(sc->arena, (size_t)(n > 0 ? n : 1) * sizeof *pos);
+    sc->keep.in = iv_act_alloc(ops, sc->dev, n, spec->hidden, iv_ops_act_stride(ops, spec->hidden));
+    if (!pos || !sc->keep.in.data || ex->pos_axis_stride) return -1;
+    for (int64_t i = 0; i < n; i++) pos[i] = ex->positions[ex->head_rows[i]];
+    sc->keep.ex = *ex;
+    sc->keep.ex.positions = pos;
+    sc->keep.ex.positions_dev = iv_dev_upload_new(ops, sc->dev, pos, (size_t)(n > 0 ? n : 1) * sizeof *pos);
+    sc->keep.batch = (iv_batch){.n_seqs = (int)n, .n_tokens = n, .cu_seqlens = sc->keep.q_cu,
+                                .cu_seqlens_dev = sc->keep.q_cu_dev, .max_seqlen = 1};
+    return sc->keep.ex.positions_dev ? 0 : -1;
+}
+
 /* The spec as layer L sees it: its own attention geometry where it has one. */
 static iv_block_spec layer_spec(const iv_block_spec *s, const iv_layer *L)
 {
@@ -497,13 +643,17 @@ int iv_block_stack_forward(const iv_ops *ops, const iv_block_spec *spec, const i
     sc.arena = mem->host;
     sc.dev = mem->dev;
     if (dyn_bias_scratch_alloc(ops, &sc, spec, layers, n_layers, batch)) return -1;
+    if (extras->head_rows && keep_scratch_alloc(ops, &sc, spec, layers, n_layers, batch, attn_cols, extras))
+        return -1;
     for (int l = 0; l < n_layers; l++) {
         const iv_block_spec ls = layer_spec(spec, &layers[l]);
         sc.layer = extras->first_layer + l;
+        sc.keep.active = extras->head_rows && l == n_layers - 1;
         const int rc = spec->norm_place == IV_NORM_POST ? layer_post_norm(ops, &ls, &layers[l], batch, extras, x, &sc)
                                                         : layer_pre_norm(ops, &ls, &layers[l], batch, extras, x, &sc);
         if (rc) return -1;
-        iv_tap(ops, "layer", sc.layer, x);
+        if (sc.keep.active) ops->scale(ops, iv_view_rows(x, 0, sc.keep.n), sc.keep.x, 1.0f);
+        iv_tap(ops, "layer", sc.layer, sc.keep.active ? iv_view_rows(x, 0, sc.keep.n) : x);
     }
     return 0;
 }

@@ -155,6 +155,11 @@ typedef struct iv_deltanet {
 typedef struct iv_layer {
     /* Attention: Q, K and V always fused at load into one [(Hq + 2Hkv) * D, H] projection. */
     const iv_tensor *qkv_w, *qkv_b;
+    /* Or, qkv_w NULL, split in two (the last layer of models that compute
+     * only the rows a head reads, iv_model_split_last_qkv): the queries
+     * [Hq * D, H] and the rest of qkv_w's rows (keys, values, an output
+     * gate), NULL on a kv_reuse layer. Biases alike, or NULL. */
+    const iv_tensor *q_w, *q_b, *kv_w, *kv_b;
     const iv_tensor *o_w, *o_b;
     const iv_tensor *q_norm_w, *k_norm_w; /* per-head RMSNorm before RoPE, or NULL */
     iv_norm q_full_norm, k_full_norm; /* JinaCode: a norm over all of Q / K before the head split */
@@ -255,7 +260,19 @@ typedef struct iv_attn_extras {
     iv_view ple;
     /* Prefix folding (NULL: the packed batch as it is). */
     const iv_fold_attn *fold;
+    /* The rows the head reads (NULL: every row): host and dev [n_seqs], the
+     * batch row of each sequence's one token that its head reads (CLS or
+     * last-token pooling, a classifier reading one token). The last layer of
+     * the call then computes keys and values for every row but queries'
+     * attention, the output projection, residual, norms and MLP only for
+     * these rows, and leaves their outputs in rows [0, n_seqs) of x. Only
+     * for layers iv_block_head_rows_blocker accepts, and no fold. */
+    const int32_t *head_rows, *head_rows_dev;
 } iv_attn_extras;
+
+/* Why layer L cannot compute only the head's rows (iv_attn_extras.head_rows),
+ * or NULL when it can. */
+const char *iv_block_head_rows_blocker(const iv_block_spec *spec, const iv_layer *L);
 
 /* Runs layers [0, n_layers) over x [T, hidden] (dense rows) in place. The
  * batch's device arrays must be filled (iv_model_forward does). Scratch

@@ -244,13 +244,50 @@ int iv_model_upload_batch(const iv_model *m, iv_batch *b, iv_arena *dev, iv_err 
     return 0;
 }
 
+const char *iv_model_head_rows_blocker(const iv_model *m)
+{
+    if (m->n_layers < 1) return "no layers";
+    if (m->conv.w) return "a token convolution";
+    if (m->alibi_slopes) return "ALiBi";
+    if (m->rel_bias.table) return "a relative position bias";
+    if (m->ple_w) return "per-layer inputs";
+    return iv_block_head_rows_blocker(&m->block, &m->layers[m->n_layers - 1]);
+}
+
+static int forward_text(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const int32_t *head_rows,
+                        const iv_fwd_mem *mem, iv_view *hidden, iv_err *err);
+
+int iv_model_head_rows_apply(const iv_model *m, const iv_batch *b)
+{
+    if (m->no_head_rows_reason || b->key_mask || !m->ops->attention_rows) return 0;
+    const iv_layer *L = &m->layers[m->n_layers - 1];
+    const int d = L->head_dim ? L->head_dim : m->block.head_dim, cap = m->ops->attention_rows_max_head_dim;
+    return cap <= 0 || d <= cap;
+}
+
 int iv_model_forward(const iv_model *m, const iv_batch *b, const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
 {
-    return iv_model_forward_visual(m, b, NULL, mem, hidden, err);
+    return forward_text(m, b, NULL, NULL, mem, hidden, err);
 }
 
 int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const iv_fwd_mem *mem,
                             iv_view *hidden, iv_err *err)
+{
+    return forward_text(m, b, vi, NULL, mem, hidden, err);
+}
+
+int iv_model_forward_head_rows(const iv_model *m, const iv_batch *b, const int32_t *rows, const iv_fwd_mem *mem,
+                               iv_view *hidden, iv_err *err)
+{
+    return forward_text(m, b, NULL, rows, mem, hidden, err);
+}
+
+/* The text stack over the batch, with visual rows when vi is set; with
+ * head_rows, only those rows' final states, computed past the last layer's
+ * keys and values for them alone when the model allows it, else gathered
+ * from the full pass. */
+static int forward_text(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const int32_t *head_rows,
+                        const iv_fwd_mem *mem, iv_view *hidden, iv_err *err)
 {
     const iv_ops *ops = m->ops;
     const int64_t T = b->n_tokens, H = m->block.hidden;
@@ -289,12 +326,29 @@ int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visua
     if (m->seq_rope && build_seq_rope(m, b, mem->host, &ex, err)) return -1;
     if (m->ple_w && build_ple(m, b, x, mem->dev, &ex))
         return iv_errf(err, IV_E_NOMEM, "out of memory for per-layer inputs of %lld tokens", (long long)T);
+    const int32_t *rows_dev = NULL;
+    if (head_rows) {
+        if (!(rows_dev = iv_dev_upload_new(ops, mem->dev, head_rows, (size_t)b->n_seqs * sizeof(int32_t))))
+            return iv_errf(err, IV_E_NOMEM, "out of memory for the head's rows");
+        if (!vi && iv_model_head_rows_apply(m, b)) {
+            ex.head_rows = head_rows;
+            ex.head_rows_dev = rows_dev;
+        }
+    }
     if (vi && vi->n_deepstack > 0 ? run_layers_deepstack(m, b, &ex, vi, x, mem) : run_layers(m, b, &ex, vi, x, mem))
         return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
+    if (ex.head_rows) {
+        x = iv_view_rows(x, 0, b->n_seqs); /* the last layer left the head's rows there */
+    } else if (head_rows) {
+        const iv_view kept = iv_act_alloc(ops, mem->dev, b->n_seqs, H, H);
+        if (!kept.data) return iv_errf(err, IV_E_NOMEM, "out of memory for the head's rows");
+        ops->moe_gather(ops, kept, x, rows_dev, 1);
+        x = kept;
+    }
     if (m->final_norm.present) iv_block_norm(ops, &m->block, &m->final_norm, x, x, NULL);
     if (m->out_proj) {
         const int64_t E = m->out_proj->shape[0];
-        const iv_view y = iv_act_alloc(ops, mem->dev, T, E, E);
+        const iv_view y = iv_act_alloc(ops, mem->dev, x.rows, E, E);
         if (!y.data) return iv_errf(err, IV_E_NOMEM, "out of memory for activations of %lld tokens", (long long)T);
         ops->linear(ops, y, x, m->out_proj, NULL, IV_ACT_NONE, NULL);
         x = y;

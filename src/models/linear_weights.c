@@ -101,7 +101,8 @@ static int swap_deltanet(walk *wk, iv_layer *L, int l, iv_err *err)
 static int swap_layer_vectors(walk *wk, iv_layer *L, int l, iv_err *err)
 {
     iv_moe *moe = (iv_moe *)L->moe; /* the model's own, allocated at load */
-    return swap(wk, &L->qkv_b, l, "attention QKV bias", err) || swap(wk, &L->o_b, l, "attention output bias", err) ||
+    return swap(wk, &L->qkv_b, l, "attention QKV bias", err) || swap(wk, &L->q_b, l, "attention Q bias", err) ||
+             swap(wk, &L->kv_b, l, "attention KV bias", err) || swap(wk, &L->o_b, l, "attention output bias", err) ||
              swap(wk, &L->up_b, l, "MLP up bias", err) || swap(wk, &L->down_b, l, "MLP down bias", err) ||
              swap(wk, &L->q_norm_w, l, "q norm", err) || swap(wk, &L->k_norm_w, l, "k norm", err) ||
              swap_norm(wk, &L->q_full_norm, l, "q norm", err) || swap_norm(wk, &L->k_full_norm, l, "k norm", err) ||
@@ -276,7 +277,8 @@ int iv_model_replace_linear_weights(iv_model *m, unsigned kinds, iv_linear_weigh
         /* Routed experts instead of the dense MLP, or beside it (Gemma4): the model's own, allocated at load. */
         iv_moe *moe = (iv_moe *)(L->moe ? L->moe : L->moe_beside);
         if (kinds & IV_LW_LAYER_MATMULS) {
-            rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
+            rc = swap(&wk, &L->qkv_w, l, "attention QKV", err) || swap(&wk, &L->q_w, l, "attention Q", err) ||
+                 swap(&wk, &L->kv_w, l, "attention KV", err) || swap(&wk, &L->o_w, l, "attention output", err) ||
                  swap(&wk, &L->up_w, l, "MLP up", err) || swap(&wk, &L->down_w, l, "MLP down", err) ||
                  swap(&wk, &L->ple_gate_w, l, "per-layer input gate", err) ||
                  swap(&wk, &L->ple_proj_w, l, "per-layer input projection", err) ||

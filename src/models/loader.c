@@ -121,6 +121,39 @@ void *iv_model_alloc(iv_model *m, size_t bytes)
     return p;
 }
 
+/* Rows [r0, r1) of an FP32 weight (or bias) as a new model-owned tensor. */
+static const iv_tensor *copy_rows(iv_model *m, const iv_tensor *t, int64_t r0, int64_t r1)
+{
+    const int64_t cols = t->ndim > 1 ? t->shape[1] : 1;
+    iv_tensor *out = iv_model_new_tensor(m, r1 - r0, t->ndim > 1 ? cols : -1);
+    if (out) memcpy(out->data, (const float *)t->data + r0 * cols, (size_t)((r1 - r0) * cols) * sizeof(float));
+    return out;
+}
+
+int iv_model_split_last_qkv(iv_model *m, iv_err *err)
+{
+    if (m->no_head_rows_reason || m->block.logn_base > 1) return 0; /* logn scales by the batch's lengths */
+    iv_layer *L = &m->layers[m->n_layers - 1];
+    const int64_t q_rows = (int64_t)m->block.n_heads * (L->head_dim ? L->head_dim : m->block.head_dim);
+    if (!L->qkv_w || L->qkv_w->dtype != IV_F32 || L->qkv_w->ndim != 2 || L->qkv_w->shape[0] < q_rows ||
+        (L->qkv_b && L->qkv_b->dtype != IV_F32))
+        return 0;
+    const int64_t rows = L->qkv_w->shape[0];
+    if (rows == q_rows) { /* queries only (a kv_reuse layer) */
+        L->q_w = L->qkv_w;
+        L->q_b = L->qkv_b;
+    } else {
+        L->q_w = copy_rows(m, L->qkv_w, 0, q_rows);
+        L->kv_w = copy_rows(m, L->qkv_w, q_rows, rows);
+        L->q_b = L->qkv_b ? copy_rows(m, L->qkv_b, 0, q_rows) : NULL;
+        L->kv_b = L->qkv_b ? copy_rows(m, L->qkv_b, q_rows, rows) : NULL;
+        if (!L->q_w || !L->kv_w || (L->qkv_b && (!L->q_b || !L->kv_b)))
+            return iv_errf(err, IV_E_NOMEM, "out of memory splitting the last layer's QKV");
+    }
+    L->qkv_w = L->qkv_b = NULL;
+    return 0;
+}
+
 int iv_fuse_qkv(iv_model *m, const iv_tensor *q_w, const iv_tensor *k_w, const iv_tensor *v_w,
                 const iv_tensor *q_b, const iv_tensor *k_b, const iv_tensor *v_b, const iv_tensor **qkv_w,
                 const iv_tensor **qkv_b, iv_err *err)

@@ -34,6 +34,11 @@ int iv_concat_rows(iv_model *m, const iv_tensor *const *parts, int n, const iv_t
  * which prefix + probe exists. Error naming the probe when none does. */
 int iv_detect_prefix(iv_model *m, const char *const *candidates, const char *probe, iv_err *err);
 
+/* Splits the last layer's fused QKV into its queries and the rest
+ * (iv_layer.q_w, kv_w) when the model can compute only the rows a head
+ * reads (iv_model.no_head_rows_reason NULL), so that the head's rows alone
+ * are projected to queries; before weights are packed or converted. */
+int iv_model_split_last_qkv(iv_model *m, iv_err *err);
 /* Allocates a model-owned float buffer described by a tensor [d0, d1] (d1 < 0: 1-D). */
 iv_tensor *iv_model_new_tensor(iv_model *m, int64_t d0, int64_t d1);
 /* Zeroed model-owned memory (per-layer descriptors, pointer tables), freed with the model. */

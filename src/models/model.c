@@ -8,6 +8,7 @@
 #include "base/file.h"
 #include "base/json.h"
 #include "models/family.h"
+#include "models/loader.h"
 
 int iv_model_load(iv_model **out, const char *model_dir, const iv_ops *ops, iv_err *err)
 {
@@ -62,6 +63,8 @@ int iv_model_load_split(iv_model **out, const char *config_dir, const char *mode
         goto fail;
     }
     m->no_fold_reason = iv_model_fold_blocker(m);
+    m->no_head_rows_reason = iv_model_head_rows_blocker(m);
+    if (iv_model_split_last_qkv(m, err)) goto fail;
     *out = m;
     return 0;
 fail:

@@ -142,6 +142,9 @@ typedef struct iv_model {
     /* Why prefix folding (models/fold.h) can never apply to this model, or
      * NULL when it can: set at load from the data above. */
     const char *no_fold_reason;
+    /* Why the last layer can never compute only the rows a head reads
+     * (iv_model_forward_head_rows), or NULL when it can: set at load. */
+    const char *no_head_rows_reason;
 
     /* Qwen3-VL's vision tower (models/vision_qwen3vl.h), or NULL; its
      * memory is the model's. image_token_id: config.json's image pad token. */
@@ -220,6 +223,21 @@ typedef struct iv_visual_inject {
 /* iv_model_forward with visual rows (vi NULL: iv_model_forward). */
 int iv_model_forward_visual(const iv_model *m, const iv_batch *b, const iv_visual_inject *vi, const iv_fwd_mem *mem,
                             iv_view *hidden, iv_err *err);
+/* The final states of one row per sequence, rows[s] (host [n_seqs], a row
+ * of sequence s), as *hidden [n_seqs, width]: what a head that reads one
+ * token per sequence (CLS or last-token pooling, a classifier on one
+ * token) needs. Where iv_model_head_rows_apply says so, the last layer
+ * computes keys and values for every row and the rest for these rows only;
+ * else the full pass runs and the rows are gathered. Text batches only. */
+int iv_model_forward_head_rows(const iv_model *m, const iv_batch *b, const int32_t *rows, const iv_fwd_mem *mem,
+                               iv_view *hidden, iv_err *err);
+/* Why a model's last layer cannot compute only the head's rows, or NULL. */
+const char *iv_model_head_rows_blocker(const iv_model *m);
+/* 1 when iv_model_forward_head_rows computes the head's rows alone for
+ * batch b (the model allows it, the batch has no key mask, the op table's
+ * attention_rows takes the last layer's heads); 0: it gathers them from
+ * the full pass. */
+int iv_model_head_rows_apply(const iv_model *m, const iv_batch *b);
 /* Validates ids against the vocabulary and lengths against positions. */
 int iv_model_check_batch(const iv_model *m, const iv_batch *b, iv_err *err);
 /* Width of the hidden states iv_model_forward returns: the block's hidden

@@ -383,6 +383,10 @@ struct iv_ops {
     /* Attention of folded prefixes (iv_attn_rows_args); NULL on tables
      * without it, whose models then never fold. */
     void (*attention_rows)(const iv_ops *ops, const iv_attn_rows_args *a);
+    /* The widest head attention_rows takes (0: any); models whose layers
+     * are wider keep every row where they would need it (the last layer's
+     * head rows, models/model.h). */
+    int attention_rows_max_head_dim;
     /* Row-wise softmax in place. */
     void (*softmax)(const iv_ops *ops, iv_view x);
     /* Row-wise L2 normalisation in place (eps guards zero rows, as torch's F.normalize 1e-12). */

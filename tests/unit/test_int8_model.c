@@ -41,17 +41,23 @@ TEST(int8_model_pass_replaces_large_linears_only)
     iv_quant_stats st;
     iv_err err = {0};
     REQUIRE(iv_model_quantize_int8(m, &st, &err) == 0);
-    CHECK_EQ_INT(st.tensors, 4 * m->n_layers);
+    /* A cross-encoder reads [CLS]: its last layer's QKV is split in two
+     * (iv_model_split_last_qkv), one more linear. */
+    const iv_layer *last = &m->layers[m->n_layers - 1];
+    REQUIRE(!last->qkv_w && last->q_w && last->kv_w);
+    CHECK_EQ_INT(st.tensors, 4 * m->n_layers + 1);
     CHECK_EQ_INT(st.kept_f32, 0);
     CHECK(st.int8_bytes < st.f32_bytes / 2);
     for (int l = 0; l < m->n_layers; l++) {
         const iv_layer *L = &m->layers[l];
-        CHECK(is_i8(L->qkv_w) && is_i8(L->o_w) && is_i8(L->up_w) && is_i8(L->down_w));
-        CHECK(is_f32_or_null(L->qkv_b) && is_f32_or_null(L->o_b) && is_f32_or_null(L->up_b) &&
-              is_f32_or_null(L->down_b));
+        const iv_tensor *in_w = L->qkv_w ? L->qkv_w : L->q_w;
+        CHECK(is_i8(in_w) && (L->qkv_w || is_i8(L->kv_w)) && is_i8(L->o_w) && is_i8(L->up_w) && is_i8(L->down_w));
+        CHECK(is_f32_or_null(L->qkv_b) && is_f32_or_null(L->q_b) && is_f32_or_null(L->kv_b) &&
+              is_f32_or_null(L->o_b) && is_f32_or_null(L->up_b) && is_f32_or_null(L->down_b));
         CHECK(is_f32_or_null(L->attn_norm.w) && is_f32_or_null(L->mlp_norm.w));
-        CHECK_EQ_INT(L->qkv_w->shape[0], 3 * m->block.hidden);
-        CHECK_EQ_INT(L->qkv_w->shape[1], m->block.hidden);
+        CHECK_EQ_INT(in_w->shape[0], (L->qkv_w ? 3 : 1) * m->block.hidden);
+        CHECK_EQ_INT(in_w->shape[1], m->block.hidden);
+        if (!L->qkv_w) CHECK_EQ_INT(L->kv_w->shape[0], 2 * m->block.hidden);
     }
     CHECK(m->layers[0].qkv_w != qkv0);
     CHECK(is_f32_or_null(m->embed.word) && is_f32_or_null(m->embed.position));
@@ -72,7 +78,9 @@ TEST(int8_model_pass_keeps_shared_weights_shared)
     iv_quant_stats st;
     iv_err err = {0};
     REQUIRE(iv_model_quantize_int8(m, &st, &err) == 0);
-    CHECK_EQ_INT(st.tensors, 4 * m->n_layers - 1);
+    /* The last layer's QKV is split in two where the model can compute only
+     * a head's rows (iv_model_split_last_qkv). */
+    CHECK_EQ_INT(st.tensors, 4 * m->n_layers - 1 + (m->layers[m->n_layers - 1].kv_w != NULL));
     CHECK(m->layers[1].up_w == m->layers[0].up_w && is_i8(m->layers[0].up_w));
     iv_model_free(m);
 }
@@ -169,7 +177,7 @@ TEST(int8_model_pass_quantizes_experts_not_router)
     int moe_layers = 0, experts = 0;
     for (int l = 0; l < m->n_layers; l++) {
         const iv_layer *L = &m->layers[l];
-        CHECK(is_i8(L->qkv_w) && is_i8(L->o_w));
+        CHECK((L->qkv_w ? is_i8(L->qkv_w) : is_i8(L->q_w) && is_i8(L->kv_w)) && is_i8(L->o_w));
         if (!L->moe) {
             CHECK(is_i8(L->up_w) && is_i8(L->down_w));
             continue;
@@ -180,6 +188,7 @@ TEST(int8_model_pass_quantizes_experts_not_router)
             CHECK(is_i8(L->moe->up_w[e]) && is_i8(L->moe->down_w[e]));
     }
     CHECK(moe_layers > 0);
-    CHECK_EQ_INT(st.tensors, 2 * m->n_layers + 2 * (m->n_layers - moe_layers) + 2 * experts);
+    CHECK_EQ_INT(st.tensors, 2 * m->n_layers + 2 * (m->n_layers - moe_layers) + 2 * experts +
+                                 (m->layers[m->n_layers - 1].kv_w != NULL));
     iv_model_free(m);
 }

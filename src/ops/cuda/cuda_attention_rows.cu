@@ -40,7 +40,7 @@ namespace {
 constexpr int ROWS_WARPS = 8; /* queries per CTA, one per warp */
 constexpr int ROWS_THREADS = ROWS_WARPS * 32;
 constexpr int ROWS_BN = 32;   /* keys per shared-memory tile: one per lane */
-constexpr int ROWS_MAX_DIM = 256;
+constexpr int ROWS_MAX_DIM = IV_CUDA_ROWS_MAX_DIM;
 constexpr int ROWS_MAX_GRID_Z = 65535;
 
 struct RowsParams {

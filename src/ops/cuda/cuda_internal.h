@@ -223,6 +223,8 @@ void iv_cuda_embed_bag(const iv_ops *ops, iv_view y, const iv_tensor *table, con
                        int taps);
 void iv_cuda_rope(const iv_ops *ops, const iv_rope_args *a);
 void iv_cuda_attention(const iv_ops *ops, const iv_attn_args *a);
+/* attention_rows takes heads of 1 to IV_CUDA_ROWS_MAX_DIM dims. */
+#define IV_CUDA_ROWS_MAX_DIM 256
 void iv_cuda_attention_rows(const iv_ops *ops, const iv_attn_rows_args *a);
 void iv_cuda_softmax(const iv_ops *ops, iv_view x);
 void iv_cuda_l2_normalize(const iv_ops *ops, iv_view x);

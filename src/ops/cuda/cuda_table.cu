@@ -369,6 +369,7 @@ const iv_ops *iv_cuda_ops_open(int device_index, iv_dtype dt, iv_err *err)
     /* Folded-prefix attention (cuda_attention_rows.cu): GPU replicas fold
      * shared prefixes and keep a prefix cache (docs/prefix-folding.md). */
     o->attention_rows = iv_cuda_attention_rows;
+    o->attention_rows_max_head_dim = IV_CUDA_ROWS_MAX_DIM;
     o->act_stride = NULL;
     const char *prof = getenv("IV_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) iv_cuda_profile_install(c, !strcmp(prof, "sync"));

@@ -1261,6 +1261,7 @@ const iv_ops *iv_emu_ops_open(iv_dtype dt, iv_err *err)
         .rope = emu_rope,
         .attention = emu_attention,
         .attention_rows = emu_attention_rows,
+        .attention_rows_max_head_dim = 256, /* the CUDA kernel's, so the same models take its paths here */
         .softmax = emu_softmax,
         .l2_normalize = emu_l2_normalize,
         .pool = emu_pool,
