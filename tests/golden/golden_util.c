@@ -157,3 +157,23 @@ int golden_cuda_present(void)
     iv_ops_close(ops);
     return 1;
 }
+
+int32_t *golden_seq_ids(const cJSON *seq, int *len)
+{
+    const cJSON *ids = cJSON_GetObjectItem(seq, "ids");
+    *len = cJSON_GetArraySize(ids);
+    int32_t *out = malloc((size_t)(*len > 0 ? *len : 1) * sizeof(int32_t));
+    for (int t = 0; out && t < *len; t++) out[t] = cJSON_GetArrayItem(ids, t)->valueint;
+    return out;
+}
+
+int golden_seq_images(const cJSON *seq, const iv_image_input *pool, iv_image_input *out)
+{
+    const cJSON *imgs = cJSON_GetObjectItem(seq, "images"), *offs = cJSON_GetObjectItem(seq, "image_offsets");
+    const int n = cJSON_GetArraySize(imgs);
+    for (int i = 0; i < n; i++) {
+        out[i] = pool[cJSON_GetArrayItem(imgs, i)->valueint];
+        out[i].token_offset = cJSON_GetArrayItem(offs, i)->valueint;
+    }
+    return n;
+}

@@ -5,6 +5,7 @@
 
 #include <cJSON.h>
 #include "engine/engine.h"
+#include "models/vision.h"
 #include "tensor/safetensors.h"
 
 typedef struct golden_case {
@@ -22,8 +23,6 @@ void golden_free(golden_case *g);
 /* expected "<name>.<i>" as f32, or NULL. */
 const iv_tensor *golden_expected(golden_case *g, const char *name, int i);
 int golden_has_output(const golden_case *g, const char *name);
-/* Compares rows of got against want with cosine >= min_cos per row and max
- * abs error <= max_abs; reports failures naming what. Returns failures. */
 /* Names of the fixture directories under <fixtures>/models (those with a
  * cases.json), sorted; returns the count (<= cap), each name malloc'd. */
 int golden_fixture_names(char **names, int cap);
@@ -32,6 +31,8 @@ int golden_fixture_names(char **names, int cap);
  * (saying why) and returns 0. */
 int golden_cuda_present(void);
 
+/* Compares rows of got against want with cosine >= min_cos per row and max
+ * abs error <= max_abs; reports failures naming what. Returns failures. */
 int golden_compare(const char *what, const float *got, const float *want, int64_t rows, int64_t cols,
                    double min_cos, double max_abs);
 /* golden_compare over rows of got that lie ld floats apart, against want
@@ -39,5 +40,11 @@ int golden_compare(const char *what, const float *got, const float *want, int64_
  * take the worst row figures seen (min / max with what they hold). */
 void golden_compare_rows(const char *what, const float *got, int64_t ld, const iv_tensor *want, double min_cos,
                          double max_abs, double *worst_cos, double *worst_abs);
+
+/* A media fixture's sequence (an item of its "sequences"): the "ids" as a
+ * malloc'd array of *len tokens, and its images, pool["images"[i]] placed
+ * at token "image_offsets"[i], written to out (the count returned). */
+int32_t *golden_seq_ids(const cJSON *seq, int *len);
+int golden_seq_images(const cJSON *seq, const iv_image_input *pool, iv_image_input *out);
 
 #endif

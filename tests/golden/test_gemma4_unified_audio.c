@@ -97,23 +97,15 @@ static int ufix_load(ufix *f, const iv_ops *ops)
     }
     cJSON_ArrayForEach(it, cJSON_GetObjectItem(f->json, "sequences")) {
         const int s = f->n_seqs++;
-        const cJSON *ids = cJSON_GetObjectItem(it, "ids");
-        f->lens[s] = cJSON_GetArraySize(ids);
-        f->ids[s] = malloc((size_t)f->lens[s] * sizeof(int32_t));
-        for (int t = 0; t < f->lens[s]; t++) f->ids[s][t] = cJSON_GetArrayItem(ids, t)->valueint;
+        f->ids[s] = golden_seq_ids(it, &f->lens[s]);
         const cJSON *auds = cJSON_GetObjectItem(it, "audios"), *aoff = cJSON_GetObjectItem(it, "audio_offsets");
-        const cJSON *imgs = cJSON_GetObjectItem(it, "images"), *ioff = cJSON_GetObjectItem(it, "image_offsets");
         f->seq_a[s].n = cJSON_GetArraySize(auds);
         for (int i = 0; i < f->seq_a[s].n; i++) {
             f->seq_clips[s][i] = f->clips[cJSON_GetArrayItem(auds, i)->valueint];
             f->seq_clips[s][i].token_offset = cJSON_GetArrayItem(aoff, i)->valueint;
         }
         f->seq_a[s].clips = f->seq_clips[s];
-        f->seq_i[s].n = cJSON_GetArraySize(imgs);
-        for (int i = 0; i < f->seq_i[s].n; i++) {
-            f->seq_images[s][i] = f->images[cJSON_GetArrayItem(imgs, i)->valueint];
-            f->seq_images[s][i].token_offset = cJSON_GetArrayItem(ioff, i)->valueint;
-        }
+        f->seq_i[s].n = golden_seq_images(it, f->images, f->seq_images[s]);
         f->seq_i[s].images = f->seq_images[s];
     }
     return 0;

@@ -109,16 +109,8 @@ static int gfix_load(gfix *f, const char *name, const iv_ops *ops, int packed)
     }
     cJSON_ArrayForEach(it, cJSON_GetObjectItem(f->json, "sequences")) {
         const int s = f->n_seqs++;
-        const cJSON *ids = cJSON_GetObjectItem(it, "ids"), *imgs = cJSON_GetObjectItem(it, "images");
-        const cJSON *offs = cJSON_GetObjectItem(it, "image_offsets");
-        f->lens[s] = cJSON_GetArraySize(ids);
-        f->ids[s] = malloc((size_t)f->lens[s] * sizeof(int32_t));
-        for (int t = 0; t < f->lens[s]; t++) f->ids[s][t] = cJSON_GetArrayItem(ids, t)->valueint;
-        f->seqs[s].n = cJSON_GetArraySize(imgs);
-        for (int i = 0; i < f->seqs[s].n; i++) {
-            f->seq_images[s][i] = f->images[cJSON_GetArrayItem(imgs, i)->valueint];
-            f->seq_images[s][i].token_offset = cJSON_GetArrayItem(offs, i)->valueint;
-        }
+        f->ids[s] = golden_seq_ids(it, &f->lens[s]);
+        f->seqs[s].n = golden_seq_images(it, f->images, f->seq_images[s]);
         f->seqs[s].images = f->seq_images[s];
     }
     return 0;
