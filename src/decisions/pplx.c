@@ -1,6 +1,7 @@
 #include "decisions/pplx.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,9 @@ int iv_pplx_parse(iv_pplx *p, const cJSON *cfg, const iv_tokenizer *tok, iv_err 
     p->temperature = temp->valuedouble;
     for (int i = 0; i < n; i++) {
         const cJSON *s = cJSON_GetArrayItem(codes, i), *id = cJSON_GetArrayItem(ids, i);
-        if (!cJSON_IsString(s) || !s->valuestring[0] || !iv_json_is_integer(id) || id->valuedouble < 0)
+        /* a token id beyond int32 is no vocabulary's (and would not convert) */
+        if (!cJSON_IsString(s) || !s->valuestring[0] || !iv_json_is_integer(id) || id->valuedouble < 0 ||
+            id->valuedouble > INT32_MAX)
             return iv_errf(err, IV_E_FORMAT, "decision_config.json: code %d must be a non-empty string with a token id",
                            i);
         for (int j = 0; j < i; j++)
