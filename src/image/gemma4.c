@@ -75,7 +75,8 @@ static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err
         } else if (!strcmp(k, "pooling_kernel_size")) {
             if (pos_int(it, k, &cfg->pooling_kernel_size, err)) return -1;
         } else if (!strcmp(k, "max_soft_tokens")) {
-            if (!iv_json_is_integer(it)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be an integer", k);
+            if (!iv_json_is_integer(it) || fabs(it->valuedouble) > BOUND)
+                return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be an integer", k);
             const int v = (int)it->valuedouble;
             if (v != 70 && v != 140 && v != 280 && v != 560 && v != 1120)
                 return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"max_soft_tokens\" must be one of 70, "

@@ -65,8 +65,8 @@ static int qwen3_moe_desc(const iv_model *m, iv_decoder_desc *d, unsigned char *
     const cJSON *only = iv_json_get(j, "mlp_only_layers"), *it;
     cJSON_ArrayForEach(it, only) {
         if (!iv_json_is_integer(it)) return iv_errf(err, IV_E_FORMAT, "config.json: mlp_only_layers must list layers");
-        int l = (int)it->valuedouble;
-        if (l >= 0 && l < m->cfg.num_layers) moe_layers[l] = 0;
+        /* compared as doubles: an index past int is no layer (and would not convert) */
+        if (it->valuedouble >= 0 && it->valuedouble < m->cfg.num_layers) moe_layers[(int)it->valuedouble] = 0;
     }
     d->moe_layers = moe_layers;
     d->moe = (iv_moe){.n_experts = n_experts, .top_k = top_k, .intermediate = inter,

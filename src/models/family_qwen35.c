@@ -226,8 +226,8 @@ static int qwen35_load(iv_model *m, iv_err *err)
                     rc = iv_errf(err, IV_E_FORMAT, "config.json: mlp_only_layers must list layers");
                     break;
                 }
-                const int l = (int)it->valuedouble;
-                if (l >= 0 && l < c->num_layers) moe_layers[l] = 0;
+                /* compared as doubles: an index past int is no layer (and would not convert) */
+                if (it->valuedouble >= 0 && it->valuedouble < c->num_layers) moe_layers[(int)it->valuedouble] = 0;
             }
         }
     }

@@ -6,6 +6,7 @@
 #include "models/rope.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include "base/json.h"
@@ -92,7 +93,8 @@ int iv_rope_params_from_config(const cJSON *cfg, const cJSON *rope_obj, int rot_
      * (Phi-3 style) wins over the one inside a global rope dict for these types. */
     if (!rope_obj && (is_type(out, "llama3") || is_type(out, "yarn") || is_type(out, "longrope"))) {
         const cJSON *top = iv_json_get(cfg, "original_max_position_embeddings");
-        if (iv_json_is_integer(top)) out->original_max_position_embeddings = (int)top->valuedouble;
+        if (iv_json_is_integer(top) && fabs(top->valuedouble) <= INT32_MAX)
+            out->original_max_position_embeddings = (int)top->valuedouble; /* <= 0 is refused below */
     }
     if (out->theta <= 0) return iv_errf(err, IV_E_FORMAT, "bad rotary configuration (theta %g)", out->theta);
     if (out->original_max_position_embeddings <= 0 || out->max_position_embeddings <= 0)

@@ -222,8 +222,9 @@ int iv_qwen3vl_mm_load(iv_model *m, const int default_sections[3], int default_i
             return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
         for (int i = 0; i < 3; i++) {
             const cJSON *v = cJSON_GetArrayItem(sec, i);
-            if (!iv_json_is_integer(v) || v->valuedouble < 0)
-                return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers");
+            if (!iv_json_is_integer(v) || v->valuedouble < 0 || v->valuedouble > IV_ROPE_MAX_HALF)
+                return iv_errf(err, IV_E_FORMAT, "config.json: mrope_section must list 3 integers up to %d",
+                               IV_ROPE_MAX_HALF);
             s[i] = (int)v->valuedouble;
         }
     }
