@@ -45,17 +45,6 @@ static const iv_tensor *map_find(const swap_map *sm, const iv_tensor *w)
  * header stays, freed with the model, so that no new allocation can reuse
  * its address while the walk still compares tensors by address), or the
  * file pages of a mapped one. */
-static void release_data(iv_model *m, const iv_tensor *w)
-{
-    for (int i = 0; i + 1 < m->n_owned; i++)
-        if (m->owned[i] == w && m->owned[i + 1] == w->data) {
-            free(m->owned[i + 1]);
-            m->owned[i + 1] = NULL;
-            return;
-        }
-    iv_weights_release(m->weights, w);
-}
-
 typedef struct walk {
     iv_model *m;
     int vectors; /* 1-D tensors too (IV_LW_VECTORS) */
@@ -77,7 +66,7 @@ static int swap(walk *wk, const iv_tensor **slot, int layer, const char *what, i
         if (map_add(&wk->map, w, r)) return iv_errf(err, IV_E_NOMEM, "out of memory");
         /* Right away, so the model is never resident twice while the walk
          * runs; later slots holding w find r in the map by address alone. */
-        if (r != w) release_data(wk->m, w);
+        if (r != w) iv_model_release_data(wk->m, w);
     }
     *slot = r;
     return 0;

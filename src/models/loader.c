@@ -110,6 +110,17 @@ iv_tensor *iv_model_new_tensor(iv_model *m, int64_t d0, int64_t d1)
     return t;
 }
 
+void iv_model_release_data(iv_model *m, const iv_tensor *w)
+{
+    for (int i = 0; i + 1 < m->n_owned; i++)
+        if (m->owned[i] == w && m->owned[i + 1] == w->data) {
+            free(m->owned[i + 1]);
+            m->owned[i + 1] = NULL;
+            return;
+        }
+    iv_weights_release(m->weights, w);
+}
+
 void *iv_model_alloc(iv_model *m, size_t bytes)
 {
     void *p = calloc(1, bytes ? bytes : 1);
@@ -149,6 +160,9 @@ int iv_model_split_last_qkv(iv_model *m, iv_err *err)
         L->kv_b = L->qkv_b ? copy_rows(m, L->qkv_b, q_rows, rows) : NULL;
         if (!L->q_w || !L->kv_w || (L->qkv_b && (!L->q_b || !L->kv_b)))
             return iv_errf(err, IV_E_NOMEM, "out of memory splitting the last layer's QKV");
+        /* Only the two parts are read from now on: the fused weight is not
+         * kept resident beside them (its bias is a few floats). */
+        iv_model_release_data(m, L->qkv_w);
     }
     L->qkv_w = L->qkv_b = NULL;
     return 0;

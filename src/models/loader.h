@@ -43,6 +43,10 @@ int iv_model_split_last_qkv(iv_model *m, iv_err *err);
 iv_tensor *iv_model_new_tensor(iv_model *m, int64_t d0, int64_t d1);
 /* Zeroed model-owned memory (per-layer descriptors, pointer tables), freed with the model. */
 void *iv_model_alloc(iv_model *m, size_t bytes);
+/* Drops w's data once nothing reads it any more: a model-owned buffer
+ * (iv_model_new_tensor) is freed, checkpoint bytes are released
+ * (iv_weights_release). */
+void iv_model_release_data(iv_model *m, const iv_tensor *w);
 
 /* Checks the architecture is one of a NULL-terminated list, else a clear error. */
 int iv_require_architecture(const iv_model *m, const char *const *allowed, iv_err *err);
