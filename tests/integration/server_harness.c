@@ -402,6 +402,33 @@ int http_client_get(http_client *c, const char *path, http_resp *out)
 
 /* ---- decoding ---- */
 
+void srv_expect_detail(const srv *s, const char *path, const char *body, long status, const char *loc,
+                       const char *type, const char *msg_has)
+{
+    http_resp r;
+    if (http_post(s, path, body, &r)) {
+        iv_test_fail(__FILE__, __LINE__, "request failed: %.200s", body);
+        return;
+    }
+    CHECK_MSG(r.status == status, "%.200s -> %ld (want %ld): %.300s", body, r.status, status, r.body);
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r.json, "detail"), 0);
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(d, "msg");
+    char got[512] = "";
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(d, "loc"))
+    {
+        if (got[0]) strncat(got, ".", sizeof got - strlen(got) - 1);
+        strncat(got, cJSON_IsString(x) ? x->valuestring : "?", sizeof got - strlen(got) - 1);
+    }
+    if (loc) CHECK_MSG(!strcmp(got, loc), "%.200s: loc %s (want %s)", body, got, loc);
+    if (loc) CHECK_MSG(cJSON_IsString(msg), "%.200s: no msg", body);
+    if (type) CHECK_MSG(!strcmp(jstr(d, "type"), type), "%.200s: type %s (want %s)", body, jstr(d, "type"), type);
+    if (msg_has)
+        CHECK_MSG(cJSON_IsString(msg) && strstr(msg->valuestring, msg_has), "%.200s: msg \"%s\" (want \"%s\")", body,
+                  jstr(d, "msg"), msg_has);
+    http_resp_free(&r);
+}
+
 const char *jstr(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);

@@ -74,6 +74,12 @@ const char *jstr(const cJSON *obj, const char *key);
 double jnum(const cJSON *obj, const char *key);
 int jint(const cJSON *obj, const char *key); /* -1 when missing */
 
+/* POSTs body to path and checks the reply: its status, and where given its
+ * first detail item's loc joined by '.' (then also that it has a msg
+ * string), its type, and a msg holding msg_has (FastAPI-shaped errors). */
+void srv_expect_detail(const srv *s, const char *path, const char *body, long status, const char *loc,
+                       const char *type, const char *msg_has);
+
 /* Floats of a JSON array (malloc'd), count in *n. */
 float *json_floats(const cJSON *arr, int *n);
 /* Decodes standard base64 into malloc'd bytes. */

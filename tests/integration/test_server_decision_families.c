@@ -20,25 +20,7 @@ static const cJSON *obj(const cJSON *o, const char *k) { return cJSON_GetObjectI
 /* One error reply: its status and its first detail's loc (dotted) and type. */
 static void expect(const srv *s, const char *body, long status, const char *loc, const char *type)
 {
-    http_resp r;
-    if (http_post(s, "/v1/systemone", body, &r)) {
-        iv_test_fail(__FILE__, __LINE__, "request failed: %s", body);
-        return;
-    }
-    CHECK_MSG(r.status == status, "%.200s -> %ld (want %ld): %.300s", body, r.status, status, r.body);
-    const cJSON *d = cJSON_GetArrayItem(obj(r.json, "detail"), 0);
-    char got[512] = "";
-    const cJSON *x;
-    cJSON_ArrayForEach(x, obj(d, "loc"))
-    {
-        if (got[0]) strncat(got, ".", sizeof got - strlen(got) - 1);
-        strncat(got, cJSON_IsString(x) ? x->valuestring : "?", sizeof got - strlen(got) - 1);
-    }
-    CHECK_MSG(!strcmp(got, loc), "loc %s (want %s)", got, loc);
-    const cJSON *t = obj(d, "type");
-    CHECK_MSG(cJSON_IsString(t) && !strcmp(t->valuestring, type), "type %s (want %s)",
-              cJSON_IsString(t) ? t->valuestring : "?", type);
-    http_resp_free(&r);
+    srv_expect_detail(s, "/v1/systemone", body, status, loc, type, NULL);
 }
 
 /* Posts every case of dir/expected.json (extended replies) and compares

@@ -180,26 +180,7 @@ TEST(srv_decision_images_match_transformers)
 static void expect(const srv *s, const char *body, long status, const char *loc, const char *type,
                    const char *msg_has)
 {
-    http_resp r;
-    if (http_post(s, "/v1/systemone", body, &r)) {
-        iv_test_fail(__FILE__, __LINE__, "request failed: %.200s", body);
-        return;
-    }
-    CHECK_MSG(r.status == status, "%.200s -> %ld (want %ld): %s", body, r.status, status, r.body);
-    const cJSON *d = cJSON_GetArrayItem(obj(r.json, "detail"), 0);
-    char got[512] = "";
-    const cJSON *x;
-    cJSON_ArrayForEach(x, obj(d, "loc"))
-    {
-        if (got[0]) strncat(got, ".", sizeof got - strlen(got) - 1);
-        strncat(got, cJSON_IsString(x) ? x->valuestring : "?", sizeof got - strlen(got) - 1);
-    }
-    if (loc) CHECK_MSG(!strcmp(got, loc), "%.200s: loc %s (want %s)", body, got, loc);
-    if (type) CHECK_MSG(!strcmp(jstr(d, "type"), type), "%.200s: type %s (want %s)", body, jstr(d, "type"), type);
-    const char *m = jstr(d, "msg");
-    CHECK_MSG(m && (!msg_has || strstr(m, msg_has)), "%.200s: msg \"%s\" (want \"%s\")", body, m ? m : "",
-              msg_has ? msg_has : "");
-    http_resp_free(&r);
+    srv_expect_detail(s, "/v1/systemone", body, status, loc, type, msg_has);
 }
 
 /* The first image of qwen3_vl_letters' expected.json (a 40 x 28 PNG). */

@@ -157,24 +157,7 @@ TEST(srv_decisions_match_reference)
 /* status and the first detail item's loc joined by '.', and its type. */
 static void expect(const srv *s, const char *body, long status, const char *loc, const char *type)
 {
-    http_resp r;
-    if (http_post(s, "/v1/systemone", body, &r)) {
-        iv_test_fail(__FILE__, __LINE__, "request failed: %s", body);
-        return;
-    }
-    CHECK_MSG(r.status == status, "%s -> %ld (want %ld): %s", body, r.status, status, r.body);
-    const cJSON *d = cJSON_GetArrayItem(obj(r.json, "detail"), 0);
-    char got[512] = "";
-    const cJSON *x;
-    cJSON_ArrayForEach(x, obj(d, "loc"))
-    {
-        if (got[0]) strncat(got, ".", sizeof got - strlen(got) - 1);
-        strncat(got, cJSON_IsString(x) ? x->valuestring : "?", sizeof got - strlen(got) - 1);
-    }
-    if (loc) CHECK_MSG(!strcmp(got, loc), "%s: loc %s (want %s)", body, got, loc);
-    if (type) CHECK_MSG(!strcmp(jstr(d, "type"), type), "%s: type %s (want %s)", body, jstr(d, "type"), type);
-    if (loc) CHECK_MSG(cJSON_IsString(obj(d, "msg")), "%s: no msg", body);
-    http_resp_free(&r);
+    srv_expect_detail(s, "/v1/systemone", body, status, loc, type, NULL);
 }
 
 TEST(srv_decisions_errors)
