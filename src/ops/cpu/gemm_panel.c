@@ -219,6 +219,7 @@ T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64
         step512(base, lda, bp + k * NR, c0, c1, R);
         for (int i = 0; i < 4; i++) base[i]++;
     }
+#pragma GCC unroll 4
     for (; k < kn; k++) {
         step512(base, lda, bp + k * NR, c0, c1, R);
         for (int i = 0; i < 4; i++) base[i]++;
@@ -337,6 +338,7 @@ T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64
         step256(base, lda, bp + k * NR, c0, c1, R);
         base[0]++, base[1]++;
     }
+#pragma GCC unroll 4
     for (; k < kn; k++) {
         step256(base, lda, bp + k * NR, c0, c1, R);
         base[0]++, base[1]++;
