@@ -1,5 +1,6 @@
 /* Operating the server: API keys, Unix sockets, prompts, overload (429),
  * clients that hang up, graceful SIGTERM, and equality with the offline CLI. */
+#include <dirent.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -665,4 +666,55 @@ TEST(srv_matches_cli)
     iv_sb_free(&lines);
     iv_sb_free(&body);
     CHECK_EQ_INT(srv_stop(&s), 0);
+}
+
+/* Threads of a running process, from /proc. */
+static int thread_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+/* Threads of a server on all-MiniLM-L6-v2 run with OMP_NUM_THREADS=n,
+ * after one request (so that the replica's OpenMP pool exists). */
+static int threads_serving(const char *dir, const char *n)
+{
+    const char *old = getenv("OMP_NUM_THREADS");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("OMP_NUM_THREADS", n, 1);
+    srv s;
+    const char *args[] = {"--model-id", dir, NULL};
+    const int started = srv_start(&s, args);
+    if (saved) setenv("OMP_NUM_THREADS", saved, 1);
+    else unsetenv("OMP_NUM_THREADS");
+    free(saved);
+    if (started) return -1;
+    http_resp r = {0};
+    int count = -1;
+    if (http_post(&s, "/embed", "{\"inputs\": \"hello\"}", &r) == 0 && r.status == 200) count = thread_count(s.pid);
+    http_resp_free(&r);
+    srv_stop(&s);
+    return count;
+}
+
+/* The models load on a thread that exits (server.c), so the replica's is
+ * the only OpenMP worker pool: with 4 OpenMP threads the server has 3
+ * threads more than with 1. A pool kept by the loading thread made it 6,
+ * and libgomp, with more pooled threads than CPUs, then stopped its
+ * workers spinning between the ~50 parallel regions of a forward pass
+ * (each one a futex sleep and wake). */
+TEST(srv_one_openmp_pool)
+{
+    const char *dir = srv_minilm();
+    if (!dir) return;
+    const int one = threads_serving(dir, "1"), four = threads_serving(dir, "4");
+    REQUIRE(one > 0 && four > 0);
+    CHECK_EQ_INT(four - one, 3);
 }
