@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "engine/device_list.h"
@@ -237,8 +238,13 @@ static int run_on_passing_thread(void *(*fn)(void *), void *arg)
     pthread_attr_t attr;
     pthread_t t;
     if (pthread_attr_init(&attr)) return -1;
-    /* As much stack as the main thread has (the loaders were written for it). */
-    pthread_attr_setstacksize(&attr, (size_t)8 << 20);
+    /* As much stack as the main thread may have (the loaders were written
+     * for it): its limit, at least 8 MiB, at most 1 GiB. */
+    size_t stack = (size_t)8 << 20;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > stack)
+        stack = rl.rlim_cur < ((rlim_t)1 << 30) ? (size_t)rl.rlim_cur : (size_t)1 << 30;
+    pthread_attr_setstacksize(&attr, stack);
     const int rc = pthread_create(&t, &attr, fn, arg);
     pthread_attr_destroy(&attr);
     if (rc) return -1;
