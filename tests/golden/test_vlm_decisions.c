@@ -1,7 +1,9 @@
 /* The option-token decision recipes with images in the state (issue 19)
  * against transformers, below the server: tools/fixtures/synthetic_vlm_letters.py's
  * qwen3_vl_letters (Qwen3VLForConditionalGeneration, lm_head.weight at the
- * top), mistral3_letters (Mistral3ForConditionalGeneration + Pixtral,
+ * top), qwen35_letters (Qwen3_5ForConditionalGeneration: DeltaNet and
+ * gated-attention layers, the tower without DeepStack, Qwen3.5's own
+ * template), mistral3_letters (Mistral3ForConditionalGeneration + Pixtral,
  * language_model.lm_head.weight) and gemma4_letters
  * (Gemma4ForConditionalGeneration with its tower: tied embeddings,
  * final_logit_softcapping 0.5, the gemma-4-it template's <|image|> expanded
@@ -134,8 +136,9 @@ static void run_fixture(const char *name, vlm_result *res)
 
 TEST(golden_vlm_decisions_match_transformers)
 {
-    static const char *const names[] = {"qwen3_vl_letters", "mistral3_letters", "gemma4_letters", "gemma4u_letters"};
-    for (int k = 0; k < 4; k++) {
+    static const char *const names[] = {"qwen3_vl_letters", "qwen35_letters", "mistral3_letters", "gemma4_letters",
+                                        "gemma4u_letters"};
+    for (int k = 0; k < 5; k++) {
         vlm_result r = {.ids_ok = 1, .argmax_ok = 1};
         run_fixture(names[k], &r);
         printf("    %s: %d questions over %d images, prompt ids exact: %s, letters max |logit - transformers| %.3g, "

@@ -172,6 +172,7 @@ static void one_fixture(const char *name, int text_folds)
 TEST(srv_decision_images_match_transformers)
 {
     one_fixture("qwen3_vl_letters", 1);
+    one_fixture("qwen35_letters", 0); /* recurrent layers: nothing folds */
     one_fixture("mistral3_letters", 1);
     one_fixture("gemma4_letters", 0);
     one_fixture("gemma4u_letters", 0);
