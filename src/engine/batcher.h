@@ -102,6 +102,10 @@ typedef struct iv_batcher_opts {
      * error would. fault_batch 0: off. */
     int fault_replica;
     int fault_batch;
+    /* 1: replicas running on every core of this host run their batches on
+     * the process's shared CPU thread (engine/cpu_thread.h), as a server
+     * of several CPU models must. */
+    int shared_cpu_thread;
 } iv_batcher_opts;
 
 /* One replica as /info and /metrics report it. */

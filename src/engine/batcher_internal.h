@@ -30,6 +30,7 @@ typedef struct iv_replica {
     int in_service;
     int64_t dispatched;         /* batches handed to it: the balancing key */
     int64_t attempts;           /* batches it started (the fault hook counts these) */
+    int on_shared_cpu_thread;   /* its batches run on cpu_thread.h's thread */
     iv_replica_stats stats;
 } iv_replica;
 

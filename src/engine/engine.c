@@ -733,6 +733,7 @@ void iv_engine_bind_thread(const iv_engine *e)
 {
     if (e->ops->device == IV_CPU && e->cpu_threads > 0) omp_set_num_threads(e->cpu_threads);
 }
+int iv_engine_uses_all_cores(const iv_engine *e) { return e->ops->device != IV_CUDA && e->cpu_threads == 0; }
 const char *iv_engine_dtype_name(const iv_engine *e)
 {
     if (e->ops == iv_cpu_int8_ops()) return "int8";

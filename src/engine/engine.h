@@ -147,6 +147,9 @@ const char *iv_engine_device_label(const iv_engine *e);
 /* Called once by the thread that will run this engine's batches: applies
  * opts.cpu_threads to that thread's OpenMP teams. */
 void iv_engine_bind_thread(const iv_engine *e);
+/* 1 when the engine computes on this host's cores, all of them (CPU or
+ * emulated device, no opts.cpu_threads share). */
+int iv_engine_uses_all_cores(const iv_engine *e);
 const char *iv_engine_dtype_name(const iv_engine *e);
 unsigned iv_engine_capabilities(const iv_engine *e);  /* IV_CAN bits */
 /* Why a head config.json declares was not loaded (the checkpoint holds only

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "base/log.h"
 #include "engine/batcher_internal.h"
+#include "engine/cpu_thread.h"
 
 /* The tokens and count of the job's items that follow `it` in the ready
  * list, itself included (a job's items are queued together). */
@@ -169,6 +170,28 @@ static void deliver(iv_batcher *b, iv_job_item **batch, int n, int rc, const iv_
     }
 }
 
+/* One iv_engine_run, as a call for the shared CPU thread (cpu_thread.h). */
+typedef struct engine_call {
+    iv_engine *e;
+    iv_task task;
+    const iv_seq_input *seqs;
+    int n;
+    iv_outputs *out;
+    iv_err *err;
+} engine_call;
+
+static int engine_call_run(void *arg)
+{
+    const engine_call *c = arg;
+    return iv_engine_run(c->e, c->task, c->seqs, c->n, c->out, c->err);
+}
+
+static int run_engine(const iv_replica *r, iv_task task, int n, iv_outputs *out, iv_err *err)
+{
+    engine_call c = {r->engine, task, r->seqs, n, out, err};
+    return r->on_shared_cpu_thread ? iv_cpu_thread_run(engine_call_run, &c) : engine_call_run(&c);
+}
+
 static void run_assigned(iv_replica *r)
 {
     iv_batcher *b = r->owner;
@@ -185,7 +208,7 @@ static void run_assigned(iv_replica *r)
     r->attempts++;
     const int64_t t0 = iv_batcher_now_ns();
     int rc = injected_fault(b, r, &err);
-    if (!rc) rc = iv_engine_run(r->engine, task, r->seqs, n, &out, &err);
+    if (!rc) rc = run_engine(r, task, n, &out, &err);
     const int64_t t1 = iv_batcher_now_ns();
     /* Input errors were caught before queueing; anything else is the backend's. */
     const int backend_failure = rc && err.code != IV_E_INVALID;
@@ -250,6 +273,7 @@ int iv_replicas_start(iv_batcher *b, iv_engine *const *engines, int n, iv_err *e
         r->owner = b;
         r->index = i;
         r->engine = engines[i];
+        r->on_shared_cpu_thread = b->o.shared_cpu_thread && iv_engine_uses_all_cores(engines[i]);
         r->in_service = 1;
         r->stats.device = iv_engine_device_label(engines[i]);
         pthread_cond_init(&r->cond, NULL);

@@ -151,6 +151,21 @@ static int load_model(iv_server *s, iv_model_slot *m, const iv_model_spec *spec,
     return 0;
 }
 
+/* Models served with a replica on all of this host's cores: with more than
+ * one, each of their replica threads would keep an OpenMP pool as wide as
+ * the machine, so they share one thread instead (engine/cpu_thread.h).
+ * The replicas of one model (`cpu,cpu` splits the cores) keep their own. */
+static int all_core_models(const iv_server *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_models; i++) {
+        int any = 0;
+        for (int r = 0; r < s->models[i].n_replicas; r++) any |= iv_engine_uses_all_cores(s->models[i].replicas[r]);
+        n += any;
+    }
+    return n;
+}
+
 static int start_model(iv_server *s, iv_model_slot *m, iv_err *err)
 {
     const int base = iv_engine_max_input_length(m->engine);
@@ -178,6 +193,7 @@ static int start_model(iv_server *s, iv_model_slot *m, iv_err *err)
         .max_input_length = m->max_input_length,
         .on_batch = on_batch,
         .on_batch_ctx = s->metrics,
+        .shared_cpu_thread = all_core_models(s) > 1,
     };
     fault_hook(&bo);
     if (iv_batcher_start(&m->batcher, m->replicas, m->n_replicas, &bo, err)) return -1;

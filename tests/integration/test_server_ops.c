@@ -682,39 +682,52 @@ static int thread_count(pid_t pid)
     return n;
 }
 
-/* Threads of a server on all-MiniLM-L6-v2 run with OMP_NUM_THREADS=n,
- * after one request (so that the replica's OpenMP pool exists). */
-static int threads_serving(const char *dir, const char *n)
+/* Threads of a server started with args and OMP_NUM_THREADS=n, after one
+ * request to each served model (so that their OpenMP pools exist). */
+static int threads_serving(const char *const *args, const char *const *served, const char *n)
 {
     const char *old = getenv("OMP_NUM_THREADS");
     char *saved = old ? strdup(old) : NULL;
     setenv("OMP_NUM_THREADS", n, 1);
     srv s;
-    const char *args[] = {"--model-id", dir, NULL};
     const int started = srv_start(&s, args);
     if (saved) setenv("OMP_NUM_THREADS", saved, 1);
     else unsetenv("OMP_NUM_THREADS");
     free(saved);
     if (started) return -1;
-    http_resp r = {0};
-    int count = -1;
-    if (http_post(&s, "/embed", "{\"inputs\": \"hello\"}", &r) == 0 && r.status == 200) count = thread_count(s.pid);
-    http_resp_free(&r);
+    int ok = 1;
+    for (int i = 0; served[i]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"input\": \"hello\", \"model\": \"%s\"}", served[i]);
+        http_resp r = {0};
+        ok &= http_post(&s, "/v1/embeddings", body, &r) == 0 && r.status == 200;
+        http_resp_free(&r);
+    }
+    const int count = ok ? thread_count(s.pid) : -1;
     srv_stop(&s);
     return count;
 }
 
-/* The models load on a thread that exits (server.c), so the replica's is
- * the only OpenMP worker pool: with 4 OpenMP threads the server has 3
- * threads more than with 1. A pool kept by the loading thread made it 6,
- * and libgomp, with more pooled threads than CPUs, then stopped its
- * workers spinning between the ~50 parallel regions of a forward pass
- * (each one a futex sleep and wake). */
+/* The models load on a thread that exits (server.c), and several CPU
+ * models run their batches on one shared thread (engine/cpu_thread.h), so
+ * the server keeps one OpenMP worker pool: with 4 OpenMP threads it has 3
+ * threads more than with 1. A pool kept by the loading thread made it 6
+ * (9 with two models), and libgomp, with more pooled threads than CPUs,
+ * then stopped its workers spinning between the ~50 parallel regions of a
+ * forward pass (each one a futex sleep and wake). */
 TEST(srv_one_openmp_pool)
 {
     const char *dir = srv_minilm();
     if (!dir) return;
-    const int one = threads_serving(dir, "1"), four = threads_serving(dir, "4");
-    REQUIRE(one > 0 && four > 0);
-    CHECK_EQ_INT(four - one, 3);
+    const char *one_model[] = {"--model-id", dir, "--served-model-name", "a", NULL};
+    const char *two_models[] = {"--model-id", dir, "--served-model-name", "a", "--model-id", dir,
+                                "--served-model-name", "b", NULL};
+    const char *a[] = {"a", NULL}, *ab[] = {"a", "b", NULL};
+    for (int k = 0; k < 2; k++) {
+        const char *const *args = k ? two_models : one_model;
+        const int one = threads_serving(args, k ? ab : a, "1"), four = threads_serving(args, k ? ab : a, "4");
+        REQUIRE(one > 0 && four > 0);
+        CHECK_MSG(four - one == 3, "%s: %d threads with OMP_NUM_THREADS=4, %d with 1", k ? "two models" : "one model",
+                  four, one);
+    }
 }
