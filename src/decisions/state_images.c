@@ -77,7 +77,8 @@ void iv_dq_state_images(const cJSON *state, const iv_dq_limits *lim, iv_dq_reque
             const size_t from = k ? c.at[k - 1] : 0, to = k < c.n ? c.at[k] : b.len;
             char *s = malloc(to - from + 1);
             if (!s) break;
-            memcpy(s, b.data + from, to - from);
+            /* b.data is NULL when the state is nothing but an image part. */
+            if (to > from) memcpy(s, b.data + from, to - from);
             s[to - from] = 0;
             r->state_pieces[k] = s;
         }

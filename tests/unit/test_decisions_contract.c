@@ -232,7 +232,28 @@ TEST(decisions_state_images)
     /* A text state stays one string; an image part without its image is 422. */
     CHECK(fails_with("{\"model\":\"m\",\"state\":{\"x\":{\"type\":\"image_url\"}},\"questions\":{\"a\":{\"type\":\"noul\"}}}",
                      422, "needs its image as a string"));
+    /* A state that is one image part has no text around it (found by
+     * fuzz_decisions: the cut text was empty and its buffer NULL). */
+    j = cJSON_Parse("{\"model\":\"m\",\"state\":{\"type\":\"image_url\",\"image_url\":\"data:,4\"},"
+                    "\"questions\":{\"a\":{\"type\":\"noul\"}}}");
+    REQUIRE(j);
     iv_dq_request t;
+    iv_dq_errors_init(&e);
+    lim.max_images = 1;
+    REQUIRE(iv_dq_parse(j, &lim, &t, &e) == 0);
+    CHECK(t.n_images == 1 && !strcmp(t.image_src[0], "data:,4"));
+    CHECK_STR(t.state_pieces[0], "");
+    CHECK_STR(t.state_pieces[1], "");
+    parts = iv_dq_state_content(&t, "State:\n", " end");
+    REQUIRE(cJSON_IsArray(parts));
+    CHECK_EQ_INT(cJSON_GetArraySize(parts), 3);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(parts, 0), "text")->valuestring, "State:\n");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(parts, 1), "type")->valuestring, "image");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(parts, 2), "text")->valuestring, " end");
+    cJSON_Delete(parts);
+    iv_dq_request_free(&t);
+    iv_dq_errors_free(&e);
+    cJSON_Delete(j);
     REQUIRE(parse("{\"model\":\"m\",\"state\":\"plain\",\"questions\":{\"a\":{\"type\":\"noul\"}}}", &t, &e, 0) == 0);
     cJSON *s = iv_dq_state_content(&t, "State:\n", "!");
     CHECK(cJSON_IsString(s) && !strcmp(s->valuestring, "State:\nplain!") && t.n_images == 0);
