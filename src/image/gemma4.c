@@ -20,21 +20,18 @@ void iv_gemma4_image_config_default(iv_gemma4_image_config *cfg)
     cfg->patch_size = 16;
     cfg->max_soft_tokens = 280;
     cfg->pooling_kernel_size = 3;
-    cfg->do_resize = cfg->do_rescale = 1;
-    cfg->resample = IV_RESAMPLE_BICUBIC;
-    cfg->rescale_factor = 1.0 / 255.0;
-    for (int c = 0; c < 3; c++) cfg->image_std[c] = 1.0;
+    cfg->do_resize = 1;
+    /* The class does not normalise (do_normalize false, mean 0, std 1). */
+    static const double zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    iv_pixel_steps_default(&cfg->px, zero, one);
+    cfg->px.do_normalize = 0;
 }
 
-/* Keys that describe the file, the batch or the processor around it and
- * change nothing for one image: size is not read by this processor (its
- * resize is driven by the patch budget), image_seq_length is
+/* This processor's keys that change nothing for one image: size is not
+ * read (its resize is driven by the patch budget), image_seq_length is
  * Gemma4Processor's default run length, which the per-image soft token
  * count replaces. */
-static const char *const ignored_keys[] = {
-    "image_processor_type", "processor_class", "auto_map", "_processor_class", "return_tensors", "data_format",
-    "input_data_format", "device", "disable_grouping", "size", "image_seq_length", NULL,
-};
+static const char *const ignored_keys[] = {"size", "image_seq_length", NULL};
 
 static int pos_int(const cJSON *v, const char *key, int *out, iv_err *err)
 {
@@ -42,13 +39,6 @@ static int pos_int(const cJSON *v, const char *key, int *out, iv_err *err)
         return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a positive integer up to %d", key,
                        BOUND);
     *out = (int)v->valuedouble;
-    return 0;
-}
-
-static int is_ignored(const char *k)
-{
-    for (int i = 0; ignored_keys[i]; i++)
-        if (!strcmp(k, ignored_keys[i])) return 1;
     return 0;
 }
 
@@ -67,9 +57,11 @@ static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err
     cJSON_ArrayForEach(it, root)
     {
         const char *k = it->string;
-        int b = 0;
         iv_json_get(root, k); /* seen by the checkpoint-field recorder */
-        if (is_ignored(k)) continue;
+        if (iv_processor_key_ignored(k, ignored_keys)) continue;
+        const int px = iv_processor_pixel_key(k, it, &cfg->px, err);
+        if (px < 0) return -1;
+        if (px) continue;
         if (!strcmp(k, "patch_size")) {
             if (pos_int(it, k, &cfg->patch_size, err)) return -1;
         } else if (!strcmp(k, "pooling_kernel_size")) {
@@ -85,32 +77,6 @@ static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err
             cfg->max_soft_tokens = v;
         } else if (!strcmp(k, "do_resize")) {
             if (iv_processor_key_bool(it, k, &cfg->do_resize, err)) return -1;
-        } else if (!strcmp(k, "do_rescale")) {
-            if (iv_processor_key_bool(it, k, &cfg->do_rescale, err)) return -1;
-        } else if (!strcmp(k, "do_normalize")) {
-            if (iv_processor_key_bool(it, k, &cfg->do_normalize, err)) return -1;
-        } else if (!strcmp(k, "do_convert_rgb")) {
-            if (iv_processor_key_bool(it, k, &b, err)) return -1;
-            if (!b)
-                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"do_convert_rgb\": false is not "
-                                                      "supported (images are always converted to RGB)");
-        } else if (!strcmp(k, "rescale_factor")) {
-            if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
-                return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"rescale_factor\" must be a positive number");
-            cfg->rescale_factor = it->valuedouble;
-        } else if (!strcmp(k, "resample")) {
-            if (!iv_json_is_integer(it) ||
-                (it->valuedouble != IV_RESAMPLE_BICUBIC && it->valuedouble != IV_RESAMPLE_BILINEAR))
-                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"resample\" must be 3 (bicubic) or 2 "
-                                                      "(bilinear)");
-            cfg->resample = (int)it->valuedouble;
-        } else if (!strcmp(k, "image_mean")) {
-            if (iv_processor_key_triple(it, k, cfg->image_mean, err)) return -1;
-        } else if (!strcmp(k, "image_std")) {
-            if (iv_processor_key_triple(it, k, cfg->image_std, err)) return -1;
-            for (int i = 0; i < 3; i++)
-                if (cfg->image_std[i] == 0)
-                    return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"image_std\" has a zero");
         } else {
             return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: unknown key \"%s\" for the Gemma4 image "
                                                   "processor",
@@ -138,45 +104,22 @@ int iv_gemma4_image_config_parse(iv_gemma4_image_config *cfg, const char *json, 
 
 int iv_gemma4_image_config_load(iv_gemma4_image_config *cfg, const char *dir, iv_err *err)
 {
-    char pre[4096], proc[4096];
+    char path[4096];
+    cJSON *root;
+    const cJSON *keys;
     iv_gemma4_image_config_default(cfg);
-    iv_path_join(pre, sizeof pre, dir, "preprocessor_config.json");
-    iv_path_join(proc, sizeof proc, dir, "processor_config.json");
-    const int has_pre = iv_file_exists(pre);
-    if (!has_pre && !iv_file_exists(proc))
-        return iv_errf(err, IV_E_NOTFOUND, "%s has no preprocessor_config.json (nor processor_config.json): the "
-                                           "image processor is not configured",
-                       dir);
-    cJSON *root = NULL;
-    int rc = 0;
-    if (iv_json_load_file(has_pre ? pre : proc, 1 << 20, &root, err)) return -1;
-    if (has_pre) {
-        if (parse_obj(cfg, root, err)) rc = iv_err_prefix(err, "%s: ", pre);
-    } else {
-        const cJSON *ip = iv_json_get(root, "image_processor");
-        rc = ip ? parse_obj(cfg, ip, err) : iv_errf(err, IV_E_FORMAT, "no \"image_processor\" object in it");
-        if (rc) iv_err_prefix(err, "%s: ", proc);
-    }
+    if (iv_processor_keys_load(dir, path, sizeof path, &root, &keys, err)) return -1;
+    const int rc = parse_obj(cfg, keys, err) ? iv_err_prefix(err, "%s: ", path) : 0;
     cJSON_Delete(root);
     return rc;
 }
 
 int iv_gemma4_processor_named(const char *dir)
 {
-    char path[4096];
-    cJSON *root = NULL;
-    iv_err err = {0};
-    int named = 0;
-    iv_path_join(path, sizeof path, dir, "preprocessor_config.json");
-    const int pre = iv_file_exists(path);
-    if (!pre) iv_path_join(path, sizeof path, dir, "processor_config.json");
-    if (iv_file_exists(path) && iv_json_load_file(path, 1 << 20, &root, &err) == 0) {
-        const cJSON *obj = pre ? root : iv_json_get(root, "image_processor");
-        int merged;
-        named = processor_type(iv_json_str(obj, "image_processor_type", ""), &merged);
-    }
-    cJSON_Delete(root);
-    return named;
+    char type[128];
+    int merged;
+    iv_processor_type_of(dir, type, sizeof type);
+    return processor_type(type, &merged);
 }
 
 int iv_gemma4_resize_size(const iv_gemma4_image_config *cfg, int height, int width, int *out_h, int *out_w,
@@ -236,9 +179,7 @@ int iv_gemma4_preprocess(const iv_gemma4_image_config *cfg, const iv_image *img,
     memset(out, 0, sizeof *out);
     int W = img->width, H = img->height, rh = 0, rw = 0;
     if (iv_gemma4_resize_size(cfg, H, W, &rh, &rw, err)) return -1;
-    const iv_planes_spec ps = {.width = rw, .height = rh, .resample = cfg->resample, .do_rescale = cfg->do_rescale,
-                               .do_normalize = cfg->do_normalize, .rescale_factor = cfg->rescale_factor,
-                               .mean = cfg->image_mean, .std = cfg->image_std};
+    const iv_planes_spec ps = {.width = rw, .height = rh, .px = &cfg->px};
     if (iv_image_planes(img, &ps, &out->pixel_values, err)) return -1;
     W = ps.width, H = ps.height;
     const int k = cfg->pooling_kernel_size;

@@ -40,15 +40,14 @@
 
 #include "base/err.h"
 #include "image/image.h"
+#include "image/processor_keys.h"
 
 typedef struct iv_gemma4_image_config {
     int patch_size;          /* 16 */
     int max_soft_tokens;     /* 280; one of 70, 140, 280, 560, 1120 as the processor requires */
     int pooling_kernel_size; /* 3 */
-    int do_resize, do_rescale, do_normalize;
-    int resample; /* PIL's enum: 3 bicubic (default), 2 bilinear */
-    double rescale_factor;
-    double image_mean[3], image_std[3];
+    int do_resize;
+    iv_pixel_steps px;
     int merged; /* Gemma4UnifiedImageProcessor: each row one k x k block (patches_merge) */
 } iv_gemma4_image_config;
 

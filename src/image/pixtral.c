@@ -14,25 +14,17 @@
 
 void iv_pixtral_config_default(iv_pixtral_config *cfg)
 {
-    static const double clip_mean[3] = {0.48145466, 0.4578275, 0.40821073};
-    static const double clip_std[3] = {0.26862954, 0.26130258, 0.27577711};
     memset(cfg, 0, sizeof *cfg);
     cfg->patch_size = 16;
     cfg->merge_size = 1;
     cfg->max_height = cfg->max_width = 1024;
-    cfg->do_resize = cfg->do_rescale = cfg->do_normalize = 1;
-    cfg->resample = IV_RESAMPLE_BICUBIC;
-    cfg->rescale_factor = 1.0 / 255.0;
-    memcpy(cfg->image_mean, clip_mean, sizeof clip_mean);
-    memcpy(cfg->image_std, clip_std, sizeof clip_std);
+    cfg->do_resize = 1;
+    iv_pixel_steps_default(&cfg->px, iv_clip_mean, iv_clip_std);
 }
 
-/* Keys that describe the file or the batch and change nothing for one
- * image (do_pad only pads a batch to its largest image). */
-static const char *const ignored_keys[] = {
-    "image_processor_type", "processor_class", "auto_map", "_processor_class", "return_tensors", "data_format",
-    "input_data_format", "device", "disable_grouping", "default_to_square", "do_pad", "pad_size", NULL,
-};
+/* This processor's keys that change nothing for one image (do_pad only
+ * pads a batch to its largest image). */
+static const char *const ignored_keys[] = {"default_to_square", "do_pad", "pad_size", NULL};
 
 #define BOUND (1 << 16) /* sides and patch sizes above this are not images this server takes */
 
@@ -83,13 +75,6 @@ static int get_size(iv_pixtral_config *cfg, const cJSON *v, iv_err *err)
     return 0;
 }
 
-static int is_ignored(const char *k)
-{
-    for (int i = 0; ignored_keys[i]; i++)
-        if (!strcmp(k, ignored_keys[i])) return 1;
-    return 0;
-}
-
 static int parse_obj(iv_pixtral_config *cfg, const cJSON *root, iv_err *err)
 {
     if (!cJSON_IsObject(root)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: not a JSON object");
@@ -99,22 +84,16 @@ static int parse_obj(iv_pixtral_config *cfg, const cJSON *root, iv_err *err)
         const char *k = it->string;
         int b = 0;
         iv_json_get(root, k); /* seen by the checkpoint-field recorder */
-        if (is_ignored(k)) continue;
+        if (iv_processor_key_ignored(k, ignored_keys)) continue;
+        const int px = iv_processor_pixel_key(k, it, &cfg->px, err);
+        if (px < 0) return -1;
+        if (px) continue;
         if (!strcmp(k, "patch_size")) {
             if (get_patch(it, &cfg->patch_size, err)) return -1;
         } else if (!strcmp(k, "size")) {
             if (get_size(cfg, it, err)) return -1;
         } else if (!strcmp(k, "do_resize")) {
             if (iv_processor_key_bool(it, k, &cfg->do_resize, err)) return -1;
-        } else if (!strcmp(k, "do_rescale")) {
-            if (iv_processor_key_bool(it, k, &cfg->do_rescale, err)) return -1;
-        } else if (!strcmp(k, "do_normalize")) {
-            if (iv_processor_key_bool(it, k, &cfg->do_normalize, err)) return -1;
-        } else if (!strcmp(k, "do_convert_rgb")) {
-            if (iv_processor_key_bool(it, k, &b, err)) return -1;
-            if (!b)
-                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"do_convert_rgb\": false is not "
-                                                      "supported (images are always converted to RGB)");
         } else if (!strcmp(k, "do_center_crop")) {
             if (cJSON_IsNull(it)) continue;
             if (iv_processor_key_bool(it, k, &b, err)) return -1;
@@ -122,23 +101,6 @@ static int parse_obj(iv_pixtral_config *cfg, const cJSON *root, iv_err *err)
         } else if (!strcmp(k, "crop_size")) {
             if (!cJSON_IsNull(it))
                 return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"crop_size\" is not supported (null only)");
-        } else if (!strcmp(k, "rescale_factor")) {
-            if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
-                return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"rescale_factor\" must be a positive number");
-            cfg->rescale_factor = it->valuedouble;
-        } else if (!strcmp(k, "resample")) {
-            if (!iv_json_is_integer(it) ||
-                (it->valuedouble != IV_RESAMPLE_BICUBIC && it->valuedouble != IV_RESAMPLE_BILINEAR))
-                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"resample\" must be 3 (bicubic) or 2 "
-                                                      "(bilinear)");
-            cfg->resample = (int)it->valuedouble;
-        } else if (!strcmp(k, "image_mean")) {
-            if (iv_processor_key_triple(it, k, cfg->image_mean, err)) return -1;
-        } else if (!strcmp(k, "image_std")) {
-            if (iv_processor_key_triple(it, k, cfg->image_std, err)) return -1;
-            for (int i = 0; i < 3; i++)
-                if (cfg->image_std[i] == 0)
-                    return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"image_std\" has a zero");
         } else {
             return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: unknown key \"%s\" for the Pixtral image "
                                                   "processor",
@@ -184,27 +146,17 @@ static int parse_processor(iv_pixtral_config *cfg, const cJSON *root, iv_err *er
 
 int iv_pixtral_config_load(iv_pixtral_config *cfg, const char *dir, iv_err *err)
 {
-    char pre[4096], proc[4096];
-    iv_pixtral_config_default(cfg);
-    iv_path_join(pre, sizeof pre, dir, "preprocessor_config.json");
-    iv_path_join(proc, sizeof proc, dir, "processor_config.json");
-    const int has_pre = iv_file_exists(pre), has_proc = iv_file_exists(proc);
-    if (!has_pre && !has_proc)
-        return iv_errf(err, IV_E_NOTFOUND, "%s has no preprocessor_config.json (nor processor_config.json): the "
-                                           "image processor is not configured",
-                       dir);
+    char path[4096], proc[4096];
     cJSON *root = NULL, *proot = NULL;
-    int rc = 0;
-    if (has_proc && iv_json_load_file(proc, 1 << 20, &proot, err)) return -1;
-    if (has_pre) {
-        if (iv_json_load_file(pre, 1 << 20, &root, err)) rc = -1;
-        else if (parse_obj(cfg, root, err)) rc = iv_err_prefix(err, "%s: ", pre);
-    } else {
-        const cJSON *ip = iv_json_get(proot, "image_processor");
-        rc = ip ? parse_obj(cfg, ip, err) : iv_errf(err, IV_E_FORMAT, "no \"image_processor\" object in it");
-        if (rc) iv_err_prefix(err, "%s: ", proc);
+    const cJSON *keys;
+    iv_pixtral_config_default(cfg);
+    if (iv_processor_keys_load(dir, path, sizeof path, &root, &keys, err)) return -1;
+    int rc = parse_obj(cfg, keys, err) ? iv_err_prefix(err, "%s: ", path) : 0;
+    iv_path_join(proc, sizeof proc, dir, "processor_config.json");
+    if (!rc && iv_file_exists(proc)) {
+        if (iv_json_load_file(proc, 1 << 20, &proot, err)) rc = -1;
+        else if (parse_processor(cfg, proot, err)) rc = iv_err_prefix(err, "%s: ", proc);
     }
-    if (!rc && proot && parse_processor(cfg, proot, err)) rc = iv_err_prefix(err, "%s: ", proc);
     if (!rc && (int64_t)cfg->patch_size * cfg->merge_size > BOUND)
         rc = iv_errf(err, IV_E_FORMAT, "%s: patch_size * spatial_merge_size is over %d", dir, BOUND);
     cJSON_Delete(root);
@@ -214,20 +166,9 @@ int iv_pixtral_config_load(iv_pixtral_config *cfg, const char *dir, iv_err *err)
 
 int iv_pixtral_processor_named(const char *dir)
 {
-    char path[4096];
-    cJSON *root = NULL;
-    iv_err err = {0};
-    int named = 0;
-    iv_path_join(path, sizeof path, dir, "preprocessor_config.json");
-    const int pre = iv_file_exists(path);
-    if (!pre) iv_path_join(path, sizeof path, dir, "processor_config.json");
-    if (iv_file_exists(path) && iv_json_load_file(path, 1 << 20, &root, &err) == 0) {
-        const cJSON *obj = pre ? root : iv_json_get(root, "image_processor");
-        const char *t = iv_json_str(obj, "image_processor_type", "");
-        named = !strncmp(t, "PixtralImageProcessor", 21);
-    }
-    cJSON_Delete(root);
-    return named;
+    char type[128];
+    iv_processor_type_of(dir, type, sizeof type);
+    return !strncmp(type, "PixtralImageProcessor", 21);
 }
 
 int iv_pixtral_resize_size(const iv_pixtral_config *cfg, int height, int width, int *out_h, int *out_w,
@@ -276,10 +217,7 @@ int iv_pixtral_preprocess(const iv_pixtral_config *cfg, const iv_image *img, iv_
     memset(out, 0, sizeof *out);
     int W = img->width, H = img->height, rh = 0, rw = 0;
     if (iv_pixtral_resize_size(cfg, H, W, &rh, &rw, err)) return -1;
-    const iv_planes_spec ps = {.width = cfg->do_resize ? rw : W, .height = cfg->do_resize ? rh : H,
-                               .resample = cfg->resample, .do_rescale = cfg->do_rescale,
-                               .do_normalize = cfg->do_normalize, .rescale_factor = cfg->rescale_factor,
-                               .mean = cfg->image_mean, .std = cfg->image_std};
+    const iv_planes_spec ps = {.width = cfg->do_resize ? rw : W, .height = cfg->do_resize ? rh : H, .px = &cfg->px};
     if (iv_image_planes(img, &ps, &out->pixel_values, err)) return -1;
     W = ps.width, H = ps.height;
     out->height = H, out->width = W;

@@ -30,15 +30,14 @@
 
 #include "base/err.h"
 #include "image/image.h"
+#include "image/processor_keys.h"
 
 typedef struct iv_pixtral_config {
     int patch_size;            /* the vision tower's patch (processor_config.json, else preprocessor_config.json) */
     int merge_size;            /* processor_config.json spatial_merge_size (PixtralProcessor's default 1) */
     int max_height, max_width; /* size.longest_edge for both, or size.height / size.width */
-    int do_resize, do_rescale, do_normalize;
-    int resample;              /* PIL's enum: 3 bicubic (default), 2 bilinear */
-    double rescale_factor;
-    double image_mean[3], image_std[3];
+    int do_resize;
+    iv_pixel_steps px;
 } iv_pixtral_config;
 
 /* PixtralImageProcessor's defaults (patch 16, longest edge 1024, OpenAI

@@ -7,18 +7,18 @@
 
 #include "base/err.h"
 #include "image/image.h"
+#include "image/processor_keys.h"
 
 typedef struct iv_planes_spec {
     int width, height;        /* the target size */
-    int resample;             /* PIL's enum (resample.h) */
-    int do_rescale, do_normalize;
-    double rescale_factor;
-    const double *mean, *std; /* [3] each */
+    const iv_pixel_steps *px; /* the filter, rescale and normalisation */
 } iv_planes_spec;
 
-/* *pixels (malloc'd): [3, height, width]; each 8-bit level maps to one
- * float per channel: the float64 rescale cast to float32, then (with
- * do_normalize) float32 (x - mean) / std. */
+/* Each 8-bit level's float per channel: the float64 rescale cast to
+ * float32, then (with do_normalize) float32 (x - mean) / std. */
+void iv_pixel_lut(const iv_pixel_steps *px, float lut[3][256]);
+
+/* *pixels (malloc'd): [3, height, width], each level mapped by iv_pixel_lut. */
 int iv_image_planes(const iv_image *img, const iv_planes_spec *s, float **pixels, iv_err *err);
 
 #endif

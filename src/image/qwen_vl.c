@@ -7,39 +7,24 @@
 
 #include "base/file.h"
 #include "base/json.h"
+#include "image/planes.h"
 #include "image/processor_keys.h"
 #include "image/resample.h"
 
 void iv_qwen_vl_config_default(iv_qwen_vl_config *cfg)
 {
-    static const double clip_mean[3] = {0.48145466, 0.4578275, 0.40821073};
-    static const double clip_std[3] = {0.26862954, 0.26130258, 0.27577711};
     memset(cfg, 0, sizeof *cfg);
     cfg->patch_size = 14;
     cfg->temporal_patch_size = 2;
     cfg->merge_size = 2;
     cfg->min_pixels = 56 * 56;
     cfg->max_pixels = 28 * 28 * 1280;
-    cfg->do_resize = cfg->do_rescale = cfg->do_normalize = 1;
-    cfg->resample = IV_RESAMPLE_BICUBIC;
-    cfg->rescale_factor = 1.0 / 255.0;
-    memcpy(cfg->image_mean, clip_mean, sizeof clip_mean);
-    memcpy(cfg->image_std, clip_std, sizeof clip_std);
+    cfg->do_resize = 1;
+    iv_pixel_steps_default(&cfg->px, iv_clip_mean, iv_clip_std);
 }
 
-/* Keys that describe the file or other inputs and change nothing here. */
-static const char *const ignored_keys[] = {
-    "image_processor_type", "processor_class", "auto_map", "feature_extractor_type",
-    "_processor_class", "return_tensors", "data_format", "input_data_format", "device",
-    "disable_grouping", "default_to_square", NULL,
-};
-
-static int is_ignored(const char *k)
-{
-    for (int i = 0; ignored_keys[i]; i++)
-        if (!strcmp(k, ignored_keys[i])) return 1;
-    return 0;
-}
+/* The keys of this processor that change nothing here. */
+static const char *const ignored_keys[] = {"feature_extractor_type", "default_to_square", NULL};
 
 static int get_pos_int(const cJSON *v, const char *key, int64_t *out, iv_err *err)
 {
@@ -58,7 +43,10 @@ static int parse_obj(iv_qwen_vl_config *cfg, const cJSON *root, iv_err *err)
     {
         const char *k = it->string;
         iv_json_get(root, k); /* seen by the checkpoint-field recorder */
-        if (is_ignored(k)) continue;
+        if (iv_processor_key_ignored(k, ignored_keys)) continue;
+        const int px = iv_processor_pixel_key(k, it, &cfg->px, err);
+        if (px < 0) return -1;
+        if (px) continue;
         if (!strcmp(k, "patch_size")) {
             if (get_pos_int(it, k, &v, err)) return -1;
             cfg->patch_size = (int)v;
@@ -92,28 +80,6 @@ static int parse_obj(iv_qwen_vl_config *cfg, const cJSON *root, iv_err *err)
             }
         } else if (!strcmp(k, "do_resize")) {
             if (iv_processor_key_bool(it, k, &cfg->do_resize, err)) return -1;
-        } else if (!strcmp(k, "do_rescale")) {
-            if (iv_processor_key_bool(it, k, &cfg->do_rescale, err)) return -1;
-        } else if (!strcmp(k, "do_normalize")) {
-            if (iv_processor_key_bool(it, k, &cfg->do_normalize, err)) return -1;
-        } else if (!strcmp(k, "do_convert_rgb")) {
-            int b = 1;
-            if (iv_processor_key_bool(it, k, &b, err)) return -1;
-            if (!b) return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"do_convert_rgb\": false is not supported (images are always converted to RGB)");
-        } else if (!strcmp(k, "rescale_factor")) {
-            if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
-                return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"rescale_factor\" must be a positive number");
-            cfg->rescale_factor = it->valuedouble;
-        } else if (!strcmp(k, "resample")) {
-            if (!iv_json_is_integer(it) || (it->valuedouble != IV_RESAMPLE_BICUBIC && it->valuedouble != IV_RESAMPLE_BILINEAR))
-                return iv_errf(err, IV_E_UNSUPPORTED, "preprocessor config: \"resample\" must be 3 (bicubic) or 2 (bilinear)");
-            cfg->resample = (int)it->valuedouble;
-        } else if (!strcmp(k, "image_mean")) {
-            if (iv_processor_key_triple(it, k, cfg->image_mean, err)) return -1;
-        } else if (!strcmp(k, "image_std")) {
-            if (iv_processor_key_triple(it, k, cfg->image_std, err)) return -1;
-            for (int i = 0; i < 3; i++)
-                if (cfg->image_std[i] == 0) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"image_std\" has a zero");
         } else {
             return iv_errf(err, IV_E_UNSUPPORTED,
                            "preprocessor config: unknown key \"%s\" for the Qwen2-VL/Qwen3-VL image processor", k);
@@ -147,26 +113,13 @@ int iv_qwen_vl_config_parse(iv_qwen_vl_config *cfg, const char *json, size_t len
 int iv_qwen_vl_config_load(iv_qwen_vl_config *cfg, const char *dir, iv_err *err)
 {
     char path[4096];
-    iv_qwen_vl_config_default(cfg);
     cJSON *root;
-    iv_path_join(path, sizeof path, dir, "preprocessor_config.json");
-    if (iv_file_exists(path)) {
-        if (iv_json_load_file(path, 1 << 20, &root, err)) return -1;
-        int rc = parse_obj(cfg, root, err);
-        cJSON_Delete(root);
-        return rc ? iv_err_prefix(err, "%s: ", path) : 0;
-    }
-    iv_path_join(path, sizeof path, dir, "processor_config.json");
-    if (iv_file_exists(path)) {
-        if (iv_json_load_file(path, 1 << 20, &root, err)) return -1;
-        const cJSON *ip = iv_json_get(root, "image_processor");
-        int rc = ip ? parse_obj(cfg, ip, err)
-                    : iv_errf(err, IV_E_FORMAT, "no \"image_processor\" object in it");
-        cJSON_Delete(root);
-        return rc ? iv_err_prefix(err, "%s: ", path) : 0;
-    }
-    return iv_errf(err, IV_E_NOTFOUND, "%s has no preprocessor_config.json (nor processor_config.json): "
-                                       "the image processor is not configured", dir);
+    const cJSON *keys;
+    iv_qwen_vl_config_default(cfg);
+    if (iv_processor_keys_load(dir, path, sizeof path, &root, &keys, err)) return -1;
+    const int rc = parse_obj(cfg, keys, err) ? iv_err_prefix(err, "%s: ", path) : 0;
+    cJSON_Delete(root);
+    return rc;
 }
 
 int iv_qwen_vl_smart_resize(const iv_qwen_vl_config *cfg, int height, int width, int *out_h, int *out_w,
@@ -226,7 +179,7 @@ int iv_qwen_vl_preprocess(const iv_qwen_vl_config *cfg, const iv_image *img, iv_
             return -1;
         }
         uint8_t *r = malloc((size_t)rw * (size_t)rh * 3);
-        if (!r || iv_resample_rgb(rgb, W, H, r, rw, rh, (enum iv_resample_filter)cfg->resample, err)) {
+        if (!r || iv_resample_rgb(rgb, W, H, r, rw, rh, (enum iv_resample_filter)cfg->px.resample, err)) {
             free(r);
             free(rgb);
             return r ? -1 : iv_errf(err, IV_E_NOMEM, "out of memory resizing an image");
@@ -238,16 +191,8 @@ int iv_qwen_vl_preprocess(const iv_qwen_vl_config *cfg, const iv_image *img, iv_
         free(rgb);
         return iv_errf(err, IV_E_INVALID, "image is %dx%d: without resizing, both sides must be multiples of %d", W, H, P * M);
     }
-    /* Each 8-bit level maps to one float per channel: numpy's float64
-     * rescale cast to float32, then float32 (x - mean) / std. */
     float lut[3][256];
-    for (int c = 0; c < 3; c++) {
-        float mean = (float)cfg->image_mean[c], std = (float)cfg->image_std[c];
-        for (int v = 0; v < 256; v++) {
-            float x = cfg->do_rescale ? (float)((double)v * cfg->rescale_factor) : (float)v;
-            lut[c][v] = cfg->do_normalize ? (x - mean) / std : x;
-        }
-    }
+    iv_pixel_lut(&cfg->px, lut);
     int64_t gh = H / P, gw = W / P;
     out->grid_thw[0] = 1, out->grid_thw[1] = gh, out->grid_thw[2] = gw;
     out->rows = gh * gw;

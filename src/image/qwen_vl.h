@@ -13,14 +13,13 @@
 
 #include "base/err.h"
 #include "image/image.h"
+#include "image/processor_keys.h"
 
 typedef struct iv_qwen_vl_config {
     int patch_size, temporal_patch_size, merge_size;
     int64_t min_pixels, max_pixels; /* size.shortest_edge / size.longest_edge */
-    int do_resize, do_rescale, do_normalize;
-    int resample;                   /* PIL's enum: 3 bicubic (default), 2 bilinear */
-    double rescale_factor;
-    double image_mean[3], image_std[3];
+    int do_resize;
+    iv_pixel_steps px;
 } iv_qwen_vl_config;
 
 /* The processor class's defaults (patch 14, merge 2, temporal 2, 56*56 to

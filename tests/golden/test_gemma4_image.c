@@ -51,7 +51,7 @@ static void check_config(const char *cfg_name)
     CHECK(iv_gemma4_processor_named(cdir));
     int n = 0, sizes = 0, identical = 0, compared = 0, refusals = 0;
     double worst = 0;
-    const double min_std = cfg.do_normalize ? fmin(cfg.image_std[0], fmin(cfg.image_std[1], cfg.image_std[2])) : 1;
+    const double min_std = cfg.px.do_normalize ? fmin(cfg.px.image_std[0], fmin(cfg.px.image_std[1], cfg.px.image_std[2])) : 1;
     const double tol = 1.0 / 255.0 / min_std + 1e-6;
     const int P = cfg.patch_size;
     const cJSON *e;

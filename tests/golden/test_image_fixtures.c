@@ -157,8 +157,8 @@ static void check_config(const char *cfg_name)
         identical += same;
         compared++;
         /* 1/255 of the range, in normalised units: 1/255/std. */
-        double tol = 1.0 / 255.0 / (cfg.image_std[0] < cfg.image_std[1] ? (cfg.image_std[0] < cfg.image_std[2] ? cfg.image_std[0] : cfg.image_std[2])
-                                                                        : (cfg.image_std[1] < cfg.image_std[2] ? cfg.image_std[1] : cfg.image_std[2])) + 1e-6;
+        double tol = 1.0 / 255.0 / (cfg.px.image_std[0] < cfg.px.image_std[1] ? (cfg.px.image_std[0] < cfg.px.image_std[2] ? cfg.px.image_std[0] : cfg.px.image_std[2])
+                                                                        : (cfg.px.image_std[1] < cfg.px.image_std[2] ? cfg.px.image_std[1] : cfg.px.image_std[2])) + 1e-6;
         const cJSON *s;
         cJSON_ArrayForEach(s, iv_json_get(want, "samples"))
         {

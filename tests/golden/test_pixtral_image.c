@@ -75,7 +75,7 @@ static void check_config(const char *cfg_name)
     }
     int n = 0, sizes = 0, identical = 0, compared = 0, layouts = 0, refusals = 0;
     double worst = 0;
-    const double min_std = fmin(cfg.image_std[0], fmin(cfg.image_std[1], cfg.image_std[2]));
+    const double min_std = fmin(cfg.px.image_std[0], fmin(cfg.px.image_std[1], cfg.px.image_std[2]));
     const double tol = 1.0 / 255.0 / min_std + 1e-6;
     const cJSON *e;
     cJSON_ArrayForEach(e, iv_json_get(root, "images"))

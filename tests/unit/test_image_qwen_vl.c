@@ -25,7 +25,7 @@ TEST(qwen_vl_config_keys)
                       "\"image_std\": [0.5,0.5,0.5], \"processor_class\": \"Qwen3VLProcessor\","
                       "\"image_processor_type\": \"Qwen2VLImageProcessorFast\"}", &err) == 0);
     CHECK(c.patch_size == 16 && c.merge_size == 2 && c.min_pixels == 65536 && c.max_pixels == 16777216);
-    CHECK(c.image_std[2] == 0.5 && c.do_resize && c.resample == 3);
+    CHECK(c.px.image_std[2] == 0.5 && c.do_resize && c.px.resample == 3);
     /* Qwen2-VL's: min_pixels / max_pixels, which win over size. */
     REQUIRE(parse(&c, "{\"min_pixels\": 3136, \"max_pixels\": 12845056, \"size\": {\"shortest_edge\": 1,"
                       "\"longest_edge\": 2}, \"do_rescale\": true, \"rescale_factor\": 0.00392156862745098,"
@@ -124,7 +124,7 @@ TEST(qwen_vl_patch_layout)
     iv_qwen_vl_config c;
     iv_qwen_vl_config_default(&c);
     c.patch_size = 2, c.merge_size = 2, c.temporal_patch_size = 3;
-    c.do_resize = c.do_rescale = c.do_normalize = 0;
+    c.do_resize = c.px.do_rescale = c.px.do_normalize = 0;
     int W = 8, H = 4;
     iv_image img = {W, H, malloc((size_t)W * H * 3), NULL, IV_IMAGE_PNG};
     for (int y = 0; y < H; y++)
