@@ -6,11 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/file.h"
 #include "base/json.h"
 #include "image/planes.h"
 #include "image/processor_keys.h"
-#include "image/resample.h"
 
 #define BOUND (1 << 16) /* sides and patch sizes above this are not images this server takes */
 

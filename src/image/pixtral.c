@@ -10,7 +10,6 @@
 #include "base/json.h"
 #include "image/planes.h"
 #include "image/processor_keys.h"
-#include "image/resample.h"
 
 void iv_pixtral_config_default(iv_pixtral_config *cfg)
 {

@@ -10,6 +10,23 @@
 const double iv_clip_mean[3] = {0.48145466, 0.4578275, 0.40821073};
 const double iv_clip_std[3] = {0.26862954, 0.26130258, 0.27577711};
 
+/* One number for all three channels, or a list of 3 (image_mean, image_std). */
+static int key_triple(const cJSON *v, const char *key, double out[3], iv_err *err)
+{
+    if (cJSON_IsNumber(v)) {
+        out[0] = out[1] = out[2] = v->valuedouble;
+        return 0;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
+        return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a number or a list of 3 numbers", key);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *e = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(e)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must hold numbers", key);
+        out[i] = e->valuedouble;
+    }
+    return 0;
+}
+
 void iv_pixel_steps_default(iv_pixel_steps *px, const double mean[3], const double std[3])
 {
     px->resample = IV_RESAMPLE_BICUBIC;
@@ -44,9 +61,9 @@ int iv_processor_pixel_key(const char *k, const cJSON *v, iv_pixel_steps *px, iv
         px->resample = (int)v->valuedouble;
         return 1;
     }
-    if (!strcmp(k, "image_mean")) return iv_processor_key_triple(v, k, px->image_mean, err) ? -1 : 1;
+    if (!strcmp(k, "image_mean")) return key_triple(v, k, px->image_mean, err) ? -1 : 1;
     if (!strcmp(k, "image_std")) {
-        if (iv_processor_key_triple(v, k, px->image_std, err)) return -1;
+        if (key_triple(v, k, px->image_std, err)) return -1;
         for (int i = 0; i < 3; i++)
             if (px->image_std[i] == 0)
                 return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"image_std\" has a zero");
@@ -72,22 +89,6 @@ int iv_processor_key_bool(const cJSON *v, const char *key, int *out, iv_err *err
 {
     if (!cJSON_IsBool(v)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be true or false", key);
     *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-int iv_processor_key_triple(const cJSON *v, const char *key, double out[3], iv_err *err)
-{
-    if (cJSON_IsNumber(v)) {
-        out[0] = out[1] = out[2] = v->valuedouble;
-        return 0;
-    }
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
-        return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must be a number or a list of 3 numbers", key);
-    for (int i = 0; i < 3; i++) {
-        const cJSON *e = cJSON_GetArrayItem(v, i);
-        if (!cJSON_IsNumber(e)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: \"%s\" must hold numbers", key);
-        out[i] = e->valuedouble;
-    }
     return 0;
 }
 

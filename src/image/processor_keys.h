@@ -39,8 +39,6 @@ int iv_processor_key_ignored(const char *k, const char *const *extra);
 
 /* true / false. */
 int iv_processor_key_bool(const cJSON *v, const char *key, int *out, iv_err *err);
-/* One number for all three channels, or a list of 3 (image_mean, image_std). */
-int iv_processor_key_triple(const cJSON *v, const char *key, double out[3], iv_err *err);
 
 /* The processor's keys in checkpoint directory dir:
  * preprocessor_config.json, else processor_config.json's "image_processor"

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/file.h"
 #include "base/json.h"
 #include "image/planes.h"
 #include "image/processor_keys.h"
