@@ -243,6 +243,16 @@ T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64
     return 0;
 }
 
+/* First row of tile t when a strip's rows are cut into n_tiles tiles of
+ * at most MR rows: the rows are shared out evenly (8 rows on AVX2: 4 + 4,
+ * not 6 + 2), because a tile of fewer rows than the FMA latency times the
+ * FMA ports has too few independent accumulators and waits on its chains.
+ * Each element's sum is unchanged, so are the bits. Linear 768 -> 3072 +
+ * GELU, W warm, 2 threads, Ice Lake-SP, GFLOP/s before -> after: AVX-512
+ * 13 rows (12 + 1 -> 7 + 6) 199.6 -> 222.7; AVX2 8 rows 123 -> 127, 13 rows
+ * 142 -> 148, 20 rows 163 -> 169. */
+static inline int tile_start(int t, int n_tiles, int rows) { return t * rows / n_tiles; }
+
 /* The epilogue of the rows from r0 on. */
 static inline panel_epi epi_from(const panel_epi *e, int r0)
 {
@@ -258,7 +268,7 @@ T512 static int tiles_avx512(const float *a, int64_t lda, const float *bp, int64
     const int n_tiles = (rows + MR512 - 1) / MR512;
     int done = 0;
     for (int t = 0; t < n_tiles; t++) {
-        const int r0 = t * MR512, n = rows - r0 < MR512 ? rows - r0 : MR512;
+        const int r0 = tile_start(t, n_tiles, rows), n = tile_start(t + 1, n_tiles, rows) - r0;
         const float *ar = a + r0 * lda, *pf;
         float *cr = ct + r0 * NR;
         panel_epi es;
@@ -371,7 +381,7 @@ T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t
         const float *bh = bp + h * 16;
         float *ch = ct + h * 16;
         for (int t = 0; t < n_tiles; t++) {
-            const int r0 = t * MR256, n = rows - r0 < MR256 ? rows - r0 : MR256;
+            const int r0 = tile_start(t, n_tiles, rows), n = tile_start(t + 1, n_tiles, rows) - r0;
             const float *ar = a + r0 * lda, *pf;
             float *cr = ch + r0 * NR;
             panel_epi es;
