@@ -141,13 +141,13 @@ static int swap_merger(walk *wk, iv_vision_merger *mg, int matmuls, const char *
            swap(wk, &mg->fc2_b, -1, what, err);
 }
 
-/* Qwen3-VL's vision tower: its blocks' matmuls, the patch embedding and the
- * mergers' linears as layer matmuls; the rest with the vectors. */
-static int swap_vision(walk *wk, iv_qwen3vl_vision *v, unsigned kinds, iv_err *err)
+/* A vision tower's blocks (Qwen3-VL, Pixtral, Gemma4): their four linears
+ * with the layer matmuls, their norms and biases with the vectors. */
+static int swap_vision_blocks(walk *wk, iv_layer *layers, int depth, unsigned kinds, iv_err *err)
 {
     int rc = 0;
-    for (int l = 0; l < v->depth && !rc; l++) {
-        iv_layer *L = &v->layers[l];
+    for (int l = 0; l < depth && !rc; l++) {
+        iv_layer *L = &layers[l];
         if (kinds & IV_LW_LAYER_MATMULS)
             rc = swap(wk, &L->qkv_w, l, "vision attention QKV", err) ||
                  swap(wk, &L->o_w, l, "vision attention output", err) || swap(wk, &L->up_w, l, "vision MLP up", err) ||
@@ -158,6 +158,14 @@ static int swap_vision(walk *wk, iv_qwen3vl_vision *v, unsigned kinds, iv_err *e
             wk->vectors = 0;
         }
     }
+    return rc;
+}
+
+/* Qwen3-VL's vision tower: its blocks' matmuls, the patch embedding and the
+ * mergers' linears as layer matmuls; the rest with the vectors. */
+static int swap_vision(walk *wk, iv_qwen3vl_vision *v, unsigned kinds, iv_err *err)
+{
+    int rc = swap_vision_blocks(wk, v->layers, v->depth, kinds, err);
     for (int k = -1; k < v->n_deepstack && !rc; k++) {
         iv_vision_merger *mg = k < 0 ? &v->merger : &v->deepstack[k];
         const char *what = k < 0 ? "vision merger" : "vision DeepStack merger";
@@ -182,19 +190,7 @@ static int swap_vision(walk *wk, iv_qwen3vl_vision *v, unsigned kinds, iv_err *e
  * layer matmuls, norms and biases with the vectors. */
 static int swap_pixtral(walk *wk, iv_pixtral_vision *v, unsigned kinds, iv_err *err)
 {
-    int rc = 0;
-    for (int l = 0; l < v->depth && !rc; l++) {
-        iv_layer *L = &v->layers[l];
-        if (kinds & IV_LW_LAYER_MATMULS)
-            rc = swap(wk, &L->qkv_w, l, "vision attention QKV", err) ||
-                 swap(wk, &L->o_w, l, "vision attention output", err) || swap(wk, &L->up_w, l, "vision MLP up", err) ||
-                 swap(wk, &L->down_w, l, "vision MLP down", err);
-        if ((kinds & IV_LW_VECTORS) && !rc) {
-            wk->vectors = 1;
-            rc = swap_layer_vectors(wk, L, l, err);
-            wk->vectors = 0;
-        }
-    }
+    int rc = swap_vision_blocks(wk, v->layers, v->depth, kinds, err);
     if ((kinds & IV_LW_LAYER_MATMULS) && !rc)
         rc = swap(wk, &v->patch_w, -1, "vision patch embedding", err) ||
              swap(wk, &v->merge_w, -1, "vision patch merger", err) ||
@@ -233,19 +229,7 @@ static int swap_gemma4_unified(walk *wk, iv_gemma4_unified_embedder *u, unsigned
  * matmuls, norms and the position tables with the vectors. */
 static int swap_gemma4_vision(walk *wk, iv_gemma4_vision *v, unsigned kinds, iv_err *err)
 {
-    int rc = 0;
-    for (int l = 0; l < v->depth && !rc; l++) {
-        iv_layer *L = &v->layers[l];
-        if (kinds & IV_LW_LAYER_MATMULS)
-            rc = swap(wk, &L->qkv_w, l, "vision attention QKV", err) ||
-                 swap(wk, &L->o_w, l, "vision attention output", err) || swap(wk, &L->up_w, l, "vision MLP up", err) ||
-                 swap(wk, &L->down_w, l, "vision MLP down", err);
-        if ((kinds & IV_LW_VECTORS) && !rc) {
-            wk->vectors = 1;
-            rc = swap_layer_vectors(wk, L, l, err);
-            wk->vectors = 0;
-        }
-    }
+    int rc = swap_vision_blocks(wk, v->layers, v->depth, kinds, err);
     if ((kinds & IV_LW_LAYER_MATMULS) && !rc)
         rc = swap(wk, &v->patch_w, -1, "vision patch embedding", err) ||
              swap(wk, &v->proj_w, -1, "vision embedding projection", err);

@@ -2,10 +2,13 @@
  * checkpoint's tower decides which mixed forward runs. */
 #include "models/vision.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
 #include "models/audio_gemma4.h"
+#include "models/loader.h"
+#include "models/rope.h"
 #include "models/vision_gemma4.h"
 #include "models/vision_pixtral.h"
 #include "models/vision_qwen3vl.h"
@@ -76,5 +79,41 @@ int iv_vision_config_int(const cJSON *vc, const char *key, int64_t def, int64_t 
         return iv_errf(err, IV_E_FORMAT, "config.json: vision_config.%s must be an integer in [1, %lld]", key,
                        (long long)max);
     *out = (int)x;
+    return 0;
+}
+
+int iv_vision_axial_rope(iv_model *m, const cJSON *vc, int head_dim, double default_theta, int even_odd,
+                         float **inv_freq, uint8_t **freq_section, iv_err *err)
+{
+    const int hd = head_dim, half = hd / 2, quarter = hd / 4;
+    if (hd % 4 || half > IV_ROPE_MAX_HALF)
+        return iv_errf(err, IV_E_UNSUPPORTED, "vision head_dim %d (a multiple of 4 up to %d is supported)", hd,
+                       2 * IV_ROPE_MAX_HALF);
+    const cJSON *rp = iv_json_get(vc, "rope_parameters");
+    const char *type = iv_json_str(rp, "rope_type", "axial");
+    if (strcmp(type, "axial"))
+        return iv_errf(err, IV_E_UNSUPPORTED, "vision_config rope_parameters.rope_type \"%s\" (only \"axial\" is "
+                                              "implemented)",
+                       type);
+    iv_rope_params p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.type, sizeof p.type, "default");
+    p.theta = iv_json_num(rp, "rope_theta", default_theta);
+    p.rot_dim = even_odd ? hd : half;
+    p.factor = 1.0;
+    if (!(p.theta > 0)) return iv_errf(err, IV_E_FORMAT, "vision_config rope_theta must be positive");
+    float f[IV_ROPE_MAX_HALF], attn_factor;
+    if (iv_rope_inv_freq(&p, f, &attn_factor, err)) return -1;
+    float *inv = iv_model_alloc(m, (size_t)half * sizeof(float));
+    uint8_t *sec = iv_model_alloc(m, (size_t)half);
+    if (!inv || !sec) return iv_errf(err, IV_E_NOMEM, "out of memory");
+    for (int i = 0; i < quarter; i++) {
+        inv[i] = even_odd ? f[2 * i] : f[i];
+        inv[quarter + i] = even_odd ? f[2 * i + 1] : f[i];
+        sec[i] = 0;
+        sec[quarter + i] = 1;
+    }
+    *inv_freq = inv;
+    *freq_section = sec;
     return 0;
 }

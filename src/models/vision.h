@@ -46,4 +46,15 @@ int iv_model_forward_media(const iv_model *m, const iv_batch *b, const iv_seq_im
  * typing; real checkpoints write integers, anything else is refused). */
 int iv_vision_config_int(const cJSON *vc, const char *key, int64_t def, int64_t max, int *out, iv_err *err);
 
+/* The 2-D axial rotary tables of a vision tower (compute_axial_rope_parameters
+ * in float32): inv_freq and freq_section, head_dim / 2 entries each, the
+ * first half turning with axis 0 (freq_section 0), the second with axis 1.
+ * The frequencies are 1 / theta^(2i / rot_dim) over rot_dim = head_dim / 2,
+ * the head_dim / 4 of them used for both axes (Qwen3-VL, Gemma4), or, with
+ * `even_odd`, over rot_dim = head_dim with the even ones for axis 0 and the
+ * odd ones for axis 1 (Pixtral). theta is vision_config.rope_parameters'
+ * rope_theta, else default_theta; rope_type must be "axial". */
+int iv_vision_axial_rope(iv_model *m, const cJSON *vc, int head_dim, double default_theta, int even_odd,
+                         float **inv_freq, uint8_t **freq_section, iv_err *err);
+
 #endif

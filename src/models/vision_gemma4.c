@@ -11,7 +11,7 @@
 #include "base/json.h"
 #include "image/gemma4.h" /* iv_gemma4_image_token_run */
 #include "models/loader.h"
-#include "models/rope.h"
+#include "models/vision.h"
 #include "models/vision_gemma4_unified.h"
 #include "tensor/safetensors.h"
 
@@ -66,34 +66,7 @@ static int refuse_switches(const cJSON *vc, iv_err *err)
  * 0), the second with the row (axis 1), over the permuted head. */
 static int vision_rope(iv_model *m, const cJSON *vc, iv_gemma4_vision *v, iv_err *err)
 {
-    const int hd = v->head_dim, quarter = hd / 4;
-    if (hd % 4 || hd / 2 > IV_ROPE_MAX_HALF)
-        return iv_errf(err, IV_E_UNSUPPORTED, "vision head_dim %d (a multiple of 4 up to %d is supported)", hd,
-                       2 * IV_ROPE_MAX_HALF);
-    const cJSON *rp = iv_json_get(vc, "rope_parameters");
-    const char *type = iv_json_str(rp, "rope_type", "axial");
-    if (strcmp(type, "axial"))
-        return iv_errf(err, IV_E_UNSUPPORTED, "vision_config rope_parameters.rope_type \"%s\" (only \"axial\" is "
-                                              "implemented)",
-                       type);
-    iv_rope_params p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.type, sizeof p.type, "default");
-    p.theta = iv_json_num(rp, "rope_theta", 100.0);
-    p.rot_dim = hd / 2;
-    p.factor = 1.0;
-    if (!(p.theta > 0)) return iv_errf(err, IV_E_FORMAT, "vision_config rope_theta must be positive");
-    v->inv_freq = iv_model_alloc(m, (size_t)(hd / 2) * sizeof(float));
-    v->freq_section = iv_model_alloc(m, (size_t)(hd / 2));
-    if (!v->inv_freq || !v->freq_section) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    float attn_factor;
-    if (iv_rope_inv_freq(&p, v->inv_freq, &attn_factor, err)) return -1;
-    for (int i = 0; i < quarter; i++) {
-        v->inv_freq[quarter + i] = v->inv_freq[i];
-        v->freq_section[i] = 0;
-        v->freq_section[quarter + i] = 1;
-    }
-    return 0;
+    return iv_vision_axial_rope(m, vc, v->head_dim, 100.0, 0, &v->inv_freq, &v->freq_section, err);
 }
 
 /* The head channel that new channel j reads: the second and third quarters

@@ -11,7 +11,6 @@
 #include "base/json.h"
 #include "image/pixtral.h"
 #include "models/loader.h"
-#include "models/rope.h"
 #include "models/vision.h"
 #include "tensor/safetensors.h"
 
@@ -86,34 +85,9 @@ static int load_layer(iv_model *m, const char *pre, int l, const iv_pixtral_visi
  * k for columns. */
 static int vision_rope(iv_model *m, const cJSON *vc, iv_pixtral_vision *v, iv_err *err)
 {
-    const int hd = v->head_dim, half = hd / 2, quarter = hd / 4;
-    if (hd % 4 || half > IV_ROPE_MAX_HALF)
-        return iv_errf(err, IV_E_UNSUPPORTED, "vision head_dim %d (a multiple of 4 up to %d is supported)", hd,
-                       2 * IV_ROPE_MAX_HALF);
-    const cJSON *rp = iv_json_get(vc, "rope_parameters");
-    const char *type = iv_json_str(rp, "rope_type", "axial");
-    if (strcmp(type, "axial"))
-        return iv_errf(err, IV_E_UNSUPPORTED, "vision_config rope_type \"%s\" (only \"axial\" is implemented)", type);
-    iv_rope_params p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.type, sizeof p.type, "default");
     /* Older configs put rope_theta at the top of vision_config. */
-    p.theta = iv_json_num(rp, "rope_theta", iv_json_num(vc, "rope_theta", 10000.0));
-    p.rot_dim = hd;
-    p.factor = 1.0;
-    if (!(p.theta > 0)) return iv_errf(err, IV_E_FORMAT, "vision_config rope_theta must be positive");
-    float f[IV_ROPE_MAX_HALF], attn_factor;
-    if (iv_rope_inv_freq(&p, f, &attn_factor, err)) return -1;
-    v->inv_freq = iv_model_alloc(m, (size_t)half * sizeof(float));
-    v->freq_section = iv_model_alloc(m, (size_t)half);
-    if (!v->inv_freq || !v->freq_section) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    for (int i = 0; i < quarter; i++) {
-        v->inv_freq[i] = f[2 * i];
-        v->inv_freq[quarter + i] = f[2 * i + 1];
-        v->freq_section[i] = 0;
-        v->freq_section[quarter + i] = 1;
-    }
-    return 0;
+    return iv_vision_axial_rope(m, vc, v->head_dim, iv_json_num(vc, "rope_theta", 10000.0), 1, &v->inv_freq,
+                                &v->freq_section, err);
 }
 
 /* The top-level Mistral3Config switches the projector reads. */

@@ -86,32 +86,7 @@ static int load_block(iv_model *m, const char *pre, int l, const iv_qwen3vl_visi
  * for the column (recomposition_frequencies), NeoX halves over the head. */
 static int vision_rope(iv_model *m, const cJSON *vc, iv_qwen3vl_vision *v, iv_err *err)
 {
-    const int hd = v->head_dim, quarter = hd / 4;
-    if (hd % 4 || hd / 2 > IV_ROPE_MAX_HALF)
-        return iv_errf(err, IV_E_UNSUPPORTED, "vision head_dim %d (a multiple of 4 up to %d is supported)", hd,
-                       2 * IV_ROPE_MAX_HALF);
-    const cJSON *rp = iv_json_get(vc, "rope_parameters");
-    const char *type = iv_json_str(rp, "rope_type", "axial");
-    if (strcmp(type, "axial"))
-        return iv_errf(err, IV_E_UNSUPPORTED, "vision_config rope_type \"%s\" (only \"axial\" is implemented)", type);
-    iv_rope_params p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.type, sizeof p.type, "default");
-    p.theta = iv_json_num(rp, "rope_theta", 10000.0);
-    p.rot_dim = hd / 2;
-    p.factor = 1.0;
-    if (!(p.theta > 0)) return iv_errf(err, IV_E_FORMAT, "vision_config rope_theta must be positive");
-    v->inv_freq = iv_model_alloc(m, (size_t)(hd / 2) * sizeof(float));
-    v->freq_section = iv_model_alloc(m, (size_t)(hd / 2));
-    if (!v->inv_freq || !v->freq_section) return iv_errf(err, IV_E_NOMEM, "out of memory");
-    float attn_factor;
-    if (iv_rope_inv_freq(&p, v->inv_freq, &attn_factor, err)) return -1;
-    for (int i = 0; i < quarter; i++) {
-        v->inv_freq[quarter + i] = v->inv_freq[i];
-        v->freq_section[i] = 0;
-        v->freq_section[quarter + i] = 1;
-    }
-    return 0;
+    return iv_vision_axial_rope(m, vc, v->head_dim, 10000.0, 0, &v->inv_freq, &v->freq_section, err);
 }
 
 static int vision_geometry(const iv_model *m, const cJSON *vc, iv_qwen3vl_vision *v, int *inter, iv_err *err)
