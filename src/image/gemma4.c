@@ -48,8 +48,9 @@ static int processor_type(const char *type, int *merged)
     return *merged || !strncmp(type, "Gemma4ImageProcessor", 20);
 }
 
-static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err)
+static int parse_obj(void *config, const cJSON *root, iv_err *err)
 {
+    iv_gemma4_image_config *cfg = config;
     if (!cJSON_IsObject(root)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: not a JSON object");
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
@@ -93,23 +94,13 @@ static int parse_obj(iv_gemma4_image_config *cfg, const cJSON *root, iv_err *err
 
 int iv_gemma4_image_config_parse(iv_gemma4_image_config *cfg, const char *json, size_t len, iv_err *err)
 {
-    cJSON *root;
-    if (iv_json_parse(json, len, "preprocessor_config.json", &root, err)) return -1;
-    int rc = parse_obj(cfg, root, err);
-    cJSON_Delete(root);
-    return rc;
+    return iv_processor_config_parse(cfg, parse_obj, json, len, err);
 }
 
 int iv_gemma4_image_config_load(iv_gemma4_image_config *cfg, const char *dir, iv_err *err)
 {
-    char path[4096];
-    cJSON *root;
-    const cJSON *keys;
     iv_gemma4_image_config_default(cfg);
-    if (iv_processor_keys_load(dir, path, sizeof path, &root, &keys, err)) return -1;
-    const int rc = parse_obj(cfg, keys, err) ? iv_err_prefix(err, "%s: ", path) : 0;
-    cJSON_Delete(root);
-    return rc;
+    return iv_processor_config_load(cfg, parse_obj, dir, err);
 }
 
 int iv_gemma4_processor_named(const char *dir)

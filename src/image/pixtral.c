@@ -74,8 +74,9 @@ static int get_size(iv_pixtral_config *cfg, const cJSON *v, iv_err *err)
     return 0;
 }
 
-static int parse_obj(iv_pixtral_config *cfg, const cJSON *root, iv_err *err)
+static int parse_obj(void *config, const cJSON *root, iv_err *err)
 {
+    iv_pixtral_config *cfg = config;
     if (!cJSON_IsObject(root)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: not a JSON object");
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
@@ -116,11 +117,7 @@ static int parse_obj(iv_pixtral_config *cfg, const cJSON *root, iv_err *err)
 
 int iv_pixtral_config_parse(iv_pixtral_config *cfg, const char *json, size_t len, iv_err *err)
 {
-    cJSON *root;
-    if (iv_json_parse(json, len, "preprocessor_config.json", &root, err)) return -1;
-    int rc = parse_obj(cfg, root, err);
-    cJSON_Delete(root);
-    return rc;
+    return iv_processor_config_parse(cfg, parse_obj, json, len, err);
 }
 
 /* PixtralProcessor's own keys: the tower's patch and merge, and the image
@@ -145,12 +142,10 @@ static int parse_processor(iv_pixtral_config *cfg, const cJSON *root, iv_err *er
 
 int iv_pixtral_config_load(iv_pixtral_config *cfg, const char *dir, iv_err *err)
 {
-    char path[4096], proc[4096];
-    cJSON *root = NULL, *proot = NULL;
-    const cJSON *keys;
+    char proc[4096];
+    cJSON *proot = NULL;
     iv_pixtral_config_default(cfg);
-    if (iv_processor_keys_load(dir, path, sizeof path, &root, &keys, err)) return -1;
-    int rc = parse_obj(cfg, keys, err) ? iv_err_prefix(err, "%s: ", path) : 0;
+    int rc = iv_processor_config_load(cfg, parse_obj, dir, err);
     iv_path_join(proc, sizeof proc, dir, "processor_config.json");
     if (!rc && iv_file_exists(proc)) {
         if (iv_json_load_file(proc, 1 << 20, &proot, err)) rc = -1;
@@ -158,7 +153,6 @@ int iv_pixtral_config_load(iv_pixtral_config *cfg, const char *dir, iv_err *err)
     }
     if (!rc && (int64_t)cfg->patch_size * cfg->merge_size > BOUND)
         rc = iv_errf(err, IV_E_FORMAT, "%s: patch_size * spatial_merge_size is over %d", dir, BOUND);
-    cJSON_Delete(root);
     cJSON_Delete(proot);
     return rc;
 }

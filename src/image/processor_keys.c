@@ -124,3 +124,23 @@ void iv_processor_type_of(const char *dir, char *type, size_t n)
         snprintf(type, n, "%s", iv_json_str(keys, "image_processor_type", ""));
     cJSON_Delete(root);
 }
+
+int iv_processor_config_parse(void *cfg, iv_processor_parse_fn parse, const char *json, size_t len, iv_err *err)
+{
+    cJSON *root;
+    if (iv_json_parse(json, len, "preprocessor_config.json", &root, err)) return -1;
+    const int rc = parse(cfg, root, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int iv_processor_config_load(void *cfg, iv_processor_parse_fn parse, const char *dir, iv_err *err)
+{
+    char path[4096];
+    cJSON *root;
+    const cJSON *keys;
+    if (iv_processor_keys_load(dir, path, sizeof path, &root, &keys, err)) return -1;
+    const int rc = parse(cfg, keys, err) ? iv_err_prefix(err, "%s: ", path) : 0;
+    cJSON_Delete(root);
+    return rc;
+}

@@ -51,4 +51,16 @@ int iv_processor_keys_load(const char *dir, char *path, size_t n, cJSON **root, 
  * (n bytes); "" when absent or unreadable. */
 void iv_processor_type_of(const char *dir, char *type, size_t n);
 
+/* A processor's parser of its keys into its config (the object may be
+ * preprocessor_config.json or processor_config.json's "image_processor"). */
+typedef int (*iv_processor_parse_fn)(void *cfg, const cJSON *keys, iv_err *err);
+
+/* parse over the JSON text json (len bytes), called preprocessor_config.json
+ * in errors. */
+int iv_processor_config_parse(void *cfg, iv_processor_parse_fn parse, const char *json, size_t len, iv_err *err);
+
+/* parse over dir's processor keys (iv_processor_keys_load), its errors
+ * prefixed with the file's path. */
+int iv_processor_config_load(void *cfg, iv_processor_parse_fn parse, const char *dir, iv_err *err);
+
 #endif

@@ -33,8 +33,9 @@ static int get_pos_int(const cJSON *v, const char *key, int64_t *out, iv_err *er
     return 0;
 }
 
-static int parse_obj(iv_qwen_vl_config *cfg, const cJSON *root, iv_err *err)
+static int parse_obj(void *config, const cJSON *root, iv_err *err)
 {
+    iv_qwen_vl_config *cfg = config;
     if (!cJSON_IsObject(root)) return iv_errf(err, IV_E_FORMAT, "preprocessor config: not a JSON object");
     int64_t v = 0, top_min = -1, top_max = -1;
     const cJSON *it;
@@ -102,23 +103,13 @@ static int parse_obj(iv_qwen_vl_config *cfg, const cJSON *root, iv_err *err)
 
 int iv_qwen_vl_config_parse(iv_qwen_vl_config *cfg, const char *json, size_t len, iv_err *err)
 {
-    cJSON *root;
-    if (iv_json_parse(json, len, "preprocessor_config.json", &root, err)) return -1;
-    int rc = parse_obj(cfg, root, err);
-    cJSON_Delete(root);
-    return rc;
+    return iv_processor_config_parse(cfg, parse_obj, json, len, err);
 }
 
 int iv_qwen_vl_config_load(iv_qwen_vl_config *cfg, const char *dir, iv_err *err)
 {
-    char path[4096];
-    cJSON *root;
-    const cJSON *keys;
     iv_qwen_vl_config_default(cfg);
-    if (iv_processor_keys_load(dir, path, sizeof path, &root, &keys, err)) return -1;
-    const int rc = parse_obj(cfg, keys, err) ? iv_err_prefix(err, "%s: ", path) : 0;
-    cJSON_Delete(root);
-    return rc;
+    return iv_processor_config_load(cfg, parse_obj, dir, err);
 }
 
 int iv_qwen_vl_smart_resize(const iv_qwen_vl_config *cfg, int height, int width, int *out_h, int *out_w,
