@@ -226,7 +226,7 @@ $(BUILD)/bench_int8: $(BUILD)/bench/bench_int8.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # CPU benchmark against the peers (bench/README.md); BENCH_ARGS=--quick for the short run.
-bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak $(BUILD)/membw
+bench: $(BUILD)/infinity_v3 $(BUILD)/bench_engine $(BUILD)/sgemm_peak $(BUILD)/membw $(BUILD)/fma_peak
 	python3 bench/run_cpu.py --build $(BUILD) $(BENCH_ARGS)
 
 # The harness's own arithmetic (machine record, weight-streaming floor): Python unit tests, no engine runs.
@@ -237,15 +237,15 @@ test-bench:
 # targets: an AVX2 build (its own folder) run with IV_CPU_ISA=avx2.
 bench-avx2:
 	$(MAKE) BUILD=build/avx2 ARCH="-march=haswell" build/avx2/infinity_v3 build/avx2/bench_engine build/avx2/sgemm_peak \
-		build/avx2/membw
+		build/avx2/membw build/avx2/fma_peak
 	python3 bench/run_cpu.py --build build/avx2 --isa avx2 --out bench/results/cpu_avx2.json \
 		--plot bench/results/cpu_avx2_ratios.png $(BENCH_ARGS)
 
 $(BUILD)/bench_engine $(BUILD)/bench_prefix $(BUILD)/bench_head_rows $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-# Memory read bandwidth (bench/membw.c): OpenMP only, no libiv.
-$(BUILD)/membw: $(BUILD)/bench/membw.o
+# Memory read bandwidth (bench/membw.c) and the FMA ceiling (bench/fma_peak.c): OpenMP only, no libiv.
+$(BUILD)/membw $(BUILD)/fma_peak: $(BUILD)/%: $(BUILD)/bench/%.o
 	$(CC) $(CFLAGS) $^ -o $@ -fopenmp $(SAN)
 
 # The closed-loop HTTP client of the serving benchmarks (bench/serve_gpu.py).

@@ -16,7 +16,9 @@ Conventions:
                median time; "% peak" divides by the measured sgemm peak at
                the same thread count; "% adj" is the median over an
                engine's turns of that turn's FLOP/s over the sgemm rate
-               measured just before it (batch workloads)
+               measured just before it (batch workloads); "% fma" divides
+               by the FMA ceiling (bench/fma_peak.c: the cores' FMA units
+               fed from registers, the highest rate any kernel can reach)
   x stream     latency workloads: p50 / the weight-streaming time, i.e. the
                bytes of FP32 weights the pass must read
                (cpu_workloads.weight_stream_bytes) / the best read bandwidth
@@ -166,18 +168,21 @@ def summarise_cli(model_dir, arith, n_texts, tokens, per_engine):
 
 
 def add_peak_fractions(result, threads):
+    """FLOP/s as fractions of the sgemm peak ("peak_fraction") and of the FMA
+    ceiling ("fma_fraction"), when the run measured them."""
     peak = result.get("sgemm", {}).get(str(threads), {}).get("median_gflops")
+    fma = result.get("fma", {}).get(str(threads), {}).get("best_gflops")
     result["sgemm_peak_gflops"] = peak
-    if not peak:
-        return
-    for m in result.get("models", []):
-        for e in m["engines"].values():
-            for st in e.get("workloads", {}).values():
-                if st.get("gflops"):
-                    st["peak_fraction"] = st["gflops"] / peak
-    for e in result.get("cli", {}).get("engines", {}).values():
-        if e.get("gflops"):
-            e["peak_fraction"] = e["gflops"] / peak
+    result["fma_peak_gflops"] = fma
+    records = [st for m in result.get("models", []) for e in m["engines"].values()
+               for st in e.get("workloads", {}).values()]
+    records += list(result.get("cli", {}).get("engines", {}).values())
+    for st in records:
+        if st.get("gflops"):
+            if peak:
+                st["peak_fraction"] = st["gflops"] / peak
+            if fma:
+                st["fma_fraction"] = st["gflops"] / fma
 
 
 def stream_bandwidth(result):
@@ -256,6 +261,15 @@ def table(result):
                       + (f" ({v['core']})" if v.get("core") else "") for t, v in sorted(sg.items()))
     lines.append(f"sgemm peak (OpenBLAS, {meta['profile']['sgemm']['n']}^3, median, best kernel set, "
                  f"better of start/end): {peaks}")
+    fm = result.get("fma") or {}
+    if fm:
+        isa = next((v["isa"] for v in fm.values() if v.get("isa")), "?")
+        rates = ", ".join(f"{t} thread{'s' if t != '1' else ''}: "
+                          + (f"{v['best_gflops']:.1f} GFLOP/s" if v.get("best_gflops") else
+                             f"unavailable ({v.get('error') or (v.get('errors') or ['?'])[-1]})"[:90])
+                          for t, v in sorted(fm.items()))
+        lines.append(f"FMA ceiling (bench/fma_peak.c, {isa} FMAs in registers, best of runs, better of start/end): "
+                     f"{rates}; %fma divides by it")
     bw = result.get("membw") or {}
     if bw:
         mib = next((x["mib"] for v in bw.values() for x in v.get("sessions", [])), None)
@@ -267,7 +281,7 @@ def table(result):
         lines.append(f"memory read bandwidth (bench/membw.c, {mib} MiB buffer, best of runs, better of start/end): "
                      f"{rates}" + (f"; weight-streaming floors use {used:.1f} GB/s" if used else ""))
     head = f"{'workload':<22}{'engine':<13}{'tok/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'speedup':>9}{'slices':>13}" \
-           f"{'GFLOP/s':>9}{'%peak':>7}{'%adj':>7}{'xstrm':>7}{'xs adj':>7}{'max|d|':>9}"
+           f"{'GFLOP/s':>9}{'%peak':>7}{'%fma':>7}{'%adj':>7}{'xstrm':>7}{'xs adj':>7}{'max|d|':>9}"
     for m in result.get("models", []):
         a = m["arith"]
         lines += ["", f"{m['model']}: {a['model_type']}, {a['layers']} layers, hidden {a['hidden']}, "
@@ -294,7 +308,8 @@ def table(result):
                 rng = f"{min(per):.2f}-{max(per):.2f}" if per else ""
                 lines.append(f"{label:<22}{engine:<13}{_f(st['tokens_per_s'], '9.0f')}{_f(st['p50_ms'], '9.2f')}"
                              f"{_f(st['p99_ms'], '9.2f')}{sp:>9}{rng:>13}{_f(st['gflops'], '9.1f')}"
-                             f"{_pc(st.get('peak_fraction'), 7)}{_pc(st.get('adjacent_fraction'), 7)}"
+                             f"{_pc(st.get('peak_fraction'), 7)}{_pc(st.get('fma_fraction'), 7)}"
+                             f"{_pc(st.get('adjacent_fraction'), 7)}"
                              f"{_f(st.get('p50_over_stream'), '7.2f')}{_f(st.get('p50_over_stream_adj'), '7.2f')}"
                              f"{_f(st.get('max_abs_diff_vs_torch'), '9.1e')}")
         rss = []

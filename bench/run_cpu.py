@@ -225,6 +225,36 @@ def measure_membw(build, runs, threads_list, into=None):
     return res
 
 
+def fma_isa():
+    """The vector width of the run's FMA ceiling: AVX-512 where the CPU has it
+    and the run is not held to AVX2, else AVX2."""
+    return "avx512" if "avx512f" in cpu_machine.flags() and ISA != "avx2" else "avx2"
+
+
+def measure_fma(build, runs, threads_list, into=None):
+    """The FP32 instruction ceiling (bench/fma_peak.c: FMA chains in
+    registers, best of `runs`) per thread count, at the start and the end of
+    the run like the sgemm peak; the best over both is kept. It shows the
+    headroom that "% of sgemm peak" hides where OpenBLAS's kernel set is
+    slow for the core (cpu_report.add_peak_fractions)."""
+    exe = os.path.join(build, "fma_peak")
+    res = into if into is not None else {}
+    for t in threads_list:
+        rec = res.setdefault(str(t), {"sessions": []})
+        if not os.access(exe, os.X_OK):
+            rec["error"] = f"{exe} not built (make {exe})"
+            continue
+        p = subprocess.run([exe, fma_isa(), str(runs)], env=engine_env("fma", t), capture_output=True, text=True,
+                           cwd=ROOT)
+        if p.returncode != 0:
+            rec.setdefault("errors", []).append((p.stdout + p.stderr).strip()[-300:])
+            continue
+        rec["sessions"].append(json.loads(p.stdout))
+        rec["best_gflops"] = max(x["best_gflops"] for x in rec["sessions"])
+        rec["isa"] = rec["sessions"][-1]["isa"]
+    return res
+
+
 # What sgemm_adjacent needs: set in main once the start-of-run peak has
 # picked OpenBLAS's best kernel set.
 ADJACENT = {}
@@ -606,6 +636,8 @@ def main():
     result["sgemm"] = measure_sgemm(args.build, profile["sgemm"], sorted({1, args.threads}))
     log(f"memory read bandwidth ({membw_mib()} MiB buffer, 1 and {args.threads} threads)")
     result["membw"] = measure_membw(args.build, profile["membw"]["runs"], sorted({1, args.threads}))
+    log(f"FMA ceiling ({fma_isa()}, 1 and {args.threads} threads)")
+    result["fma"] = measure_fma(args.build, profile["membw"]["runs"], sorted({1, args.threads}))
     ADJACENT.update(build=args.build, threads=args.threads, n=profile["sgemm"]["n"],
                     core=result["sgemm"].get(str(args.threads), {}).get("core"))
     tmp = tempfile.mkdtemp(prefix="iv-bench-")
@@ -625,6 +657,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     measure_sgemm(args.build, profile["sgemm"], sorted({1, args.threads}), into=result["sgemm"])
     measure_membw(args.build, profile["membw"]["runs"], sorted({1, args.threads}), into=result["membw"])
+    measure_fma(args.build, profile["membw"]["runs"], sorted({1, args.threads}), into=result["fma"])
     result["meta"]["loadavg_after"] = loadavg()
     result["meta"]["wall_s"] = round(time.time() - t_start, 1)
     cpu_report.add_peak_fractions(result, args.threads)
