@@ -272,6 +272,23 @@ static void check_act_view(const emu_ctx *c, iv_view v, const char *op, const ch
         emu_die(op, "%s has dtype %s, not the table's %s", what, iv_dtype_name(v.dtype), iv_dtype_name(c->dt));
 }
 
+/* The elementwise ops (y of x's shape): checks both views and their shapes
+ * and returns x's FP32 copy, on which the CPU op then runs in place;
+ * elementwise_done stores it to y and frees it. */
+static float *elementwise_begin(emu_ctx *c, iv_view y, iv_view x, const char *op)
+{
+    check_act_view(c, y, op, "y");
+    check_act_view(c, x, op, "x");
+    if (y.rows != x.rows || y.cols != x.cols) emu_die(op, "shapes do not match");
+    return read_view(c, x, op, "x");
+}
+
+static void elementwise_done(emu_ctx *c, iv_view y, float *xf, const char *op)
+{
+    write_view(c, y, xf, op, "y");
+    free(xf);
+}
+
 /* ---- device memory ---- */
 
 static void *emu_dev_alloc(const iv_ops *ops, size_t bytes)
@@ -484,13 +501,9 @@ static void emu_act(const iv_ops *ops, iv_view y, iv_view x, iv_act act)
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
-    check_act_view(c, y, "act", "y");
-    check_act_view(c, x, "act", "x");
-    if (y.rows != x.rows || y.cols != x.cols) emu_die("act", "shapes do not match");
-    float *xf = read_view(c, x, "act", "x");
+    float *xf = elementwise_begin(c, y, x, "act");
     cpu->act(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), act);
-    write_view(c, y, xf, "act", "y");
-    free(xf);
+    elementwise_done(c, y, xf, "act");
 }
 
 static void emu_glu(const iv_ops *ops, iv_view y, iv_view x, iv_act act, int act_on_first)
@@ -531,13 +544,9 @@ static void emu_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
-    check_act_view(c, y, "scale", "y");
-    check_act_view(c, x, "scale", "x");
-    if (y.rows != x.rows || y.cols != x.cols) emu_die("scale", "shapes do not match");
-    float *xf = read_view(c, x, "scale", "x");
+    float *xf = elementwise_begin(c, y, x, "scale");
     cpu->scale(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), s);
-    write_view(c, y, xf, "scale", "y");
-    free(xf);
+    elementwise_done(c, y, xf, "scale");
 }
 
 static void emu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
@@ -1153,14 +1162,9 @@ static void emu_clamp(const iv_ops *ops, iv_view y, iv_view x, float lo, float h
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
-    check_act_view(c, y, "clamp", "y");
-    check_act_view(c, x, "clamp", "x");
-    if (x.rows != y.rows || x.cols != y.cols) emu_die("clamp", "shapes do not match");
-    if (x.rows == 0 || x.cols == 0) return;
-    float *xf = read_view(c, x, "clamp", "x");
-    cpu->clamp(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), lo, hi);
-    write_view(c, y, xf, "clamp", "y");
-    free(xf);
+    float *xf = elementwise_begin(c, y, x, "clamp");
+    if (x.rows > 0 && x.cols > 0) cpu->clamp(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), lo, hi);
+    elementwise_done(c, y, xf, "clamp");
 }
 
 static void emu_mul_cols(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w)
