@@ -202,27 +202,35 @@ def membw_mib():
     return int(min(4096, max(256, 8 * l3 // 1024)))
 
 
-def measure_membw(build, runs, threads_list, into=None):
-    """Sustained read bandwidth (bench/membw.c, best of `runs` reads of a
-    buffer far larger than the L3) per thread count, at the start and at the
-    end of the run like the sgemm peak; the best over both is kept. It sets
-    the weight-streaming floor of the latency workloads
-    (cpu_report.add_stream_fractions)."""
-    exe = os.path.join(build, "membw")
+def measure_sessions(build, tool, args, best_key, threads_list, into=None):
+    """Runs bench tool `tool` (a JSON line out) with `args` once per thread
+    count, adding each answer to that count's "sessions" (the harness calls
+    it at the start and at the end of a run) and keeping the best of
+    best_key over them."""
+    exe = os.path.join(build, tool)
     res = into if into is not None else {}
     for t in threads_list:
         rec = res.setdefault(str(t), {"sessions": []})
         if not os.access(exe, os.X_OK):
             rec["error"] = f"{exe} not built (make {exe})"
             continue
-        p = subprocess.run([exe, str(membw_mib()), str(runs)], env=engine_env("membw", t), capture_output=True,
-                           text=True, cwd=ROOT)
+        p = subprocess.run([exe] + [str(a) for a in args], env=engine_env(tool, t), capture_output=True, text=True,
+                           cwd=ROOT)
         if p.returncode != 0:
-            rec.setdefault("errors", []).append(p.stderr.strip()[-300:])
+            rec.setdefault("errors", []).append((p.stdout + p.stderr).strip()[-300:])
             continue
         rec["sessions"].append(json.loads(p.stdout))
-        rec["best_gbs"] = max(x["best_gbs"] for x in rec["sessions"])
+        rec[best_key] = max(x[best_key] for x in rec["sessions"])
     return res
+
+
+def measure_membw(build, runs, threads_list, into=None):
+    """Sustained read bandwidth (bench/membw.c, best of `runs` reads of a
+    buffer far larger than the L3) per thread count, at the start and at the
+    end of the run like the sgemm peak; the best over both is kept. It sets
+    the weight-streaming floor of the latency workloads
+    (cpu_report.add_stream_fractions)."""
+    return measure_sessions(build, "membw", [membw_mib(), runs], "best_gbs", threads_list, into)
 
 
 def fma_isa():
@@ -237,21 +245,10 @@ def measure_fma(build, runs, threads_list, into=None):
     the run like the sgemm peak; the best over both is kept. It shows the
     headroom that "% of sgemm peak" hides where OpenBLAS's kernel set is
     slow for the core (cpu_report.add_peak_fractions)."""
-    exe = os.path.join(build, "fma_peak")
-    res = into if into is not None else {}
-    for t in threads_list:
-        rec = res.setdefault(str(t), {"sessions": []})
-        if not os.access(exe, os.X_OK):
-            rec["error"] = f"{exe} not built (make {exe})"
-            continue
-        p = subprocess.run([exe, fma_isa(), str(runs)], env=engine_env("fma", t), capture_output=True, text=True,
-                           cwd=ROOT)
-        if p.returncode != 0:
-            rec.setdefault("errors", []).append((p.stdout + p.stderr).strip()[-300:])
-            continue
-        rec["sessions"].append(json.loads(p.stdout))
-        rec["best_gflops"] = max(x["best_gflops"] for x in rec["sessions"])
-        rec["isa"] = rec["sessions"][-1]["isa"]
+    res = measure_sessions(build, "fma_peak", [fma_isa(), runs], "best_gflops", threads_list, into)
+    for rec in res.values():
+        if rec.get("sessions"):
+            rec["isa"] = rec["sessions"][-1]["isa"]
     return res
 
 
