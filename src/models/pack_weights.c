@@ -3,10 +3,36 @@
 #include "models/pack_weights.h"
 
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "models/linear_weights.h"
 #include "models/loader.h"
 #include "ops/cpu/gemm_panel.h"
+
+/* Packed weights of at least this many bytes ask for transparent huge
+ * pages. */
+#define HUGE_PAGE_MIN ((size_t)4 << 20)
+
+/* Asks the kernel to back the 2 MiB-aligned part of [p, p + n) with
+ * transparent huge pages (where THP is "madvise", a common default, it
+ * otherwise uses 4 KiB pages), before the packing writes, so that the
+ * first touch faults huge pages in. A short request streams every weight
+ * from memory once, and with 4 KiB pages that is a TLB miss every 4 KiB.
+ * BERT-base, one 8-token request, 2 threads, Ice Lake-SP, three
+ * alternating pairs of 200 runs, p50 ms with 4 KiB pages / huge pages:
+ * 18.73 / 18.19, 17.43 / 16.71, 18.11 / 17.62 (219 of its 340 MB of
+ * packed weights in huge pages; smaller weights stay on 4 KiB pages). */
+static void prefer_huge_pages(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+                    hi = ((uintptr_t)p + n) & ~(huge - 1);
+    if (n >= HUGE_PAGE_MIN && hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
 
 /* Panels packed per slice: 64 panels of 32 source rows (2048 rows, 6 MiB
  * of a 768-wide weight). */
@@ -32,6 +58,7 @@ static const iv_tensor *pack_one(iv_model *m, const iv_tensor *w, const char *wh
     iv_tensor *t = iv_model_alloc(m, sizeof *t);
     char *raw = iv_model_alloc(m, n + 63);
     if (!t || !raw) return iv_errf(err, IV_E_NOMEM, "out of memory packing %s", what), NULL;
+    prefer_huge_pages(raw, n + 63);
     float *packed = (float *)(raw + ((64 - (uintptr_t)raw % 64) % 64));
     iv_pack_panels_releasing(packed, w, m->weights);
     *t = iv_cpu_panel_tensor(packed, out, in);
