@@ -272,9 +272,9 @@ static void check_act_view(const emu_ctx *c, iv_view v, const char *op, const ch
         emu_die(op, "%s has dtype %s, not the table's %s", what, iv_dtype_name(v.dtype), iv_dtype_name(c->dt));
 }
 
-/* The elementwise ops (y of x's shape): checks both views and their shapes
- * and returns x's FP32 copy, on which the CPU op then runs in place;
- * elementwise_done stores it to y and frees it. */
+/* The elementwise ops (y of x's shape, or x itself): checks both views
+ * and their shapes and returns x's FP32 copy, on which the CPU op then
+ * runs in place; elementwise_done stores it to y and frees it. */
 static float *elementwise_begin(emu_ctx *c, iv_view y, iv_view x, const char *op)
 {
     check_act_view(c, y, op, "y");
@@ -801,22 +801,18 @@ static void emu_softmax(const iv_ops *ops, iv_view x)
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
-    check_act_view(c, x, "softmax", "x");
-    float *xf = read_view(c, x, "softmax", "x");
+    float *xf = elementwise_begin(c, x, x, "softmax");
     cpu->softmax(cpu, dense(xf, x.rows, x.cols));
-    write_view(c, x, xf, "softmax", "x");
-    free(xf);
+    elementwise_done(c, x, xf, "softmax");
 }
 
 static void emu_l2_normalize(const iv_ops *ops, iv_view x)
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
-    check_act_view(c, x, "l2_normalize", "x");
-    float *xf = read_view(c, x, "l2_normalize", "x");
+    float *xf = elementwise_begin(c, x, x, "l2_normalize");
     cpu->l2_normalize(cpu, dense(xf, x.rows, x.cols));
-    write_view(c, x, xf, "l2_normalize", "x");
-    free(xf);
+    elementwise_done(c, x, xf, "l2_normalize");
 }
 
 static void emu_pool(const iv_ops *ops, const iv_pool_args *a)
@@ -1171,17 +1167,13 @@ static void emu_mul_cols(const iv_ops *ops, iv_view y, iv_view x, const iv_tenso
 {
     emu_ctx *c = ctx_of(ops);
     const iv_ops *cpu = iv_cpu_ops();
-    check_act_view(c, y, "mul_cols", "y");
-    check_act_view(c, x, "mul_cols", "x");
     const int64_t n = iv_tensor_numel(w);
-    if (x.rows != y.rows || x.cols != y.cols || n <= 0 || x.cols % n) emu_die("mul_cols", "shapes do not match");
-    if (x.rows == 0 || x.cols == 0) return;
-    float *xf = read_view(c, x, "mul_cols", "x");
+    if (n <= 0 || x.cols % n) emu_die("mul_cols", "shapes do not match");
+    float *xf = elementwise_begin(c, y, x, "mul_cols");
     float *wf = read_weight(c, w, "mul_cols", "weight");
     iv_tensor wt = iv_tensor_1d(wf, n);
-    cpu->mul_cols(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), &wt);
-    write_view(c, y, xf, "mul_cols", "y");
-    free(xf);
+    if (x.rows > 0 && x.cols > 0) cpu->mul_cols(cpu, dense(xf, x.rows, x.cols), dense(xf, x.rows, x.cols), &wt);
+    elementwise_done(c, y, xf, "mul_cols");
     free(wf);
 }
 
