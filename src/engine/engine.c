@@ -35,6 +35,7 @@
 #include "models/quantize.h"
 #include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/gemm_panel.h"
+#include "ops/cpu/omp_policy.h"
 #include "ops/cpu/int8_ops.h"
 
 struct iv_engine {
@@ -408,8 +409,10 @@ int iv_engine_load(iv_engine **out, const char *model_dir, const iv_engine_opts 
             goto fail;
         /* What runs, not what the cap would allow (an AVX2-only CPU under
          * the default cap runs avx2). */
-        IV_INFO("CPU linear kernel %s, instruction set %s (IV_CPU_ISA cap %s)", iv_cpu_panel_kernel_name(),
-                iv_cpu_isa_used_name(), iv_cpu_isa_cap_name());
+        char threads[96];
+        iv_omp_describe(threads, sizeof threads);
+        IV_INFO("CPU linear kernel %s, instruction set %s (IV_CPU_ISA cap %s), %s", iv_cpu_panel_kernel_name(),
+                iv_cpu_isa_used_name(), iv_cpu_isa_cap_name(), threads);
     } else {
         if (iv_model_to_device(e->model, ops, err) || iv_st_dense_to_device(&e->dense, ops, err) ||
             iv_st_dense_to_device(&e->colbert.dense, ops, err))

@@ -2,6 +2,8 @@
 #ifndef IV_OPS_CPU_OMP_POLICY_H
 #define IV_OPS_CPU_OMP_POLICY_H
 
+#include <stddef.h>
+
 /* Spin iterations (GOMP_SPINCOUNT) that last about spin_us microseconds on
  * this CPU, measured. */
 long iv_omp_spincount_for(double spin_us);
@@ -12,6 +14,10 @@ long iv_omp_spincount_for(double spin_us);
  * libgomp's default stays). Call first thing in main, before any thread
  * exists: libgomp reads the variables once, when it is loaded. */
 void iv_omp_prefer_short_spin(void);
+
+/* "N OpenMP threads", with " bound to P places" where binding was asked
+ * for (OMP_PROC_BIND, OMP_PLACES), for the startup log. */
+void iv_omp_describe(char *buf, size_t size);
 
 /* Microseconds an idle worker spins before it sleeps. */
 #define IV_OMP_SPIN_US 50.0
