@@ -15,6 +15,7 @@
 #include "server/otlp.h"
 #include "server/request.h"
 #include "server/token_budget.h"
+#include "ops/cpu/omp_policy.h"
 
 void iv_server_opts_default(iv_server_opts *o)
 {
@@ -33,11 +34,8 @@ void iv_server_opts_default(iv_server_opts *o)
     o->decision_max_state_tokens = 65536;
 }
 
-static int cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
+/* The CPUs this process may keep busy (affinity, cgroup quota). */
+static int cores(void) { return iv_cpu_usable_cores(); }
 
 /* --model-id to a checkpoint directory: a local directory, a Hugging Face
  * cache entry, or a hub id downloaded into the cache. */

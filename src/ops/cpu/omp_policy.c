@@ -1,5 +1,6 @@
 /* Idle OpenMP workers spin for about 50 us, then sleep, for every
- * subcommand (and bench_engine, so the benchmark runs what users run).
+ * subcommand (and bench_engine, so the benchmark runs what users run); and
+ * the team is no larger than a cgroup CPU quota allows (cpu_quota.h).
  *
  * A forward pass is dozens of short parallel regions (each linear, norm and
  * attention op is one); OpenBLAS (OpenMP build) shares the same workers.
@@ -22,6 +23,8 @@
  * whose cost differs several-fold between CPUs (about 10 ns on that Xeon,
  * more on Zen 2), so the count is calibrated here by timing that loop. */
 #include "ops/cpu/omp_policy.h"
+
+#include "ops/cpu/cpu_quota.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -68,36 +71,76 @@ long iv_omp_spincount_for(double spin_us)
     return count;
 }
 
-/* With binding asked for (OMP_PROC_BIND, OMP_PLACES), libgomp pins the
- * initial thread to the first place while it loads, before main, and an exec
- * keeps that mask: the new process would see one CPU, build every place on
- * it and run all its threads there (OMP_PROC_BIND=true, 2 CPUs: both
- * threads on CPU 0, MiniLM-L6 one 64-token request p50 11.7 ms against
- * 6.9). So the exec starts from the CPUs of all the places again, the set
- * libgomp built them from. */
-static void unpin_for_exec(void)
+/* The CPUs of all of libgomp's places (the set it built them from, when
+ * binding was asked for with OMP_PROC_BIND or OMP_PLACES), or NULL where
+ * there are no places. *size gets the set's size for the CPU_*_S macros. */
+static cpu_set_t *places_cpus(size_t *size)
 {
     const int places = omp_get_num_places();
     const long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    if (places <= 0 || cpus <= 0) return;
+    if (places <= 0 || cpus <= 0) return NULL;
     cpu_set_t *set = CPU_ALLOC(cpus);
-    if (!set) return;
-    const size_t size = CPU_ALLOC_SIZE(cpus);
-    CPU_ZERO_S(size, set);
+    if (!set) return NULL;
+    *size = CPU_ALLOC_SIZE(cpus);
+    CPU_ZERO_S(*size, set);
     for (int p = 0; p < places; p++) {
         const int n = omp_get_place_num_procs(p);
         int ids[n > 0 ? n : 1];
         omp_get_place_proc_ids(p, ids);
         for (int i = 0; i < n; i++)
-            if (ids[i] >= 0 && ids[i] < cpus) CPU_SET_S(ids[i], size, set);
+            if (ids[i] >= 0 && ids[i] < cpus) CPU_SET_S(ids[i], *size, set);
     }
-    if (CPU_COUNT_S(size, set)) sched_setaffinity(0, size, set);
+    if (CPU_COUNT_S(*size, set)) return set;
+    CPU_FREE(set);
+    return NULL;
+}
+
+/* CPUs this process may run on, before any quota: the places' (libgomp has
+ * pinned the initial thread to the first one by now), else the affinity
+ * mask's. */
+static int cpus_to_run_on(void)
+{
+    size_t size;
+    cpu_set_t *set = places_cpus(&size);
+    if (set) {
+        const int n = CPU_COUNT_S(size, set);
+        CPU_FREE(set);
+        return n;
+    }
+    cpu_set_t mask;
+    if (!sched_getaffinity(0, sizeof mask, &mask) && CPU_COUNT(&mask) > 0) return CPU_COUNT(&mask);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int iv_cpu_usable_cores(void)
+{
+    const int n = cpus_to_run_on(), quota = iv_cpu_quota_cores_self();
+    return quota > 0 && quota < n ? quota : n;
+}
+
+/* With binding asked for, libgomp pins the initial thread to the first
+ * place while it loads, before main, and an exec keeps that mask: the new
+ * process would see one CPU, build every place on it and run all its
+ * threads there (OMP_PROC_BIND=true, 2 CPUs: both threads on CPU 0,
+ * MiniLM-L6 one 64-token request p50 15-17 ms against 10). So the exec
+ * starts from the CPUs of all the places again. */
+static void unpin_for_exec(void)
+{
+    size_t size;
+    cpu_set_t *set = places_cpus(&size);
+    if (!set) return;
+    sched_setaffinity(0, size, set);
     CPU_FREE(set);
 }
 
 void iv_omp_prefer_short_spin(void)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    const int want_spin = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+    /* A cgroup quota below the CPUs libgomp would size its team by. */
+    const int cpus = cpus_to_run_on(), quota = getenv("OMP_NUM_THREADS") ? 0 : iv_cpu_quota_cores_self();
+    const int want_threads = quota > 0 && quota < cpus;
+    if (!want_spin && !want_threads) return;
     static char buf[65536];
     char *args[512];
     FILE *f = fopen("/proc/self/cmdline", "rb");
@@ -113,26 +156,28 @@ void iv_omp_prefer_short_spin(void)
         args[argc++] = buf + off;
     }
     args[argc] = NULL;
-    char count[32];
+    char count[32], threads[32];
     snprintf(count, sizeof count, "%ld", iv_omp_spincount_for(IV_OMP_SPIN_US));
-    setenv("GOMP_SPINCOUNT", count, 1);
+    snprintf(threads, sizeof threads, "%d", quota);
+    if (want_spin) setenv("GOMP_SPINCOUNT", count, 1);
+    if (want_threads) setenv("OMP_NUM_THREADS", threads, 1);
     cpu_set_t pinned;
     const int have_pinned = !sched_getaffinity(0, sizeof pinned, &pinned);
     unpin_for_exec();
     execv("/proc/self/exe", args);
     /* Could not re-execute: carry on as libgomp set up this process (its
-     * pinning and its default policy), and do not leave a variable behind
-     * that claims otherwise for child processes. */
+     * pinning, its default policy and team size), and do not leave
+     * variables behind that claim otherwise for child processes. */
     if (have_pinned) sched_setaffinity(0, sizeof pinned, &pinned);
-    unsetenv("GOMP_SPINCOUNT");
+    if (want_spin) unsetenv("GOMP_SPINCOUNT");
+    if (want_threads) unsetenv("OMP_NUM_THREADS");
 }
 
 void iv_omp_describe(char *buf, size_t size)
 {
-    const int places = omp_get_num_places();
-    if (places > 0)
-        snprintf(buf, size, "%d OpenMP threads bound to %d place%s", omp_get_max_threads(), places,
-                 places == 1 ? "" : "s");
-    else
-        snprintf(buf, size, "%d OpenMP threads", omp_get_max_threads());
+    const int places = omp_get_num_places(), quota = iv_cpu_quota_cores_self();
+    char bound[48] = "", limit[48] = "";
+    if (places > 0) snprintf(bound, sizeof bound, " bound to %d place%s", places, places == 1 ? "" : "s");
+    if (quota > 0) snprintf(limit, sizeof limit, " (cgroup CPU quota %d)", quota);
+    snprintf(buf, size, "%d OpenMP threads%s%s", omp_get_max_threads(), bound, limit);
 }

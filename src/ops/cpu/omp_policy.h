@@ -1,4 +1,5 @@
-/* How idle OpenMP workers wait between parallel regions (see omp_policy.c). */
+/* How many OpenMP threads run and how idle ones wait between parallel
+ * regions (see omp_policy.c). */
 #ifndef IV_OPS_CPU_OMP_POLICY_H
 #define IV_OPS_CPU_OMP_POLICY_H
 
@@ -8,15 +9,22 @@
  * this CPU, measured. */
 long iv_omp_spincount_for(double spin_us);
 
-/* Unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, re-executes the
- * running binary with GOMP_SPINCOUNT set for a short spin (IV_OMP_SPIN_US);
- * returns only when it did not (already set, or the re-exec failed: then
- * libgomp's default stays). Call first thing in main, before any thread
- * exists: libgomp reads the variables once, when it is loaded. */
+/* Re-executes the running binary with GOMP_SPINCOUNT set for a short spin
+ * (IV_OMP_SPIN_US) unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT,
+ * and with OMP_NUM_THREADS set to the cgroup CPU quota (cpu_quota.h) where
+ * that is below the CPUs the process may run on and the user did not set
+ * it; returns only when it did not (nothing to set, or the re-exec failed:
+ * then libgomp's defaults stay). Call first thing in main, before any
+ * thread exists: libgomp reads the variables once, when it is loaded. */
 void iv_omp_prefer_short_spin(void);
 
+/* CPUs this process may keep busy: the CPUs of its OpenMP places or
+ * affinity mask, capped by the cgroup CPU quota; at least 1. */
+int iv_cpu_usable_cores(void);
+
 /* "N OpenMP threads", with " bound to P places" where binding was asked
- * for (OMP_PROC_BIND, OMP_PLACES), for the startup log. */
+ * for (OMP_PROC_BIND, OMP_PLACES) and " (cgroup CPU quota Q)" where one
+ * applies, for the startup log. */
 void iv_omp_describe(char *buf, size_t size);
 
 /* Microseconds an idle worker spins before it sleeps. */
