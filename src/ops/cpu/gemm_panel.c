@@ -520,10 +520,16 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
     const int threads = omp_get_max_threads();
     const int64_t n_mb = row_blocks(M, K, threads);
     /* Few row blocks (short inputs): split the panels too, so every thread
-     * streams its own share of W. */
+     * streams its own share of W. With one row block that is one run of
+     * panels per thread: the next-piece prefetch then carries on from panel
+     * to panel to the end of the thread's share, where two shorter runs
+     * each began on an unfetched piece. Alternating run by run in one
+     * process (2 threads, Ice Lake-SP), p50 against two runs per thread:
+     * MiniLM-L6 8 tokens -1% / -3%, 32 -1%, 64 -1% / -0.4%; BERT-base
+     * 8 tokens -0.1% / -1.8%, 64 -1% / -2%. */
     int64_t n_pg = 1;
     if (n_mb < 2 * threads) {
-        n_pg = (2 * threads + n_mb - 1) / n_mb;
+        n_pg = n_mb == 1 ? threads : (2 * threads + n_mb - 1) / n_mb;
         if (n_pg > n_panels) n_pg = n_panels;
     }
     const int64_t units = n_mb * n_pg;
