@@ -1,9 +1,10 @@
-/* How many CPUs this process may keep busy: the CPUs of its affinity mask,
- * capped by a cgroup CPU quota (a container's `--cpus`, a Kubernetes CPU
- * limit). libgomp sizes its team from the mask alone, so in a container
- * limited to 2 CPUs of a 64-core host it would start 64 threads, and every
- * barrier of a forward pass would wait for threads the quota has put to
- * sleep until the next period. */
+/* The cgroup CPU quota of this process (a container's `--cpus`, a
+ * Kubernetes CPU limit), which caps how many CPUs it may keep busy
+ * (iv_cpu_usable_cores, omp_policy.h). libgomp sizes its team from the
+ * affinity mask alone, so in a container limited to 2 CPUs of a 64-core
+ * host it would start 64 threads, and every barrier of a forward pass
+ * would wait for threads the quota has put to sleep until the next
+ * period. */
 #ifndef IV_OPS_CPU_CPU_QUOTA_H
 #define IV_OPS_CPU_CPU_QUOTA_H
 

@@ -159,8 +159,11 @@ void iv_omp_prefer_short_spin(void)
     char count[32], threads[32];
     snprintf(count, sizeof count, "%ld", iv_omp_spincount_for(IV_OMP_SPIN_US));
     snprintf(threads, sizeof threads, "%d", quota);
-    if (want_spin) setenv("GOMP_SPINCOUNT", count, 1);
-    if (want_threads) setenv("OMP_NUM_THREADS", threads, 1);
+    /* A variable that did not take would make the new process exec again, and again. */
+    if ((want_spin && setenv("GOMP_SPINCOUNT", count, 1)) || (want_threads && setenv("OMP_NUM_THREADS", threads, 1))) {
+        if (want_spin) unsetenv("GOMP_SPINCOUNT");
+        return;
+    }
     cpu_set_t pinned;
     const int have_pinned = !sched_getaffinity(0, sizeof pinned, &pinned);
     unpin_for_exec();
