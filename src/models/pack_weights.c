@@ -21,7 +21,8 @@
  * BERT-base, one 8-token request, 2 threads, Ice Lake-SP, three
  * alternating pairs of 200 runs, p50 ms with 4 KiB pages / huge pages:
  * 18.73 / 18.19, 17.43 / 16.71, 18.11 / 17.62 (219 of its 340 MB of
- * packed weights in huge pages; smaller weights stay on 4 KiB pages). */
+ * packed weights in huge pages then, when each weight had its own
+ * allocation; all of them now, in one region: pack_region below). */
 static void prefer_huge_pages(void *p, size_t n)
 {
 #ifdef MADV_HUGEPAGE
@@ -50,27 +51,69 @@ void iv_pack_panels_releasing(float *dst, const iv_tensor *w, iv_weights *weight
     }
 }
 
+/* Where packed weights go: one region for all of a model's, so that every
+ * weight, the ones under HUGE_PAGE_MIN too, lies on 2 MiB pages (none of
+ * all-MiniLM-L6-v2's 24 did before; 40 of its 42 MB now). MiniLM-L6 and
+ * BERT-base 8-token requests, two engines in one process (per-weight
+ * allocations / one region) taking turns run by run, Ice Lake-SP: p50
+ * 11.04 / 10.86, 3.90 / 3.86 and 18.42 / 18.15 ms, p10 2-5% lower. */
+typedef struct pack_region {
+    char *next, *end; /* the region's unused part (NULL: none) */
+    size_t bytes;     /* packed bytes so far */
+} pack_region;
+
+static size_t packed_size(const iv_tensor *w)
+{
+    return (iv_cpu_panel_floats(w->shape[0], w->shape[1]) * sizeof(float) + 63) & ~(size_t)63;
+}
+
+static const iv_tensor *count_one(iv_model *m, const iv_tensor *w, const char *what, void *ctx, iv_err *err)
+{
+    *(size_t *)ctx += packed_size(w);
+    return w; /* kept: this walk only counts */
+}
+
 static const iv_tensor *pack_one(iv_model *m, const iv_tensor *w, const char *what, void *ctx, iv_err *err)
 {
-    size_t *bytes = ctx;
+    pack_region *r = ctx;
     const int64_t out = w->shape[0], in = w->shape[1];
-    const size_t n = iv_cpu_panel_floats(out, in) * sizeof(float);
+    const size_t n = packed_size(w);
     iv_tensor *t = iv_model_alloc(m, sizeof *t);
-    char *raw = iv_model_alloc(m, n + 63);
-    if (!t || !raw) return iv_errf(err, IV_E_NOMEM, "out of memory packing %s", what), NULL;
-    prefer_huge_pages(raw, n + 63);
-    float *packed = (float *)(raw + ((64 - (uintptr_t)raw % 64) % 64));
+    if (!t) return iv_errf(err, IV_E_NOMEM, "out of memory packing %s", what), NULL;
+    float *packed;
+    if (r->next && (size_t)(r->end - r->next) >= n) {
+        packed = (float *)r->next;
+        r->next += n;
+    } else {
+        char *raw = iv_model_alloc(m, n + 63);
+        if (!raw) return iv_errf(err, IV_E_NOMEM, "out of memory packing %s", what), NULL;
+        prefer_huge_pages(raw, n + 63);
+        packed = (float *)(raw + ((64 - (uintptr_t)raw % 64) % 64));
+    }
     iv_pack_panels_releasing(packed, w, m->weights);
     *t = iv_cpu_panel_tensor(packed, out, in);
-    *bytes += n;
+    r->bytes += iv_cpu_panel_floats(out, in) * sizeof(float);
     return t;
 }
 
 int iv_model_pack_cpu_weights(iv_model *m, size_t *packed_bytes, iv_err *err)
 {
-    size_t bytes = 0;
     const unsigned kinds = IV_LW_LAYER_MATMULS | IV_LW_AUX | IV_LW_HEADS;
-    const int rc = iv_model_replace_linear_weights(m, kinds, pack_one, &bytes, err);
-    if (packed_bytes) *packed_bytes = bytes;
+    pack_region r = {0};
+    size_t total = 0;
+    if (iv_model_replace_linear_weights(m, kinds, count_one, &total, err)) return -1;
+    /* 2 MiB more than needed, to start the region on a 2 MiB boundary: only
+     * address space, the pages past the weights are never touched. Without
+     * the region (out of memory for it in one piece) each weight gets its
+     * own allocation. */
+    const size_t huge = (size_t)2 << 20;
+    char *raw = total ? iv_model_alloc(m, total + huge) : NULL;
+    if (raw) {
+        r.next = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+        r.end = r.next + total;
+        prefer_huge_pages(r.next, (size_t)(raw + total + huge - r.next));
+    }
+    const int rc = iv_model_replace_linear_weights(m, kinds, pack_one, &r, err);
+    if (packed_bytes) *packed_bytes = r.bytes;
     return rc;
 }
