@@ -156,8 +156,9 @@ void iv_omp_prefer_short_spin(void)
         args[argc++] = buf + off;
     }
     args[argc] = NULL;
-    char count[32], threads[32];
-    snprintf(count, sizeof count, "%ld", iv_omp_spincount_for(IV_OMP_SPIN_US));
+    char count[32] = "", threads[32];
+    /* The calibration times a pause loop (about a millisecond): only when its answer is used. */
+    if (want_spin) snprintf(count, sizeof count, "%ld", iv_omp_spincount_for(IV_OMP_SPIN_US));
     snprintf(threads, sizeof threads, "%d", quota);
     /* A variable that did not take would make the new process exec again, and again. */
     if ((want_spin && setenv("GOMP_SPINCOUNT", count, 1)) || (want_threads && setenv("OMP_NUM_THREADS", threads, 1))) {
