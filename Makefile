@@ -85,7 +85,7 @@ test-gpu-emu: build/release/libiv.a
 			echo "FAIL $$c (log $(GPU_EMU)/$$c.log)"; exit 1; }; \
 		echo "$$c: $$(tail -1 $(GPU_EMU)/$$c.log)"; done
 
-test-unit: $(BUILD)/run_tests $(BUILD)/infinity_v3 fuzz-replay
+test-unit: $(BUILD)/run_tests $(BUILD)/infinity_v3 $(BUILD)/libcpuid_avx2.so fuzz-replay
 	IV_BIN=$(BUILD)/infinity_v3 ASAN_OPTIONS=detect_leaks=1 $(BUILD)/run_tests
 
 # Every fuzz target replays its seeds and its committed corpus
@@ -237,12 +237,19 @@ test-bench:
 # targets: an AVX2 build (its own folder) run with IV_CPU_ISA=avx2.
 bench-avx2:
 	$(MAKE) BUILD=build/avx2 ARCH="-march=haswell" build/avx2/infinity_v3 build/avx2/bench_engine build/avx2/sgemm_peak \
-		build/avx2/membw build/avx2/fma_peak
+		build/avx2/membw build/avx2/fma_peak build/avx2/libcpuid_avx2.so
 	python3 bench/run_cpu.py --build build/avx2 --isa avx2 --out bench/results/cpu_avx2.json \
 		--plot bench/results/cpu_avx2_ratios.png $(BENCH_ARGS)
 
 $(BUILD)/bench_engine $(BUILD)/bench_prefix $(BUILD)/bench_head_rows $(BUILD)/sgemm_peak: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libiv.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# LD_PRELOAD library that hides AVX-512 from CPUID (bench/cpuid_avx2.c), for
+# peers with no ISA switch of their own. Never sanitized: it is preloaded into
+# Python processes.
+$(BUILD)/libcpuid_avx2.so: bench/cpuid_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -fPIC -shared $< -o $@
 
 # Memory read bandwidth (bench/membw.c) and the FMA ceiling (bench/fma_peak.c): OpenMP only, no libiv.
 $(BUILD)/membw $(BUILD)/fma_peak: $(BUILD)/%: $(BUILD)/bench/%.o

@@ -254,8 +254,11 @@ def table(result):
         lines.append("machine: " + cpu_machine.describe(meta["machine"]))
     if meta.get("isa"):
         capped = ", ".join(sorted(meta.get("isa_env") or {}))
-        lines.append(f"instruction sets capped at {meta['isa']} for {capped} (onnxruntime has no switch: it runs "
-                     f"the CPU's best)")
+        if (meta.get("isa_preload") or {}).get("onnxruntime"):
+            how = "onnxruntime with AVX-512 hidden from its CPUID (bench/cpuid_avx2.c preloaded)"
+        else:
+            how = "onnxruntime has no switch: it runs the CPU's best"
+        lines.append(f"instruction sets capped at {meta['isa']} for {capped} ({how})")
     sg = result.get("sgemm", {})
     peaks = ", ".join(f"{t} thread{'s' if t != '1' else ''}: {_f(v.get('median_gflops'), '.1f')} GFLOP/s"
                       + (f" ({v['core']})" if v.get("core") else "") for t, v in sorted(sg.items()))
@@ -422,7 +425,8 @@ def plot(result, path):
     ax.set_ylabel("infinity_v3 speedup (peer time / our time)")
     meta = result["meta"]
     wait = "every engine passive-waiting" if meta.get("passive_all") else "torch passive-waiting"
-    isa = f", {meta['isa']} only (onnxruntime uncapped)" if meta.get("isa") else ""
+    ort_capped = (meta.get("isa_preload") or {}).get("onnxruntime")
+    isa = f", {meta['isa']} only{'' if ort_capped else ' (onnxruntime uncapped)'}" if meta.get("isa") else ""
     mach = meta.get("machine") or {}
     cpu = f"{mach.get('model_name')} ({mach.get('microarch')}), " if mach else ""
     ax.set_title(f"infinity_v3 vs peers on CPU, {cpu}{meta['threads']} threads, {wait}{isa}\n({meta['mode']} run, "

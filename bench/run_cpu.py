@@ -63,10 +63,14 @@ TURN_PAUSE_S = 0.3
 # no spinning in onnxruntime's pool), not only torch's. On a machine shared
 # with other work spinning threads lose whole scheduler slices at each barrier.
 PASSIVE_ALL = False
-# --isa avx2: every engine that has a switch for it runs only AVX2/FMA code,
-# as on the Zen 2 machines issue 5 targets (see bench/README.md). onnxruntime
-# has no such switch and keeps the CPU's best (AVX-512 here): the table says so.
+# --isa avx2: every engine runs only AVX2/FMA code, as on the Zen 2 machines
+# issue 25 targets (see bench/README.md). onnxruntime has no switch of its
+# own: it runs with bench/cpuid_avx2.c preloaded, which hides AVX-512 from
+# CPUID, where the CPU can fault on CPUID; elsewhere it keeps the CPU's best
+# and the table says so.
 ISA = None
+# The preload, set by main() when the CPU and the build allow it.
+CPUID_SHIM = None
 ISA_ENV = {
     "avx2": {
         "infinity_v3": {"IV_CPU_ISA": "avx2", "OPENBLAS_CORETYPE": "Haswell"},
@@ -95,7 +99,22 @@ def engine_env(engine, threads):
         env["OMP_WAIT_POLICY"] = "PASSIVE"
     if ISA:
         env.update(ISA_ENV[ISA].get(engine, {}))
+        if engine == "onnxruntime" and CPUID_SHIM:
+            env["LD_PRELOAD"] = CPUID_SHIM
     return env
+
+
+def cpuid_shim(build):
+    """The CPUID-masking preload for engines with no ISA switch, or None
+    with the reason logged."""
+    path = os.path.abspath(os.path.join(build, "libcpuid_avx2.so"))
+    if "cpuid_fault" not in cpu_machine.flags():
+        log("this CPU cannot fault on CPUID: onnxruntime keeps its best instruction set")
+        return None
+    if not os.path.isfile(path):
+        log(f"{path} is missing (make bench-avx2 builds it): onnxruntime keeps its best instruction set")
+        return None
+    return path
 
 
 def run_measured(cmd, env, stdin_path=None, stdout_path=None, timeout=600):
@@ -617,15 +636,18 @@ def main():
         print(cpu_report.table(result))
         cpu_report.plot(result, args.plot)
         return
-    global PASSIVE_ALL, ISA
+    global PASSIVE_ALL, ISA, CPUID_SHIM
     PASSIVE_ALL = args.passive
     ISA = args.isa
+    CPUID_SHIM = cpuid_shim(args.build) if ISA == "avx2" else None
     mode = "quick" if args.quick else "full"
     profile = PROFILES[mode]
     t_start = time.time()
     machine = cpu_machine.machine()
     result = {"meta": {"mode": mode, "threads": args.threads, "passive_all": args.passive, "isa": args.isa,
-                       "isa_env": ISA_ENV.get(args.isa), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "isa_env": ISA_ENV.get(args.isa),
+                       "isa_preload": {"onnxruntime": "bench/cpuid_avx2.c"} if CPUID_SHIM else None,
+                       "date": datetime.datetime.now().isoformat(timespec="seconds"),
                        "cpu": machine["model_name"], "machine": machine,
                        "nproc": os.cpu_count(), "loadavg_before": loadavg(),
                        "versions": versions(), "profile": profile}}
