@@ -122,8 +122,11 @@ TEST(int8_model_weight_bits_env)
     }
 }
 
-/* Random tiny weights are harder on 8 bits than trained ones; still close. */
-static void check_engine_hidden(const char *name, double min_cos)
+/* Random tiny weights are harder on 8 bits than trained ones; still close.
+ * bits ("8" or "7") is IV_INT8_WEIGHT_BITS for the load, so the check is the
+ * same on every CPU: left unset, an AVX2 CPU without VNNI quantizes weights
+ * to 7 bits (its vpmaddubsw kernel's range) and a VNNI CPU to 8. */
+static void check_engine_hidden(const char *name, double min_cos, const char *bits)
 {
     char dir[4096];
     fixture_dir(dir, sizeof dir, name);
@@ -132,7 +135,10 @@ static void check_engine_hidden(const char *name, double min_cos)
     iv_engine *e;
     iv_engine_opts opts = {.dtype = "int8"};
     iv_err err = {0};
-    if (iv_engine_load(&e, dir, &opts, &err)) {
+    setenv("IV_INT8_WEIGHT_BITS", bits, 1);
+    const int rc = iv_engine_load(&e, dir, &opts, &err);
+    unsetenv("IV_INT8_WEIGHT_BITS");
+    if (rc) {
         iv_test_fail(__FILE__, __LINE__, "%s: %s", name, err.msg);
         golden_free(&g);
         return;
@@ -148,7 +154,7 @@ static void check_engine_hidden(const char *name, double min_cos)
         }
         REQUIRE(iv_tensor_numel(want) == (int64_t)g.lens[i] * out.cols);
         double c = iv_test_cosine(out.data, want->data, iv_tensor_numel(want));
-        CHECK_MSG(c >= min_cos, "%s input %d: hidden-state cosine %.6f", name, i, c);
+        CHECK_MSG(c >= min_cos, "%s, %s-bit weights, input %d: hidden-state cosine %.6f", name, bits, i, c);
 
         iv_outputs_free(&out);
     }
@@ -159,12 +165,21 @@ static void check_engine_hidden(const char *name, double min_cos)
 /* One fixture per family and block layout: post-norm (BERT, DistilBERT,
  * MPNet's relative bias, Jina ALiBi, Nomic/GTE rotary, ModernBERT), pre-norm
  * gated (Llama, Qwen2/3, Mistral), sandwich (Gemma3), routed experts
- * (Qwen3-MoE). Worst cosine seen when written: 0.9955 (jina_bert_v2). */
+ * (Qwen3-MoE).
+ * - 8-bit weights: worst cosine seen when written 0.9955 (jina_bert_v2).
+ * - 7-bit weights (AVX2 without VNNI): half the weight resolution doubles
+ *   the weight error and so about quadruples 1 - cosine where it dominates,
+ *   as on these random weights: 0.9955 becomes about 0.982, and 0.9817 is
+ *   the worst seen (jina_bert_v2; BERT 0.9991). The real all-MiniLM-L6-v2
+ *   keeps its own bounds on 7 bits (test_int8_minilm.c). */
 TEST(int8_model_fixtures_close_to_reference)
 {
     const char *names[] = {"bert", "distilbert", "mpnet", "jina_bert_v2", "nomic_bert", "gte_new", "modernbert",
                            "llama", "qwen2", "qwen3", "mistral", "gemma3", "qwen3_moe"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) check_engine_hidden(names[i], 0.99);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        check_engine_hidden(names[i], 0.99, "8");
+        check_engine_hidden(names[i], 0.975, "7");
+    }
 }
 
 TEST(int8_model_pass_quantizes_experts_not_router)
