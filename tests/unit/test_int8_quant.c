@@ -39,8 +39,9 @@ static void check_activation_row(const float *x, int64_t n, const char *what)
 TEST(int8_activation_rows_follow_the_rule)
 {
     ops_rng r = {81};
-    const int64_t lens[] = {1, 2, 7, 8, 9, 31, 33, 384, 1000};
-    for (int i = 0; i < 9; i++) {
+    /* Around every block width a quantizer may use (8, 16, 32 values). */
+    const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 384, 1000, 1536};
+    for (int i = 0; i < (int)(sizeof lens / sizeof lens[0]); i++) {
         float *x = ops_rand(&r, lens[i], -3.0f, 2.0f);
         check_activation_row(x, lens[i], "mixed signs");
         for (int64_t k = 0; k < lens[i]; k++) x[k] = fabsf(x[k]) + 0.5f;

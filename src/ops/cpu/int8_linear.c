@@ -8,6 +8,9 @@
  * residual may be y itself: each element is read before it is written. */
 #include <assert.h>
 #include <math.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -92,15 +95,60 @@ static inline vi quantize8(vf x, vf inv, vi zero)
     return (q & ~over) | (over & 255);
 }
 
+#if defined(__AVX2__)
+/* uint8 activations 32 at a time, the same values as quantize8: vcvtps2dq
+ * rounds to nearest, ties to even (the default MXCSR mode), as the magic
+ * constant does; |round(x / s)| <= 255, so neither the 16-bit pack nor the
+ * 16-bit addition of the zero point saturates, and the unsigned pack then
+ * clamps to 0..255. A quarter of quantize8's instructions per value: this
+ * pass is about a tenth of an int8 linear's time at K = 1536. Returns how
+ * many values it wrote. */
+static int64_t quantize_u8_avx2(const float *x, int64_t n, float inv, int32_t z, uint8_t *q)
+{
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i vz = _mm256_set1_epi16((short)z);
+    /* packs and packus interleave the 128-bit halves: dwords come out as
+     * a0 b0 c0 d0 a1 b1 c1 d1 (each 4 values of input block a..d, half 0/1). */
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
+        const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vinv));
+        const __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), vinv));
+        const __m256i d = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), vinv));
+        const __m256i ab = _mm256_adds_epi16(_mm256_packs_epi32(a, b), vz);
+        const __m256i cd = _mm256_adds_epi16(_mm256_packs_epi32(c, d), vz);
+        const __m256i u = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+        _mm256_storeu_si256((__m256i *)(q + i), u);
+    }
+    return i;
+}
+#endif
+
 /* Quantizes x[0..n) into q (uint8, or uint16 when wide) and zero-fills q up to kp. */
 static void quantize_row(const float *x, int64_t n, int64_t kp, void *q, int wide, float *scale, int32_t *zero)
 {
-    /* The range always holds 0, so the zero point is an integer in 0..255. */
+    /* The range always holds 0, so the zero point is an integer in 0..255.
+     * Four independent minima and maxima: one chain of them would wait on
+     * each compare-and-select, and this pass reads x from memory for the
+     * first time. Minimum and maximum do not depend on the order. */
     vf lo = v_zero(), hi = v_zero();
     vi bad = {0};
     int64_t i = 0;
+    if (n >= 4 * IV_VL) {
+        vf lo4[4] = {lo, lo, lo, lo}, hi4[4] = {hi, hi, hi, hi};
+        for (; i + 4 * IV_VL <= n; i += 4 * IV_VL)
+            for (int u = 0; u < 4; u++) {
+                vf v = v_load(x + i + u * IV_VL), d = v - v; /* NaN for NaN and +-inf */
+                lo4[u] = v_min(v, lo4[u]);
+                hi4[u] = v_max(v, hi4[u]);
+                bad |= d != d;
+            }
+        lo = v_min(v_min(lo4[0], lo4[1]), v_min(lo4[2], lo4[3]));
+        hi = v_max(v_max(hi4[0], hi4[1]), v_max(hi4[2], hi4[3]));
+    }
     for (; i + IV_VL <= n; i += IV_VL) {
-        vf v = v_load(x + i), d = v - v; /* NaN for NaN and +-inf */
+        vf v = v_load(x + i), d = v - v;
         lo = v_min(v, lo);
         hi = v_max(v, hi);
         bad |= d != d;
@@ -129,7 +177,11 @@ static void quantize_row(const float *x, int64_t n, int64_t kp, void *q, int wid
     const int32_t z = (int32_t)zf;
     const vf vinv = v_set1(inv);
     const vi vz = {z, z, z, z, z, z, z, z};
-    for (i = 0; i + IV_VL <= n; i += IV_VL) store_q(q, i, quantize8(v_load(x + i), vinv, vz), wide, IV_VL);
+    i = 0;
+#if defined(__AVX2__)
+    if (!wide) i = quantize_u8_avx2(x, n, inv, z, q);
+#endif
+    for (; i + IV_VL <= n; i += IV_VL) store_q(q, i, quantize8(v_load(x + i), vinv, vz), wide, IV_VL);
     if (i < n) store_q(q, i, quantize8(v_load_part(x + i, n - i), vinv, vz), wide, n - i);
     *scale = s;
     *zero = z;
