@@ -112,6 +112,11 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 
 sighandler_t signal(int sig, sighandler_t handler)
 {
+    if (sig != SIGSEGV || !active) {
+        static sighandler_t (*next)(int, sighandler_t);
+        if (!next) next = (sighandler_t(*)(int, sighandler_t))dlsym(RTLD_NEXT, "signal");
+        return next(sig, handler);
+    }
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = handler;

@@ -100,9 +100,9 @@ static inline vi quantize8(vf x, vf inv, vi zero)
  * rounds to nearest, ties to even (the default MXCSR mode), as the magic
  * constant does; |round(x / s)| <= 255, so neither the 16-bit pack nor the
  * 16-bit addition of the zero point saturates, and the unsigned pack then
- * clamps to 0..255. A quarter of quantize8's instructions per value: this
- * pass is about a tenth of an int8 linear's time at K = 1536. Returns how
- * many values it wrote. */
+ * clamps to 0..255. A quarter of quantize8's instructions per value (the
+ * quantize pass was about a tenth of an int8 linear's time at K = 1536).
+ * Returns how many values it wrote. */
 static int64_t quantize_u8_avx2(const float *x, int64_t n, float inv, int32_t z, uint8_t *q)
 {
     const __m256 vinv = _mm256_set1_ps(inv);
