@@ -123,6 +123,11 @@ def _cpu_list_len(text):
     return n
 
 
+def _read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
 def caches(root="/sys/devices/system/cpu/cpu0/cache"):
     """{"L1d", "L1i", "L2", "L3"}: {"size_kib" of one instance, "shared_by_cpus"}."""
     out = {}
@@ -133,10 +138,10 @@ def caches(root="/sys/devices/system/cpu/cpu0/cache"):
     for idx in entries:
         d = os.path.join(root, idx)
         try:
-            level = open(os.path.join(d, "level")).read().strip()
-            kind = open(os.path.join(d, "type")).read().strip()
-            size = _size_kib(open(os.path.join(d, "size")).read())
-            shared = _cpu_list_len(open(os.path.join(d, "shared_cpu_list")).read())
+            level = _read_text(os.path.join(d, "level")).strip()
+            kind = _read_text(os.path.join(d, "type")).strip()
+            size = _size_kib(_read_text(os.path.join(d, "size")))
+            shared = _cpu_list_len(_read_text(os.path.join(d, "shared_cpu_list")))
         except (OSError, ValueError):
             continue
         name = f"L{level}" + {"Data": "d", "Instruction": "i"}.get(kind, "")

@@ -173,3 +173,41 @@ class StreamFloor(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AvxTwoPreload(unittest.TestCase):
+    """`--isa avx2`: onnxruntime, which has no ISA switch, gets the CPUID
+    preload (bench/cpuid_avx2.c) when the CPU can fault on CPUID and the
+    library was built; nothing else gets it, and nothing at all without
+    `--isa`."""
+
+    def setUp(self):
+        import run_cpu
+        self.rc = run_cpu
+        self.saved = (run_cpu.ISA, run_cpu.CPUID_SHIM, cpu_machine.flags)
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.rc.ISA, self.rc.CPUID_SHIM, cpu_machine.flags = self.saved
+        self.tmp.cleanup()
+
+    def shim_with(self, cpu_flags, built):
+        cpu_machine.flags = lambda: set(cpu_flags)
+        if built:
+            open(os.path.join(self.tmp.name, "libcpuid_avx2.so"), "wb").close()
+        return self.rc.cpuid_shim(self.tmp.name)
+
+    def test_needs_cpuid_faulting_and_the_library(self):
+        self.assertIsNone(self.shim_with({"avx2", "cpuid_fault"}, built=False))
+        self.assertIsNone(self.shim_with({"avx2", "avx512f"}, built=True))
+        path = self.shim_with({"avx2", "cpuid_fault"}, built=True)
+        self.assertEqual(path, os.path.join(os.path.abspath(self.tmp.name), "libcpuid_avx2.so"))
+
+    def test_only_onnxruntime_and_only_when_capped(self):
+        self.rc.CPUID_SHIM = "/x/libcpuid_avx2.so"
+        self.rc.ISA = None
+        self.assertNotIn("LD_PRELOAD", self.rc.engine_env("onnxruntime", 2))
+        self.rc.ISA = "avx2"
+        self.assertEqual(self.rc.engine_env("onnxruntime", 2)["LD_PRELOAD"], "/x/libcpuid_avx2.so")
+        for engine in ("infinity_v3", "torch", "ctranslate2", "sgemm"):
+            self.assertEqual(self.rc.engine_env(engine, 2).get("LD_PRELOAD"), os.environ.get("LD_PRELOAD"), engine)
