@@ -239,15 +239,15 @@ TEST(gemma4_vision_mixed_forward)
 /* The mixed forward on the emulated device (16-bit storage): a device-path
  * check against the FP32 reference. transformers itself, run in 16 bits on
  * the same inputs, reaches per-row min cosine (bfloat16 / float16) 0.9736 /
- * 0.9898 on gemma4_vision, 0.9728 / 0.9997 on gemma4_vision_cg and 0.8907 /
- * 0.9986 on embedding_gemma2_vision (figures in docs/vision.md), 0.9839 /
+ * 0.9898 on gemma4_vision, 0.9728 / 0.9997 on gemma4_vision_cg and 0.9881 /
+ * 0.9994 on embedding_gemma2_vision (figures in docs/vision.md), 0.9839 /
  * 0.99994 on g4u_vision and 0.9980 / 0.99998 on g4u_vision_cg
  * (docs/gemma4.md): these tiny
  * random checkpoints amplify storage rounding, so the bounds below (per
  * fixture, in k_fixtures order) sit near those figures rather than at the
  * spec's 0.999. */
-static const double k_min_cos_fp16[N_FIXTURES] = {0.999, 0.999, 0.999, 0.997, 0.999, 0.999};
-static const double k_min_cos_bf16[N_FIXTURES] = {0.96, 0.98, 0.98, 0.93, 0.98, 0.99};
+static const double k_min_cos_fp16[N_FIXTURES] = {0.999, 0.999, 0.999, 0.999, 0.999, 0.999};
+static const double k_min_cos_bf16[N_FIXTURES] = {0.96, 0.98, 0.98, 0.98, 0.98, 0.99};
 
 static void check_device(const char *device, const char *dtype, const double *min_cos)
 {
