@@ -21,7 +21,11 @@ function and per-input batches), with the model loaded in torch.float64 the
 way that tool loads 16-bit models, and compared with expected.safetensors:
 per output, the largest |expected - FP64| element over all inputs, and its
 ratio to the output's largest |FP64| value. Outputs at or past
-FP64_NOISE_MAX are marked "!". The colbert-ai / PyLate fixtures, which run
+FP64_NOISE_MAX are marked "!": such an output needs a look, not always a
+redraw. Where the engine is as far from FP64 as the expectation but close to
+it (the two FP32 computations share their rounding, as on qwen35's 150-token
+input, docs/qwen35.md), the FP32 comparison still tests the computation;
+where the two errors are independent (docs/vision.md), it does not. The colbert-ai / PyLate fixtures, which run
 in another interpreter, and generators tools/measure_16bit_reference.py has
 no path for are not measured (and say so).
 """
