@@ -243,17 +243,24 @@ def measure(d, run):
     return res
 
 
+def load_reference(spec, d, doc, dtype):
+    """reference_path's (compute, model, st_model, with_types) with the model in dtype: transformers
+    models as from_pretrained(dtype=...) makes them, the other modules cast."""
+    with transformers_loads_in(dtype):
+        compute, model, st_model, with_types = reference_path(spec, d, doc)
+    for root in (st_model, model):
+        if root is not None:
+            cast_the_rest(root, dtype)
+    return compute, model, st_model, with_types
+
+
 def measure_transformers(spec, d):
     """measure() through reference_path: the generator's loader and compute, one input at a time."""
     from fixtures import common
     doc = json.load(open(os.path.join(d, "cases.json")))
 
     def run(dtype):
-        with transformers_loads_in(dtype):
-            compute, model, st_model, with_types = reference_path(spec, d, doc)
-        for root in (st_model, model):
-            if root is not None:
-                cast_the_rest(root, dtype)
+        compute, model, st_model, with_types = load_reference(spec, d, doc, dtype)
         results = common.per_input(compute, spec, model, st_model, doc["inputs"], doc["special_ids"]["pad"],
                                    with_types)
         return results, check_parameters((model, st_model), dtype)

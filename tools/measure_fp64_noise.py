@@ -47,11 +47,7 @@ import measure_16bit_reference as m16  # noqa: E402
 def fp64_results(spec, d, doc):
     """{"<output>.<i>": FP64 tensor} through the generator's reference path."""
     from fixtures import common
-    with m16.transformers_loads_in(torch.float64):
-        compute, model, st_model, with_types = m16.reference_path(spec, d, doc)
-    for root in (st_model, model):
-        if root is not None:
-            m16.cast_the_rest(root, torch.float64)
+    compute, model, st_model, with_types = m16.load_reference(spec, d, doc, torch.float64)
     was = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # tensors the compute functions create (masks, padding)
     try:
