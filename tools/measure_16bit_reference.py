@@ -120,9 +120,9 @@ def worst_by_output(results, expected, outputs):
 # ---------------------------------------------------------------- putting a model in a dtype
 
 @contextlib.contextmanager
-def transformers_loads_in(dtype):
+def transformers_loads_in(dtype, **extra):
     """Every PreTrainedModel.from_pretrained made inside (by tools/fixtures' loaders, by
-    sentence-transformers, by colbert-ai / PyLate) loads with dtype=dtype."""
+    sentence-transformers, by colbert-ai / PyLate) loads with dtype=dtype (and the keyword arguments extra)."""
     import transformers
     cls = transformers.PreTrainedModel
     original = cls.__dict__["from_pretrained"]
@@ -131,6 +131,7 @@ def transformers_loads_in(dtype):
     def from_pretrained(klass, *args, **kwargs):
         kwargs.pop("torch_dtype", None)
         kwargs["dtype"] = dtype
+        kwargs.update(extra)
         return func(klass, *args, **kwargs)
 
     cls.from_pretrained = classmethod(from_pretrained)
@@ -243,10 +244,10 @@ def measure(d, run):
     return res
 
 
-def load_reference(spec, d, doc, dtype):
+def load_reference(spec, d, doc, dtype, **extra):
     """reference_path's (compute, model, st_model, with_types) with the model in dtype: transformers
-    models as from_pretrained(dtype=...) makes them, the other modules cast."""
-    with transformers_loads_in(dtype):
+    models as from_pretrained(dtype=..., **extra) makes them, the other modules cast."""
+    with transformers_loads_in(dtype, **extra):
         compute, model, st_model, with_types = reference_path(spec, d, doc)
     for root in (st_model, model):
         if root is not None:

@@ -44,10 +44,10 @@ import torch  # noqa: E402
 import measure_16bit_reference as m16  # noqa: E402
 
 
-def fp64_results(spec, d, doc):
+def fp64_results(spec, d, doc, **extra):
     """{"<output>.<i>": FP64 tensor} through the generator's reference path."""
     from fixtures import common
-    compute, model, st_model, with_types = m16.load_reference(spec, d, doc, torch.float64)
+    compute, model, st_model, with_types = m16.load_reference(spec, d, doc, torch.float64, **extra)
     was = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # tensors the compute functions create (masks, padding)
     try:
@@ -99,7 +99,15 @@ def main():
         doc = json.load(open(os.path.join(d, "cases.json")))
         expected = safetensors.torch.load_file(os.path.join(d, "expected.safetensors"))
         try:
-            per = noise_by_output(expected, fp64_results(spec, d, doc), doc["outputs"])
+            try:
+                results = fp64_results(spec, d, doc)
+            except RuntimeError as e:
+                if "mat_a" not in str(e):
+                    raise
+                # torch's grouped matmul (transformers' default for MoE experts) takes no doubles: the eager
+                # expert loop computes the same sums.
+                results = fp64_results(spec, d, doc, experts_implementation="eager")
+            per = noise_by_output(expected, results, doc["outputs"])
         except (RuntimeError, NotImplementedError) as e:
             print(f"{name:28s} the reference fails in float64: {str(e).splitlines()[0]}", flush=True)
             continue
