@@ -18,16 +18,18 @@ other fixtures the same way, reporting only: it writes nothing.
 What: each fixture's outputs are recomputed through the generator's own
 reference path (tools/measure_16bit_reference.py: the same loader, compute
 function and per-input batches), with the model loaded in torch.float64 the
-way that tool loads 16-bit models, and compared with expected.safetensors:
-per output, the largest |expected - FP64| element over all inputs, and its
-ratio to the output's largest |FP64| value. Outputs at or past
+way that tool loads 16-bit models (MoE experts through transformers' eager
+loop: torch's grouped matmul takes no doubles), and compared with
+expected.safetensors: per output, the largest |expected - FP64| element over
+all inputs, beside the output's largest |FP64| value. Outputs at or past
 FP64_NOISE_MAX are marked "!": such an output needs a look, not always a
 redraw. Where the engine is as far from FP64 as the expectation but close to
 it (the two FP32 computations share their rounding, as on qwen35's 150-token
 input, docs/qwen35.md), the FP32 comparison still tests the computation;
-where the two errors are independent (docs/vision.md), it does not. The colbert-ai / PyLate fixtures, which run
-in another interpreter, and generators tools/measure_16bit_reference.py has
-no path for are not measured (and say so).
+where the two errors are independent (docs/vision.md), it does not. The
+colbert-ai / PyLate fixtures, which run in another interpreter, and
+generators tools/measure_16bit_reference.py has no path for are not
+measured (and say so).
 """
 import argparse
 import json
