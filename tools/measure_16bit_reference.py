@@ -357,6 +357,24 @@ def summary(name, doc, res):
     return f"{name:28s} " + " | ".join(parts) + (f"  [note: {doc['note']}]" if "note" in doc else "")
 
 
+def fixture_specs(names):
+    """({name: generator spec}, the fixtures to measure: names, or every one with a cases.json), with
+    torch set up as the generators run it. Run from the repository root."""
+    if not os.path.isdir(MODELS_DIR):
+        sys.exit("run from the repository root")
+    import gen_fixtures
+    from fixtures import common
+    gen_fixtures.quiet()
+    common.deterministic_torch()
+    specs = {s.name: s for group, _, _ in gen_fixtures.GROUPS for s in group}
+    names = names or sorted(n for n in os.listdir(MODELS_DIR)
+                            if os.path.isfile(os.path.join(MODELS_DIR, n, "cases.json")))
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        sys.exit(f"no generator spec for {unknown}")
+    return specs, names
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="fixtures to measure (default: every one with a cases.json)")
@@ -365,20 +383,8 @@ def main():
     if args.colbert_worker:
         colbert_worker(*args.colbert_worker)
         return
-    if not os.path.isdir(MODELS_DIR):
-        sys.exit("run from the repository root")
-
-    import gen_fixtures
-    from fixtures import common
-    gen_fixtures.quiet()
-    common.deterministic_torch()
     from fixtures import synthetic_colbert
-    specs = {s.name: s for group, _, _ in gen_fixtures.GROUPS for s in group}
-    names = args.names or sorted(n for n in os.listdir(MODELS_DIR)
-                                 if os.path.isfile(os.path.join(MODELS_DIR, n, "cases.json")))
-    unknown = [n for n in names if n not in specs]
-    if unknown:
-        sys.exit(f"no generator spec for {unknown}")
+    specs, names = fixture_specs(args.names)
     t0 = time.time()
     for name in names:
         spec, d = specs[name], os.path.join(MODELS_DIR, name)

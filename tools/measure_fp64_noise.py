@@ -46,17 +46,15 @@ import torch  # noqa: E402
 import measure_16bit_reference as m16  # noqa: E402
 
 
-def fp64_results(spec, d, doc, **extra):
-    """{"<output>.<i>": FP64 tensor} through the generator's reference path."""
+def fp64_results(spec, d, doc):
+    """{"<output>.<i>": FP64 tensor} through the generator's reference path. MoE experts run transformers'
+    eager loop (the same sums): torch's grouped matmul, the default, takes no doubles."""
     from fixtures import common
-    compute, model, st_model, with_types = m16.load_reference(spec, d, doc, torch.float64, **extra)
-    was = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)  # tensors the compute functions create (masks, padding)
-    try:
+    compute, model, st_model, with_types = m16.load_reference(spec, d, doc, torch.float64,
+                                                              experts_implementation="eager")
+    with common.default_dtype(torch.float64):  # tensors the compute functions create (masks, padding)
         return common.per_input(compute, spec, model, st_model, doc["inputs"], doc["special_ids"]["pad"],
                                 with_types)
-    finally:
-        torch.set_default_dtype(was)
 
 
 def noise_by_output(expected, results, outputs):
@@ -78,20 +76,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="fixtures to measure (default: every one with a cases.json)")
     args = ap.parse_args()
-    if not os.path.isdir(m16.MODELS_DIR):
-        sys.exit("run from the repository root")
     import safetensors.torch
 
-    import gen_fixtures
     from fixtures import common, synthetic_colbert
-    gen_fixtures.quiet()
-    common.deterministic_torch()
-    specs = {s.name: s for group, _, _ in gen_fixtures.GROUPS for s in group}
-    names = args.names or sorted(n for n in os.listdir(m16.MODELS_DIR)
-                                 if os.path.isfile(os.path.join(m16.MODELS_DIR, n, "cases.json")))
-    unknown = [n for n in names if n not in specs]
-    if unknown:
-        sys.exit(f"no generator spec for {unknown}")
+    specs, names = m16.fixture_specs(args.names)
     t0, flagged = time.time(), []
     for name in names:
         spec, d = specs[name], os.path.join(m16.MODELS_DIR, name)
@@ -101,15 +89,7 @@ def main():
         doc = json.load(open(os.path.join(d, "cases.json")))
         expected = safetensors.torch.load_file(os.path.join(d, "expected.safetensors"))
         try:
-            try:
-                results = fp64_results(spec, d, doc)
-            except RuntimeError as e:
-                if "mat_a" not in str(e):
-                    raise
-                # torch's grouped matmul (transformers' default for MoE experts) takes no doubles: the eager
-                # expert loop computes the same sums.
-                results = fp64_results(spec, d, doc, experts_implementation="eager")
-            per = noise_by_output(expected, results, doc["outputs"])
+            per = noise_by_output(expected, fp64_results(spec, d, doc), doc["outputs"])
         except (RuntimeError, NotImplementedError) as e:
             print(f"{name:28s} the reference fails in float64: {str(e).splitlines()[0]}", flush=True)
             continue
