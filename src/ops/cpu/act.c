@@ -7,9 +7,23 @@
 #define IV_VMATH_WIDE
 #include "ops/cpu/vmath.h"
 
+/* Vectors per step of the row loops: GELU's dependency chains are long, and
+ * four of them side by side keep the FP pipes busy (vmath.h, v_gelu_erf_n). */
+#define ACT_GROUP 4
+
 /* Every iv_act, for switches that instantiate a loop per activation. */
 #define EACH_ACT(X) \
     X(IV_ACT_NONE) X(IV_ACT_GELU) X(IV_ACT_GELU_TANH) X(IV_ACT_SILU) X(IV_ACT_RELU) X(IV_ACT_TANH) X(IV_ACT_SIGMOID)
+
+/* nv vectors of one row from column i on: bias, activation, residual. */
+IV_VINLINE void act_step(float *y, const float *x, const float *b, const iv_act act, const float *r, int64_t i,
+                         const int nv)
+{
+    vf v[IV_N_MAX];
+    IV_EACH(k, nv) v[k] = b ? v_load(x + i + k * IV_VL) + v_load(b + i + k * IV_VL) : v_load(x + i + k * IV_VL);
+    v_act_n(v, nv, act);
+    IV_EACH(k, nv) v_store(y + i + k * IV_VL, r ? v[k] + v_load(r + i + k * IV_VL) : v[k]);
+}
 
 /* One instance per activation (act is a constant after inlining), so the
  * loop holds no jump table: callers with many short rows (the linear
@@ -19,13 +33,8 @@ IV_VINLINE void act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, con
 {
     for (int64_t t = 0; t < rows; t++, y += ldy, x += ldx, r = r ? r + ldr : NULL) {
         int64_t i = 0;
-        for (; i + IV_VL <= n; i += IV_VL) {
-            vf v = v_load(x + i);
-            if (b) v = v + v_load(b + i);
-            v = v_act(v, act);
-            if (r) v = v + v_load(r + i);
-            v_store(y + i, v);
-        }
+        for (; i + ACT_GROUP * IV_VL <= n; i += ACT_GROUP * IV_VL) act_step(y, x, b, act, r, i, ACT_GROUP);
+        for (; i + IV_VL <= n; i += IV_VL) act_step(y, x, b, act, r, i, 1);
         if (i < n) {
             int64_t m = n - i;
             vf v = v_load_part(x + i, m);
@@ -46,7 +55,25 @@ void iv_cpu_act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const f
 #undef ACT_CASE
 }
 
-/* The int8 linear's epilogue: dequantization folded into the same pass. */
+/* The int8 linear's epilogue: dequantization folded into the same pass;
+ * dequant_step does nv vectors of one row from column i on. */
+IV_VINLINE void dequant_step(float *y, const int32_t *acc, int32_t z, float s, const int32_t *sums,
+                             const float *wscale, const float *b, const iv_act act, const float *r, int64_t i,
+                             const int nv)
+{
+    vf v[IV_N_MAX];
+    IV_EACH(k, nv)
+    {
+        vi a, sm;
+        memcpy(&a, acc + i + k * IV_VL, sizeof a);
+        memcpy(&sm, sums + i + k * IV_VL, sizeof sm);
+        v[k] = __builtin_convertvector(a - z * sm, vf) * (s * v_load(wscale + i + k * IV_VL));
+        if (b) v[k] = v[k] + v_load(b + i + k * IV_VL);
+    }
+    v_act_n(v, nv, act);
+    IV_EACH(k, nv) v_store(y + i + k * IV_VL, r ? v[k] + v_load(r + i + k * IV_VL) : v[k]);
+}
+
 IV_VINLINE void dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t ldacc, const int32_t *zero,
                                  const float *scale, const int32_t *sums, const float *wscale, const float *b,
                                  const iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n)
@@ -55,16 +82,9 @@ IV_VINLINE void dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int6
         const int32_t z = zero[t];
         const float s = scale[t];
         int64_t i = 0;
-        for (; i + IV_VL <= n; i += IV_VL) {
-            vi a, sm;
-            memcpy(&a, acc + i, sizeof a);
-            memcpy(&sm, sums + i, sizeof sm);
-            vf v = __builtin_convertvector(a - z * sm, vf) * (s * v_load(wscale + i));
-            if (b) v = v + v_load(b + i);
-            v = v_act(v, act);
-            if (r) v = v + v_load(r + i);
-            v_store(y + i, v);
-        }
+        for (; i + ACT_GROUP * IV_VL <= n; i += ACT_GROUP * IV_VL)
+            dequant_step(y, acc, z, s, sums, wscale, b, act, r, i, ACT_GROUP);
+        for (; i + IV_VL <= n; i += IV_VL) dequant_step(y, acc, z, s, sums, wscale, b, act, r, i, 1);
         for (; i < n; i++) {
             float deq = (float)(acc[i] - z * sums[i]) * (s * wscale[i]);
             iv_cpu_act_row(y + i, &deq, b ? b + i : NULL, act, r ? r + i : NULL, 1);

@@ -12,10 +12,11 @@
  *     (AVX-512: 12 x 2 zmm; AVX2: 6 x 2 ymm per 16-column half), fed by one
  *     broadcast of x per row and the panel's row k;
  *   - on the last piece the epilogue (bias, activation, residual, store)
- *     runs on the accumulators in registers (AVX-512 builds), or on the
- *     finished 32-column strip of the block, kept in a per-unit buffer
- *     (iv_cpu_act_rows); either way a residual that is y itself is read
- *     before each element is written.
+ *     runs on the accumulators in registers (the kernel of the build's
+ *     vector width; the AVX2 one leaves GELU to the strip: panel_kernel),
+ *     or on the finished 32-column strip of the block, kept in a per-unit
+ *     buffer (iv_cpu_act_rows); either way a residual that is y itself is
+ *     read before each element is written.
  * x is read in place (row stride x.ld): no copy of the activations either. */
 #include "ops/cpu/gemm_panel.h"
 
@@ -444,12 +445,23 @@ typedef struct panel_kernel {
     tiles_fn tiles;
     const char *name;
     int64_t kc;
+    /* 0: GELU is left to the finished strip (iv_cpu_act_rows), not run in
+     * the tile's epilogue. One GELU's dependency chain is ~75 cycles long;
+     * act_rows runs four side by side (v_gelu_erf_n), and the AVX2 tile,
+     * one vector at a time, took ~35 cycles per 8 floats against ~15-20
+     * there. Linear + GELU, 4096 rows, W warm, 2 threads, Zen 4 held to
+     * AVX2, GFLOP/s: 384 -> 1536 180 -> 191-193, 384 -> 1152 178-181 ->
+     * 188-192; 64 x 768 -> 3072 204-205 -> 212. Four at a time inside the
+     * tile instead pushed its accumulators onto the stack in the k loop.
+     * The AVX-512 tile's epilogue, two 16-lane vectors per row, already ran
+     * ~15-23 cycles per 8 floats and stays (the strip path: 24-30). */
+    int gelu_in_tile;
 } panel_kernel;
 
-static const panel_kernel kernel_portable = {tiles_portable, "portable", 256};
+static const panel_kernel kernel_portable = {tiles_portable, "portable", 256, 0};
 #ifdef PANEL_X86
-static const panel_kernel kernel_avx2 = {tiles_avx2, "avx2", 384};
-static const panel_kernel kernel_avx512 = {tiles_avx512, "avx512", 256};
+static const panel_kernel kernel_avx2 = {tiles_avx2, "avx2", 384, 0};
+static const panel_kernel kernel_avx512 = {tiles_avx512, "avx512", 256, 1};
 #endif
 
 static const panel_kernel *pick_kernel(void)
@@ -578,6 +590,7 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
      * 192 + 192, not 256 + 128), so each one fills L1 the same. */
     const int64_t n_kc = (K + kern->kc - 1) / kern->kc;
     const int64_t kc = n_kc > 1 ? ((K + n_kc - 1) / n_kc + 7) / 8 * 8 : kern->kc;
+    const int epi_in_tile = act != IV_ACT_GELU || kern->gelu_in_tile;
 
 #pragma omp parallel for schedule(dynamic, 1) if (units > 1 && M * N * K >= PANEL_PAR_MIN)
     for (int64_t u = 0; u < units; u++) {
@@ -595,7 +608,8 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
             if (K == 0) memset(strip, 0, sizeof strip);
             for (int64_t k0 = 0; k0 < K; k0 += kc) {
                 const int64_t kn = K - k0 < kc ? K - k0 : kc;
-                done = tiles(a + k0, x.ld, bp + k0 * NR, kn, strip, k0 == 0, rows, k0 + kn == K ? &e : NULL);
+                done = tiles(a + k0, x.ld, bp + k0 * NR, kn, strip, k0 == 0, rows,
+                             k0 + kn == K && epi_in_tile ? &e : NULL);
             }
             if (!done) iv_cpu_act_rows(e.y, e.ldy, strip, NR, e.bias, act, e.res, e.ldy, rows, e.ncols);
         }
