@@ -55,32 +55,37 @@ void iv_cpu_act_rows(float *y, int64_t ldy, const float *x, int64_t ldx, const f
 #undef ACT_CASE
 }
 
-/* The int8 linear's epilogue: each row is dequantized a chunk at a time
- * into a buffer in L1, which act_rows then takes through bias, activation
- * and residual (the residual may be y itself). Dequantizing inside
- * act_rows' four-vector GELU steps instead ran them at ~40 cycles per 8
- * floats in a model, against ~20 from the buffer. */
-#define DEQ_CHUNK (4 * ACT_GROUP * IV_VL)
+/* The int8 linear's epilogue: dequantization folded into the same pass;
+ * dequant_step does nv vectors of one row from column i on. */
+IV_VINLINE void dequant_step(float *y, const int32_t *acc, int32_t z, float s, const int32_t *sums,
+                             const float *wscale, const float *b, const iv_act act, const float *r, int64_t i,
+                             const int nv)
+{
+    vf v[IV_N_MAX];
+    IV_EACH(k, nv)
+    {
+        vi a, sm;
+        memcpy(&a, acc + i + k * IV_VL, sizeof a);
+        memcpy(&sm, sums + i + k * IV_VL, sizeof sm);
+        v[k] = __builtin_convertvector(a - z * sm, vf) * (s * v_load(wscale + i + k * IV_VL));
+        if (b) v[k] = v[k] + v_load(b + i + k * IV_VL);
+    }
+    v_act_n(v, nv, act);
+    IV_EACH(k, nv) v_store(y + i + k * IV_VL, r ? v[k] + v_load(r + i + k * IV_VL) : v[k]);
+}
+
 IV_VINLINE void dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int64_t ldacc, const int32_t *zero,
                                  const float *scale, const int32_t *sums, const float *wscale, const float *b,
                                  const iv_act act, const float *r, int64_t ldr, int64_t rows, int64_t n)
 {
-    float buf[DEQ_CHUNK] __attribute__((aligned(64)));
-    const int64_t nv = n / IV_VL * IV_VL;
     for (int64_t t = 0; t < rows; t++, y += ldy, acc += ldacc, r = r ? r + ldr : NULL) {
         const int32_t z = zero[t];
         const float s = scale[t];
-        for (int64_t i0 = 0; i0 < nv; i0 += DEQ_CHUNK) {
-            const int64_t m = nv - i0 < DEQ_CHUNK ? nv - i0 : DEQ_CHUNK;
-            for (int64_t i = 0; i < m; i += IV_VL) {
-                vi a, sm;
-                memcpy(&a, acc + i0 + i, sizeof a);
-                memcpy(&sm, sums + i0 + i, sizeof sm);
-                v_store(buf + i, __builtin_convertvector(a - z * sm, vf) * (s * v_load(wscale + i0 + i)));
-            }
-            act_rows(y + i0, 0, buf, 0, b ? b + i0 : NULL, act, r ? r + i0 : NULL, 0, 1, m);
-        }
-        for (int64_t i = nv; i < n; i++) {
+        int64_t i = 0;
+        for (; i + ACT_GROUP * IV_VL <= n; i += ACT_GROUP * IV_VL)
+            dequant_step(y, acc, z, s, sums, wscale, b, act, r, i, ACT_GROUP);
+        for (; i + IV_VL <= n; i += IV_VL) dequant_step(y, acc, z, s, sums, wscale, b, act, r, i, 1);
+        for (; i < n; i++) {
             float deq = (float)(acc[i] - z * sums[i]) * (s * wscale[i]);
             iv_cpu_act_row(y + i, &deq, b ? b + i : NULL, act, r ? r + i : NULL, 1);
         }
