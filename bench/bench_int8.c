@@ -19,7 +19,9 @@
 #include "ops/cpu/int8_ops.h"
 #include "ops/ops.h"
 
-#define MAX_CONTENDERS 4
+/* FP32, then one contender per int8 kernel (every kernel past the scalar
+ * one can be available: a CPU with AVX-512 VNNI has four). */
+#define MAX_CONTENDERS IV_INT8_KERNEL_COUNT
 
 static float *rand_buf(int64_t n, float lo, float hi, uint64_t seed)
 {
