@@ -370,7 +370,7 @@ static void transpose16(float *dst, const float *src, int64_t ld)
         _mm512_storeu_ps(dst + (j + 8) * 16, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD));
     }
 }
-#else
+#elif defined(__AVX2__)
 /* dst[c * 16 + r] = src[r * ld + c] for an 8 x 8 block (dst rows 16 apart,
  * as in a panel): 8 loads, three rounds of shuffles, 8 stores, instead of
  * 64 scalar moves. */

@@ -78,26 +78,16 @@ IV_VINLINE vf v_abs(vf x) { return (vf)((vi)x & 0x7fffffff); }
 /* a > b ? a : b and a < b ? a : b lane by lane (b where either is NaN):
  * exactly what maxps / minps compute, one instruction instead of the
  * compare and blend GCC makes of the select. */
-IV_VINLINE vf v_max(vf a, vf b)
-{
 #if IV_VL == 16
-    return _mm512_max_ps(a, b);
+IV_VINLINE vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+IV_VINLINE vf v_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 #elif defined(__FMA__)
-    return _mm256_max_ps(a, b);
+IV_VINLINE vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+IV_VINLINE vf v_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 #else
-    return v_sel(a > b, a, b);
+IV_VINLINE vf v_max(vf a, vf b) { return v_sel(a > b, a, b); }
+IV_VINLINE vf v_min(vf a, vf b) { return v_sel(a < b, a, b); }
 #endif
-}
-IV_VINLINE vf v_min(vf a, vf b)
-{
-#if IV_VL == 16
-    return _mm512_min_ps(a, b);
-#elif defined(__FMA__)
-    return _mm256_min_ps(a, b);
-#else
-    return v_sel(a < b, a, b);
-#endif
-}
 
 /* a * b + c, fused when the CPU has FMA (ISO C mode never contracts). */
 IV_VINLINE vf v_fma(vf a, vf b, vf c)
