@@ -1,7 +1,9 @@
 /* Activations and gated units against double-precision references. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "ops/cpu/cpu_ops.h"
 #include "ops/ops.h"
 #include "ops_test_util.h"
 #include "test.h"
@@ -124,6 +126,49 @@ TEST(ops_act_special_values)
     CHECK(y[0] == -1.0f);
     ops->act(ops, yv, xv, IV_ACT_SIGMOID);
     CHECK(y[0] == 0.0f);
+}
+
+/* The row loops take four vectors per step (GELU's chains side by side,
+ * vmath.h v_gelu_erf_n), then single vectors, then a partial one: every
+ * element must come out the same bits whichever of those computed it. A
+ * row of 77 (a group, single vectors and a tail at 8 or 16 lanes) against
+ * each element alone (the partial path), special values included; the same
+ * for the int8 linear's dequantizing epilogue, with bias and residual. */
+TEST(ops_act_groups_same_bits)
+{
+    enum { N = 77, ROWS = 3 };
+    ops_rng r = {7};
+    float *x = ops_rand(&r, ROWS * N, -14.0f, 14.0f), *b = ops_rand(&r, N, -1.0f, 1.0f);
+    float *res = ops_rand(&r, ROWS * N, -1.0f, 1.0f), *wscale = ops_rand(&r, N, 0.001f, 0.01f);
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 12.8f, -12.8f, -13.0f, 1e-30f, -5.0f};
+    for (int i = 0; i < (int)(sizeof special / sizeof *special); i++) x[N - 1 - 3 * i] = special[i];
+    float whole[ROWS * N], alone[ROWS * N], scale[ROWS];
+    int32_t acc[ROWS * N], sums[N], zero[ROWS];
+    for (int i = 0; i < ROWS * N; i++) acc[i] = (int32_t)(ops_rng_next(&r) % 200001) - 100000;
+    for (int i = 0; i < N; i++) sums[i] = (int32_t)(ops_rng_next(&r) % 3001) - 1500;
+    for (int t = 0; t < ROWS; t++) {
+        zero[t] = (int32_t)(ops_rng_next(&r) % 256);
+        scale[t] = 0.001f * (float)(t + 1);
+    }
+    for (int a = 0; a < N_ACTS; a++) {
+        const iv_act act = all_acts[a];
+        iv_cpu_act_rows(whole, N, x, N, b, act, res, N, ROWS, N);
+        for (int t = 0; t < ROWS; t++)
+            for (int c = 0; c < N; c++)
+                iv_cpu_act_rows(alone + t * N + c, N, x + t * N + c, N, b + c, act, res + t * N + c, N, 1, 1);
+        CHECK_MSG(!memcmp(whole, alone, sizeof whole), "act %d: a row differs from its elements alone", (int)act);
+        iv_cpu_dequant_act_rows(whole, N, acc, N, zero, scale, sums, wscale, b, act, res, N, ROWS, N);
+        for (int t = 0; t < ROWS; t++)
+            for (int c = 0; c < N; c++)
+                iv_cpu_dequant_act_rows(alone + t * N + c, N, acc + t * N + c, N, zero + t, scale + t, sums + c,
+                                        wscale + c, b + c, act, res + t * N + c, N, 1, 1);
+        CHECK_MSG(!memcmp(whole, alone, sizeof whole), "act %d: a dequantized row differs from its elements alone",
+                  (int)act);
+    }
+    free(x);
+    free(b);
+    free(res);
+    free(wscale);
 }
 
 /* Strided windows, odd sizes, in place and out of place; nothing outside
