@@ -221,6 +221,7 @@ static void run_tile(const int8_call *c, int64_t t, int32_t *acc)
     const int64_t r1 = r0 + TILE_M < c->rows ? r0 + TILE_M : c->rows;
     const int64_t c0 = ct * c->units / c->tiles_n * COL_UNIT, c1 = (ct + 1) * c->units / c->tiles_n * COL_UNIT;
     const int cols = c->kd->cols;
+    const float *res_apart = c->residual != c->y.data ? c->residual : NULL; /* prefetched besides y */
     for (int64_t j = c0; j < c1; j += cols) {
         const int8_t *panel = c->wq + j * c->kp;
         for (int64_t r = r0; r < r1; r += IV_INT8_MR) {
@@ -238,7 +239,7 @@ static void run_tile(const int8_call *c, int64_t t, int32_t *acc)
             for (int64_t i = r; i < r + rows; i++)
                 for (int64_t k = j; k < j + cols && k < c->out; k += 16) {
                     __builtin_prefetch(((const float *)c->y.data) + i * c->y.ld + k, 0, 2);
-                    if (c->residual && c->residual != c->y.data) __builtin_prefetch(c->residual + i * c->y.ld + k, 0, 2);
+                    if (res_apart) __builtin_prefetch(res_apart + i * c->y.ld + k, 0, 2);
                 }
         }
     }
