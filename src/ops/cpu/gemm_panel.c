@@ -200,6 +200,28 @@ static inline void next_piece_share(const float *bp, int64_t kn, int n_tiles, in
     if (*pf_lines < 0) *pf_lines = 0;
 }
 
+/* The epilogue's lines of y, and of a residual apart from y, for rows
+ * [0, R) and columns [col, col + cols): asked for into L1 (y for writing)
+ * when a tile of the last piece starts, a few thousand cycles before the
+ * epilogue uses them. Rows of y lie a whole layer width apart, the lines
+ * are cold, and the epilogue's stores, or its loads of the residual,
+ * otherwise stalled the tile. In-process A/B, 4096 rows, 2 threads, Zen 4
+ * held to AVX2, p10: 384 -> 384 + residual 6.62 -> 5.97 ms, 1536 -> 384 +
+ * residual 23.4 -> 22.5, 384 -> 1152 17.7 -> 17.1; MiniLM-L6 32 x 128
+ * through the engine 503 -> 495 and 509 -> 501 ms (natively 478 -> 468 and
+ * 479 -> 471); BERT-base 32 x 128 and 8 or 64 tokens unchanged. GELU's
+ * strip epilogue (panel_kernel) comes after all the strip's tiles: there
+ * the same lines asked for into L2 gained nothing. */
+TILE_INLINE void prefetch_epilogue(const panel_epi *e, int R, int col, int cols)
+{
+    const float *res = e->res != e->y ? e->res : NULL;
+    for (int r = 0; r < R; r++)
+        for (int c = col; c < col + cols && c < e->ncols; c += 16) {
+            __builtin_prefetch(e->y + r * e->ldy + c, 1, 3);
+            if (res) __builtin_prefetch(res + r * e->ldy + c, 0, 3);
+        }
+}
+
 /* One k step of a 12-row tile: rows 3i + j are read at base[i] + j * lda,
  * so that four pointers and one stride address all twelve rows (twelve
  * pointers do not fit the general registers, and the compiler reloaded
@@ -226,6 +248,7 @@ T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64
         c1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + r * NR + 16);
     }
     const float *base[4] = {a, R > 3 ? a + 3 * lda : a, R > 6 ? a + 6 * lda : a, R > 9 ? a + 9 * lda : a};
+    if (e) prefetch_epilogue(e, R, 0, NR);
     const pf_plan pl = plan_prefetch(kn, pf_lines);
     int64_t k = 0;
     const float *p = pf;
@@ -362,6 +385,7 @@ T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64
         c1[r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(ct + r * NR + 8);
     }
     const float *base[2] = {a, R > 3 ? a + 3 * lda : a};
+    if (e) prefetch_epilogue(e, R, col0, 16);
     const pf_plan pl = plan_prefetch(kn, pf_lines);
     int64_t k = 0;
     const float *p = pf;
