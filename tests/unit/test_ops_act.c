@@ -128,10 +128,11 @@ TEST(ops_act_special_values)
     CHECK(y[0] == 0.0f);
 }
 
-/* The row loops take four vectors per step (GELU's chains side by side,
- * vmath.h v_gelu_erf_n), then single vectors, then a partial one: every
- * element must come out the same bits whichever of those computed it. A
- * row of 77 (a group, single vectors and a tail at 8 or 16 lanes) against
+/* The row loops take several vectors per step (GELU's chains side by side,
+ * vmath.h v_gelu_erf_n: four in act_rows, two in the dequantizing
+ * epilogue), then single vectors, then a partial one: every element must
+ * come out the same bits whichever of those computed it. A row of 77
+ * (groups, single vectors and a tail at 8 or 16 lanes) against
  * each element alone (the partial path), special values included; the same
  * for the int8 linear's dequantizing epilogue, with bias and residual. */
 TEST(ops_act_groups_same_bits)

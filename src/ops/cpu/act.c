@@ -10,6 +10,22 @@
 /* Vectors per step of the row loops: GELU's dependency chains are long, and
  * four of them side by side keep the FP pipes busy (vmath.h, v_gelu_erf_n). */
 #define ACT_GROUP 4
+/* The int8 linear's dequantizing epilogue takes two where the vectors are
+ * AVX2's (AVX-512 builds, with 32 registers, keep four). With four, its
+ * GELU's values outgrow the 16 AVX2 registers and go through the stack,
+ * and in some phases of this VM the reloads stalled: MiniLM-L6's
+ * 384 -> 1536 + GELU int8 op took 26.3 ms with four, 17.9 with two and
+ * 18.4 with one, on 2 threads (15.4 / 14.9 ms with four / two in a
+ * quiet phase). all-MiniLM-L6-v2 int8 through the engine, alternating run
+ * by run in one process, Zen 4 held to AVX2, p50: 32 x 128 297 -> 291 ms
+ * and, in a run that met a slow phase, 392 -> 350; 8 tokens 0.623 ->
+ * 0.614 and 0.632 -> 0.623 ms. The FP32 strip (act_rows) keeps four:
+ * two there cost 4% of MiniLM-L6's 32 x 128 (494 -> 514 ms). */
+#if IV_VL == 16
+#define DEQUANT_GROUP 4
+#else
+#define DEQUANT_GROUP 2
+#endif
 
 /* Every iv_act, for switches that instantiate a loop per activation. */
 #define EACH_ACT(X) \
@@ -82,8 +98,8 @@ IV_VINLINE void dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int6
         const int32_t z = zero[t];
         const float s = scale[t];
         int64_t i = 0;
-        for (; i + ACT_GROUP * IV_VL <= n; i += ACT_GROUP * IV_VL)
-            dequant_step(y, acc, z, s, sums, wscale, b, act, r, i, ACT_GROUP);
+        for (; i + DEQUANT_GROUP * IV_VL <= n; i += DEQUANT_GROUP * IV_VL)
+            dequant_step(y, acc, z, s, sums, wscale, b, act, r, i, DEQUANT_GROUP);
         for (; i + IV_VL <= n; i += IV_VL) dequant_step(y, acc, z, s, sums, wscale, b, act, r, i, 1);
         for (; i < n; i++) {
             float deq = (float)(acc[i] - z * sums[i]) * (s * wscale[i]);
