@@ -191,12 +191,18 @@ IV_VINLINE vf v_exp(vf x)
 }
 
 /* 1 / (1 + e^-x), from e^-|x| so the exponential never overflows and both
- * tails keep full relative precision. */
+ * tails keep full relative precision. A NaN comes back as the very input
+ * NaN: -|x| would flip its sign, and SiLU's x * sigmoid(x) then multiplied
+ * two NaNs of opposite signs, whose product takes the sign of whichever
+ * operand the compiler put first, so the same element came out +NaN or
+ * -NaN depending on the loop that computed it (an -O1 AVX2 build failed
+ * ops_act_groups_same_bits on it). With one NaN everywhere, SiLU and the
+ * tanh GELU give that NaN whatever the operand order. */
 IV_VINLINE vf v_sigmoid(vf x)
 {
     vf e = v_exp(-v_abs(x));
     vf s = 1.0f / (1.0f + e);
-    return v_sel(x < 0.0f, e * s, s);
+    return v_sel(x != x, x, v_sel(x < 0.0f, e * s, s));
 }
 
 IV_VINLINE vf v_silu(vf x) { return x * v_sigmoid(x); }
