@@ -586,6 +586,25 @@ int64_t iv_cpu_act_stride(int64_t cols)
 
 void iv_cpu_act_stride_pad_all(int on) { __atomic_store_n(&pad_every_width, on, __ATOMIC_RELAXED); }
 
+/* GELU left to the strip (panel_kernel) on blocks of few rows: the tiles
+ * store y + bias from registers, as every other epilogue, and GELU then
+ * runs in place on y, once per group of panels whose block of y is about
+ * DEFER_BYTES. The strip path (GELU from the 32-column buffer into y, one
+ * call per panel) paid a fixed ~6 us per call on short inputs, which the
+ * profile put on the call's first loads and stores, not on its arithmetic
+ * (34 against ~20 cycles per 8 floats from the buffer in L1, in some
+ * phases of this VM 4x that). Same operations on each element, so the
+ * same bits. In-process A/B, 2 threads, Zen 4 held to AVX2, 384 -> 1536 /
+ * 768 -> 3072 + GELU op time per request: MiniLM-L6 64 tokens 3.41-3.54 ->
+ * 2.59-2.81 ms (request 8.95-9.25 -> 7.99-8.56 ms); BERT-base 64 tokens
+ * 17.8-18.5 -> 17.9-18.5 ms in quiet phases and 21.7-22.2 -> 18.7-19.3 ms
+ * in the slow ones; BERT-base 8 tokens 3.31-3.42 -> 3.14-3.33 ms. Blocks
+ * of 157 rows (BERT-base, 32 x 128) and 292 (MiniLM-L6) lost 0.5-2.5%
+ * that way: the strip from L1 is cheaper than re-reading y there, so
+ * they keep the strip. */
+#define DEFER_MAX_ROWS 128
+#define DEFER_BYTES (64 << 10)
+
 void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float *bias, iv_act act,
                           const float *residual)
 {
@@ -615,6 +634,11 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
     const int64_t n_kc = (K + kern->kc - 1) / kern->kc;
     const int64_t kc = n_kc > 1 ? ((K + n_kc - 1) / n_kc + 7) / 8 * 8 : kern->kc;
     const int epi_in_tile = act != IV_ACT_GELU || kern->gelu_in_tile;
+    /* A residual that is y itself would be overwritten by y + bias. */
+    const int defer = !epi_in_tile && (M + n_mb - 1) / n_mb <= DEFER_MAX_ROWS && residual != y.data;
+    const iv_act tile_act = defer ? IV_ACT_NONE : act;
+    const float *tile_res = defer ? NULL : residual;
+    const int in_tile = epi_in_tile || defer;
 
 #pragma omp parallel for schedule(dynamic, 1) if (units > 1 && M * N * K >= PANEL_PAR_MIN)
     for (int64_t u = 0; u < units; u++) {
@@ -623,19 +647,28 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
         const int rows = (int)((mb + 1) * M / n_mb - m0);
         const int64_t p0 = pg * n_panels / n_pg, p1 = (pg + 1) * n_panels / n_pg;
         const float *a = ((float *)x.data) + m0 * x.ld;
+        const int64_t group = DEFER_BYTES / ((int64_t)rows * NR * (int64_t)sizeof(float));
+        int64_t pa = p0; /* first panel whose GELU is still to run */
         for (int64_t p = p0; p < p1; p++) {
             const float *bp = packed + p * K * NR;
             const int64_t n0 = p * NR, off = m0 * y.ld + n0;
-            const panel_epi e = {((float *)y.data) + off, bias ? bias + n0 : NULL, residual ? residual + off : NULL, y.ld, act,
-                                 (int)(N - n0 < NR ? N - n0 : NR)};
+            const panel_epi e = {((float *)y.data) + off, bias ? bias + n0 : NULL, tile_res ? tile_res + off : NULL,
+                                 y.ld, tile_act, (int)(N - n0 < NR ? N - n0 : NR)};
             int done = 0;
             if (K == 0) memset(strip, 0, sizeof strip);
             for (int64_t k0 = 0; k0 < K; k0 += kc) {
                 const int64_t kn = K - k0 < kc ? K - k0 : kc;
                 done = tiles(a + k0, x.ld, bp + k0 * NR, kn, strip, k0 == 0, rows,
-                             k0 + kn == K && epi_in_tile ? &e : NULL);
+                             k0 + kn == K && in_tile ? &e : NULL);
             }
-            if (!done) iv_cpu_act_rows(e.y, e.ldy, strip, NR, e.bias, act, e.res, e.ldy, rows, e.ncols);
+            if (!done) iv_cpu_act_rows(e.y, e.ldy, strip, NR, e.bias, e.act, e.res, e.ldy, rows, e.ncols);
+            if (defer && (p + 1 - pa >= group || p + 1 == p1)) {
+                const int64_t c0 = pa * NR, c1 = (p + 1) * NR < N ? (p + 1) * NR : N;
+                float *ya = ((float *)y.data) + m0 * y.ld + c0;
+                iv_cpu_act_rows(ya, y.ld, ya, y.ld, NULL, act, residual ? residual + m0 * y.ld + c0 : NULL, y.ld, rows,
+                                c1 - c0);
+                pa = p + 1;
+            }
         }
     }
 }
