@@ -199,6 +199,59 @@ TEST(ops_linear_panels)
     CHECK_EQ_INT(iv_cpu_panel_use("auto"), 0);
 }
 
+/* Panels taken by other threads' stealing (iv_cpu_panel_leave_half_to_thieves
+ * makes every call leave half of each unit to it): the result is right and
+ * the same bits as when each owner computes its whole unit. Short inputs
+ * (one row block, GELU run on y after the tiles) and long ones (several
+ * row blocks), with each kernel this CPU runs. */
+TEST(ops_linear_panels_stolen)
+{
+    const char *kernels[] = {"auto", "avx2", "portable"};
+    const int64_t shapes[][3] = {{8, 384, 1000}, {64, 768, 771}, {300, 384, 450}, {1, 64, 33}};
+    for (int kk = 0; kk < 3; kk++) {
+        if (iv_cpu_panel_use(kernels[kk])) continue;
+        ops_rng r = {16};
+        for (int s = 0; s < 4; s++) {
+            const int64_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+            float *x = ops_rand(&r, rows * in, -1.0f, 1.0f), *w = ops_rand(&r, out * in, -0.5f, 0.5f);
+            float *b = ops_rand(&r, out, -0.5f, 0.5f), *res = ops_rand(&r, rows * out, -1.0f, 1.0f);
+            float *wp = iv_cpu_scratch(iv_cpu_panel_floats(out, in) * sizeof(float));
+            iv_cpu_pack_panels(wp, w, out, in);
+            const iv_ops *ops = iv_cpu_ops();
+            const iv_tensor wt = iv_cpu_panel_tensor(wp, out, in), bt = iv_tensor_1d(b, out);
+            float *want = malloc((size_t)(rows * out) * sizeof(float)), *got = malloc((size_t)(rows * out) * sizeof(float));
+            const iv_view xv = {x, rows, in, in, IV_F32};
+            for (int a = 0; a < 2; a++) {
+                const iv_act act = a ? IV_ACT_GELU : IV_ACT_NONE;
+                ops->linear(ops, (iv_view){want, rows, out, out, IV_F32}, xv, &wt, &bt, act, res);
+                iv_cpu_panel_leave_half_to_thieves(1);
+                ops->linear(ops, (iv_view){got, rows, out, out, IV_F32}, xv, &wt, &bt, act, res);
+                iv_cpu_panel_leave_half_to_thieves(0);
+                int64_t diff = 0;
+                for (int64_t e = 0; e < rows * out; e++) diff += memcmp(&got[e], &want[e], sizeof(float)) != 0;
+                if (diff)
+                    iv_test_fail(__FILE__, __LINE__, "kernel %s %lld x %lld -> %lld act %d: %lld elements differ when stolen",
+                                 kernels[kk], (long long)rows, (long long)in, (long long)out, (int)act, (long long)diff);
+            }
+            free(x);
+            free(w);
+            free(b);
+            free(res);
+            free(wp);
+            free(want);
+            free(got);
+        }
+        /* Against the double reference, every epilogue and a residual that is y. */
+        iv_cpu_panel_leave_half_to_thieves(1);
+        check_linear(&r, (lin_case){64, 768, 771, 1, 1, IV_ACT_GELU, 1});
+        check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_GELU, 1});
+        check_linear(&r, (lin_case){300, 384, 200, 1, 2, IV_ACT_NONE, 1});
+        check_linear(&r, (lin_case){7, 300, 65, 0, 0, IV_ACT_SILU, 1});
+        iv_cpu_panel_leave_half_to_thieves(0);
+    }
+    CHECK_EQ_INT(iv_cpu_panel_use("auto"), 0);
+}
+
 /* A row's result is the same bits whatever else is in the batch (alone, in
  * a short batch on the few-rows split, in a long one across row blocks and
  * threads) and whichever kernel computes it. */

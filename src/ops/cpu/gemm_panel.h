@@ -43,6 +43,12 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
  * columns; 0 restores the rule. */
 void iv_cpu_act_stride_pad_all(int on);
 
+/* Tests: 1 makes each unit's owner stop after the first half of its
+ * panels and leaves the rest to the threads' stealing (which then takes
+ * even a last single panel), so that the stealing path runs on every call
+ * instead of when the timing happens to call for it; 0 restores the rule. */
+void iv_cpu_panel_leave_half_to_thieves(int on);
+
 /* "avx512", "avx2" or "portable": the kernel this CPU runs. */
 const char *iv_cpu_panel_kernel_name(void);
 /* Switches to one of those kernels, or "auto" (the best this CPU has), for
