@@ -4,7 +4,8 @@
  * Blocking, for one call y[M, N] = x[M, K] W^T:
  *   - rows are cut into blocks of mc rows whose slice of x (mc x K floats)
  *     fits in half the L2 cache; each (row block, group of panels) is one
- *     unit of thread work;
+ *     unit of thread work, its owner going through its panels in order
+ *     while threads with no unit left take panels from its other end;
  *   - within a unit, for each panel, k runs in equal pieces of at most the
  *     kernel's kc so that what a tile reads of the piece (<= 32 KiB) stays
  *     in L1 while every row tile of the block passes over it;
@@ -15,8 +16,9 @@
  *     runs on the accumulators in registers (the kernel of the build's
  *     vector width; the AVX2 one leaves GELU to the strip: panel_kernel),
  *     or on the finished 32-column strip of the block, kept in a per-unit
- *     buffer (iv_cpu_act_rows); either way a residual that is y itself is
- *     read before each element is written.
+ *     buffer (iv_cpu_act_rows), or, for GELU on blocks of few rows, on y
+ *     in place after a group of panels (DEFER_MAX_ROWS); either way a
+ *     residual that is y itself is read before each element is written.
  * x is read in place (row stride x.ld): no copy of the activations either. */
 #include "ops/cpu/gemm_panel.h"
 
