@@ -592,10 +592,11 @@ void iv_cpu_act_stride_pad_all(int on) { __atomic_store_n(&pad_every_width, on, 
  * store y + bias from registers, as every other epilogue, and GELU then
  * runs in place on y, once per group of panels whose block of y is about
  * DEFER_BYTES. The strip path (GELU from the 32-column buffer into y, one
- * call per panel) paid a fixed ~6 us per call on short inputs, which the
- * profile put on the call's first loads and stores, not on its arithmetic
- * (34 against ~20 cycles per 8 floats from the buffer in L1, in some
- * phases of this VM 4x that). Same operations on each element, so the
+ * call per panel) took 34 core cycles per 8 floats per call on short
+ * inputs against ~20 for GELU alone in L1, and in this VM's slow phases
+ * ~9 us per call instead of ~2.3 (BERT-base 64 tokens, rdtsc), which the
+ * profile put on the call's first loads and stores, not on its
+ * arithmetic. Same operations on each element, so the
  * same bits. In-process A/B, 2 threads, Zen 4 held to AVX2, 384 -> 1536 /
  * 768 -> 3072 + GELU op time per request: MiniLM-L6 64 tokens 3.41-3.54 ->
  * 2.59-2.81 ms (request 8.95-9.25 -> 7.99-8.56 ms); BERT-base 64 tokens
@@ -766,8 +767,8 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
     };
     /* A residual that is y itself would be overwritten by y + bias. */
     c.defer = !c.epi_in_tile && (M + n_mb - 1) / n_mb <= DEFER_MAX_ROWS && residual != y.data;
-    uint64_t few[64];
-    c.range = c.units <= 64 ? few : iv_cpu_scratch((size_t)c.units * sizeof(uint64_t));
+    uint64_t few[256]; /* 4096 rows at K = 3072 are 98 units */
+    c.range = c.units <= 256 ? few : iv_cpu_scratch((size_t)c.units * sizeof(uint64_t));
     for (int64_t u = 0; u < c.units; u++) {
         const int64_t pg = u % n_pg;
         c.range[u] = (uint64_t)(pg * n_panels / n_pg) << 32 | (uint64_t)((pg + 1) * n_panels / n_pg);
