@@ -3,7 +3,6 @@
  * an ancestor, none, a path a container's namespace hides, and cgroup v1
  * (cpu.cfs_quota_us / cpu.cfs_period_us) under a controller list beside
  * v2 (hybrid). */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,22 +10,6 @@
 #include "ops/cpu/cpu_quota.h"
 #include "test.h"
 #include "unit/tmp_test_util.h"
-
-/* Writes text to root/rel, making the folders on the way. */
-static int put(const char *root, const char *rel, const char *text)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')); p++) {
-        *p = 0;
-        if (mkdir(path, 0755) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs(text, f);
-    return fclose(f);
-}
 
 /* The quota a fresh tree gives: files is NULL-terminated (path, text) pairs
  * under the tree's sys/fs/cgroup; proc is the /proc/self/cgroup text. */
@@ -36,8 +19,8 @@ static int quota_of(const char *proc, const char *const *files)
     if (tmp_dir(tmp, sizeof tmp, "cpu_quota")) return -100;
     snprintf(root, sizeof root, "%s/cgroup", tmp);
     snprintf(proc_path, sizeof proc_path, "%s/proc_cgroup", tmp);
-    int ok = mkdir(root, 0755) == 0 && put(tmp, "proc_cgroup", proc) == 0;
-    for (int i = 0; ok && files[i]; i += 2) ok = put(root, files[i], files[i + 1]) == 0;
+    int ok = mkdir(root, 0755) == 0 && tmp_put(tmp, "proc_cgroup", proc) == 0;
+    for (int i = 0; ok && files[i]; i += 2) ok = tmp_put(root, files[i], files[i + 1]) == 0;
     const int q = ok ? iv_cpu_quota_cores(proc_path, root) : -100;
     tmp_rmtree(tmp);
     return q;

@@ -11,5 +11,7 @@ int tmp_dir(char *out, size_t cap, const char *tag);
 /* Removes a directory made by tmp_dir and everything in it; links are
  * removed, never followed. Any other path is left alone. */
 void tmp_rmtree(const char *dir);
+/* Writes text to root/rel, making the folders on the way; 0 on success. */
+int tmp_put(const char *root, const char *rel, const char *text);
 
 #endif

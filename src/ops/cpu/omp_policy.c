@@ -1,6 +1,7 @@
 /* Idle OpenMP workers spin for about 50 us, then sleep, for every
  * subcommand (and bench_engine, so the benchmark runs what users run); and
- * the team is no larger than a cgroup CPU quota allows (cpu_quota.h).
+ * the team has one thread per physical core (cpu_topology.h), no more than
+ * a cgroup CPU quota allows (cpu_quota.h).
  *
  * A forward pass is dozens of short parallel regions (each linear, norm and
  * attention op is one); OpenBLAS (OpenMP build) shares the same workers.
@@ -25,6 +26,7 @@
 #include "ops/cpu/omp_policy.h"
 
 #include "ops/cpu/cpu_quota.h"
+#include "ops/cpu/cpu_topology.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -95,27 +97,45 @@ static cpu_set_t *places_cpus(size_t *size)
     return NULL;
 }
 
-/* CPUs this process may run on, before any quota: the places' (libgomp has
- * pinned the initial thread to the first one by now), else the affinity
- * mask's. */
-static int cpus_to_run_on(void)
+/* The CPUs this process may run on, before any quota: the places' (libgomp
+ * has pinned the initial thread to the first one by now), else the
+ * affinity mask's; NULL when neither is known. *size as places_cpus. */
+static cpu_set_t *cpus_to_run_on(size_t *size)
+{
+    cpu_set_t *set = places_cpus(size);
+    if (set) return set;
+    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    if (cpus <= 0) return NULL;
+    set = CPU_ALLOC(cpus > CPU_SETSIZE ? cpus : CPU_SETSIZE);
+    if (!set) return NULL;
+    *size = CPU_ALLOC_SIZE(cpus > CPU_SETSIZE ? cpus : CPU_SETSIZE);
+    if (!sched_getaffinity(0, *size, set) && CPU_COUNT_S(*size, set) > 0) return set;
+    CPU_FREE(set);
+    return NULL;
+}
+
+/* How many CPUs, and on how many physical cores (0: unknown). */
+static int count_cpus(int *cores)
 {
     size_t size;
-    cpu_set_t *set = places_cpus(&size);
-    if (set) {
-        const int n = CPU_COUNT_S(size, set);
-        CPU_FREE(set);
-        return n;
+    cpu_set_t *set = cpus_to_run_on(&size);
+    if (!set) {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        *cores = 0;
+        return n > 0 ? (int)n : 1;
     }
-    cpu_set_t mask;
-    if (!sched_getaffinity(0, sizeof mask, &mask) && CPU_COUNT(&mask) > 0) return CPU_COUNT(&mask);
-    const long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    const int n = CPU_COUNT_S(size, set);
+    *cores = iv_cpu_physical_cores("/sys/devices/system/cpu", set, size);
+    CPU_FREE(set);
+    return n;
 }
+
+int iv_omp_team_size(void) { return omp_get_max_threads(); }
 
 int iv_cpu_usable_cores(void)
 {
-    const int n = cpus_to_run_on(), quota = iv_cpu_quota_cores_self();
+    int cores;
+    const int n = count_cpus(&cores), quota = iv_cpu_quota_cores_self();
     return quota > 0 && quota < n ? quota : n;
 }
 
@@ -137,9 +157,15 @@ static void unpin_for_exec(void)
 void iv_omp_prefer_short_spin(void)
 {
     const int want_spin = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
-    /* A cgroup quota below the CPUs libgomp would size its team by. */
-    const int cpus = cpus_to_run_on(), quota = getenv("OMP_NUM_THREADS") ? 0 : iv_cpu_quota_cores_self();
-    const int want_threads = quota > 0 && quota < cpus;
+    /* A team smaller than the CPUs libgomp would size it by: one thread
+     * per physical core (cpu_topology.h), within the cgroup quota. */
+    int cores = 0, team = 0;
+    if (!getenv("OMP_NUM_THREADS")) {
+        const int cpus = count_cpus(&cores);
+        team = iv_cpu_team_size(cpus, cores, iv_cpu_quota_cores_self());
+        if (team >= cpus) team = 0;
+    }
+    const int want_threads = team > 0;
     if (!want_spin && !want_threads) return;
     static char buf[65536];
     char *args[512];
@@ -159,7 +185,7 @@ void iv_omp_prefer_short_spin(void)
     char count[32] = "", threads[32];
     /* The calibration times a pause loop (about a millisecond): only when its answer is used. */
     if (want_spin) snprintf(count, sizeof count, "%ld", iv_omp_spincount_for(IV_OMP_SPIN_US));
-    snprintf(threads, sizeof threads, "%d", quota);
+    snprintf(threads, sizeof threads, "%d", team);
     /* A variable that did not take would make the new process exec again, and again. */
     if ((want_spin && setenv("GOMP_SPINCOUNT", count, 1)) || (want_threads && setenv("OMP_NUM_THREADS", threads, 1))) {
         if (want_spin) unsetenv("GOMP_SPINCOUNT");
@@ -180,8 +206,11 @@ void iv_omp_prefer_short_spin(void)
 void iv_omp_describe(char *buf, size_t size)
 {
     const int places = omp_get_num_places(), quota = iv_cpu_quota_cores_self();
-    char bound[48] = "", limit[48] = "";
+    int cores;
+    const int cpus = count_cpus(&cores);
+    char bound[48] = "", smt[64] = "", limit[48] = "";
     if (places > 0) snprintf(bound, sizeof bound, " bound to %d place%s", places, places == 1 ? "" : "s");
+    if (cores > 0 && cores < cpus) snprintf(smt, sizeof smt, " (%d CPUs on %d physical cores)", cpus, cores);
     if (quota > 0) snprintf(limit, sizeof limit, " (cgroup CPU quota %d)", quota);
-    snprintf(buf, size, "%d OpenMP threads%s%s", omp_get_max_threads(), bound, limit);
+    snprintf(buf, size, "%d OpenMP threads%s%s%s", omp_get_max_threads(), bound, smt, limit);
 }
