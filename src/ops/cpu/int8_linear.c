@@ -222,10 +222,18 @@ static void run_tile(const int8_call *c, int64_t t, int32_t *acc)
     const int64_t c0 = ct * c->units / c->tiles_n * COL_UNIT, c1 = (ct + 1) * c->units / c->tiles_n * COL_UNIT;
     const int cols = c->kd->cols;
     const float *res_apart = c->residual != c->y.data ? c->residual : NULL; /* prefetched besides y */
+    /* The rows go to as few micro-tiles as IV_INT8_MR allows, shared out
+     * evenly: 8 rows are 4 + 4, not 6 + 2, whose 2-row tile reads every
+     * panel again for a third of the work (the integer sums are exact, so
+     * the split leaves the bits alone). Held to AVX2, 2 threads, op time
+     * against 6-row tiles first: 20 rows 384 -> 1152 0.064 -> 0.061 ms,
+     * 64 rows 0.168 -> 0.165, 8 rows 1536 -> 384 0.034 -> 0.033. */
+    const int64_t n_mt = (r1 - r0 + IV_INT8_MR - 1) / IV_INT8_MR;
     for (int64_t j = c0; j < c1; j += cols) {
         const int8_t *panel = c->wq + j * c->kp;
-        for (int64_t r = r0; r < r1; r += IV_INT8_MR) {
-            const int rows = (int)(r1 - r < IV_INT8_MR ? r1 - r : IV_INT8_MR);
+        for (int64_t mt = 0; mt < n_mt; mt++) {
+            const int64_t r = r0 + mt * (r1 - r0) / n_mt;
+            const int rows = (int)(r0 + (mt + 1) * (r1 - r0) / n_mt - r);
             c->kd->tile(c->aq + (size_t)r * c->a_stride, c->a_stride, rows, panel, c->kp,
                         acc + (r - r0) * c->tile_n + (j - c0), c->tile_n);
             /* The lines of y (and of a residual apart from y) that the
