@@ -1,11 +1,12 @@
 /* The int8 linear: y = act(x W^T + b) (+ residual) with W quantized at load
  * (int8_pack.c) and x quantized here, per row, on every call.
  *
- * The product is cut into tiles of up to TILE_M rows x tile_n columns, each
- * handed whole to one thread: the thread runs the micro-kernel over the tile
- * (int32 results in its scratch), then dequantizes and applies bias,
- * activation and residual in one pass (iv_cpu_dequant_act_rows). The
- * residual may be y itself: each element is read before it is written. */
+ * The product is cut into tiles of up to TILE_M rows x TILE_N_MAX columns,
+ * each handed whole to one thread: the thread runs the micro-kernel over
+ * STRIP columns of the tile at a time (int32 results in its scratch), then
+ * dequantizes them and applies bias, activation and residual in one pass
+ * (iv_cpu_dequant_act_rows). The residual may be y itself: each element is
+ * read before it is written. */
 #include <assert.h>
 #include <math.h>
 #if defined(__AVX2__)
@@ -27,6 +28,8 @@
 #define TILE_N_MAX 256
 /* Columns per unit of the column tiling: every kernel's panel width divides it. */
 #define COL_UNIT 32
+/* Columns whose integer products are dequantized together (run_tile). */
+#define STRIP 64
 /* Below this many multiply-adds a call stays on one thread. */
 #define PAR_MIN_MACS (1 << 18)
 
@@ -207,14 +210,23 @@ typedef struct int8_call {
     const float *w_scale;
     int64_t rows, out, kp;
     int64_t units, tiles_n; /* column tile t: 32-column units [t * units / tiles_n, (t + 1) * units / tiles_n) */
-    int64_t tile_n;         /* columns of the widest tile: the row stride of acc */
     iv_view y;
     const float *bias, *residual;
     iv_act act;
 } int8_call;
 
-/* Runs tile t: integer products into acc [TILE_M, tile_n], then the
- * epilogue. */
+/* Runs tile t, STRIP columns at a time: the integer products of the strip
+ * into acc [TILE_M, STRIP], then its epilogue. Strip by strip, acc (12 KiB)
+ * stays in L1 and the epilogue's stores to y spread over the tile's work
+ * instead of coming all at the end. Held to AVX2, 2 threads, 4096 rows,
+ * one process alternating with one epilogue over the whole tile (acc
+ * 48 KiB) and strips of 32, 64 and 128 columns, ms:
+ *   384 -> 1152: 9.45 / 9.13 / 9.12 / -, in a slow phase of this VM 11.8 /
+ *   9.81 / 9.84 / 10.2; 1536 -> 384 13.7 / 13.0 / 13.2; 384 -> 384 3.73 /
+ *   3.63 / 3.64; 384 -> 1536 + GELU 14.9 / 15.6 / 15.1 / 15.0, slow phase
+ *   18.2 / 16.5 / 16.5 / 17.0; 64 rows + GELU 0.278 / 0.263 / 0.260;
+ *   8 rows unchanged.
+ * Each element is dequantized the same way either way: same bits. */
 static void run_tile(const int8_call *c, int64_t t, int32_t *acc)
 {
     const int64_t r0 = (t / c->tiles_n) * TILE_M, ct = t % c->tiles_n;
@@ -229,33 +241,35 @@ static void run_tile(const int8_call *c, int64_t t, int32_t *acc)
      * against 6-row tiles first: 20 rows 384 -> 1152 0.064 -> 0.061 ms,
      * 64 rows 0.168 -> 0.165, 8 rows 1536 -> 384 0.034 -> 0.033. */
     const int64_t n_mt = (r1 - r0 + IV_INT8_MR - 1) / IV_INT8_MR;
-    for (int64_t j = c0; j < c1; j += cols) {
-        const int8_t *panel = c->wq + j * c->kp;
-        for (int64_t mt = 0; mt < n_mt; mt++) {
-            const int64_t r = r0 + mt * (r1 - r0) / n_mt;
-            const int rows = (int)(r0 + (mt + 1) * (r1 - r0) / n_mt - r);
-            c->kd->tile(c->aq + (size_t)r * c->a_stride, c->a_stride, rows, panel, c->kp,
-                        acc + (r - r0) * c->tile_n + (j - c0), c->tile_n);
-            /* The lines of y (and of a residual apart from y) that the
-             * epilogue will read and write for these rows and columns, into
-             * L2, while the integer work goes on: without this the epilogue
-             * stalled on its stores to cold lines. Into L1 they would evict
-             * the tile's own data (the tile's y is 48 KiB). all-MiniLM-L6-v2
-             * 32 x 128 int8, Zen 4 held to AVX2: epilogue 15% -> 9.5% of the
-             * time, p50 306 -> 299 and 309 -> 303 ms; 8 and 64 tokens
-             * unchanged. */
-            for (int64_t i = r; i < r + rows; i++)
-                for (int64_t k = j; k < j + cols && k < c->out; k += 16) {
-                    __builtin_prefetch(((const float *)c->y.data) + i * c->y.ld + k, 0, 2);
-                    if (res_apart) __builtin_prefetch(res_apart + i * c->y.ld + k, 0, 2);
-                }
+    for (int64_t s = c0; s < c1 && s < c->out; s += STRIP) {
+        const int64_t s1 = s + STRIP < c1 ? s + STRIP : c1;
+        for (int64_t j = s; j < s1; j += cols) {
+            const int8_t *panel = c->wq + j * c->kp;
+            for (int64_t mt = 0; mt < n_mt; mt++) {
+                const int64_t r = r0 + mt * (r1 - r0) / n_mt;
+                const int rows = (int)(r0 + (mt + 1) * (r1 - r0) / n_mt - r);
+                c->kd->tile(c->aq + (size_t)r * c->a_stride, c->a_stride, rows, panel, c->kp,
+                            acc + (r - r0) * STRIP + (j - s), STRIP);
+                /* The lines of y (and of a residual apart from y) that the
+                 * epilogue will read and write for these rows and columns,
+                 * into L2, while the integer work goes on: without this the
+                 * epilogue stalled on its stores to cold lines. Into L1 they
+                 * would evict the tile's own data. all-MiniLM-L6-v2 32 x 128
+                 * int8, Zen 4 held to AVX2: epilogue 15% -> 9.5% of the
+                 * time, p50 306 -> 299 and 309 -> 303 ms; 8 and 64 tokens
+                 * unchanged. */
+                for (int64_t i = r; i < r + rows; i++)
+                    for (int64_t k = j; k < j + cols && k < c->out; k += 16) {
+                        __builtin_prefetch(((const float *)c->y.data) + i * c->y.ld + k, 0, 2);
+                        if (res_apart) __builtin_prefetch(res_apart + i * c->y.ld + k, 0, 2);
+                    }
+            }
         }
+        const int64_t n = (s1 < c->out ? s1 : c->out) - s;
+        iv_cpu_dequant_act_rows(((float *)c->y.data) + r0 * c->y.ld + s, c->y.ld, acc, STRIP, c->a_zero + r0,
+                                c->a_scale + r0, c->w_sums + s, c->w_scale + s, c->bias ? c->bias + s : NULL, c->act,
+                                c->residual ? c->residual + r0 * c->y.ld + s : NULL, c->y.ld, r1 - r0, n);
     }
-    const int64_t cend = c1 < c->out ? c1 : c->out, n = cend - c0;
-    if (n <= 0) return;
-    iv_cpu_dequant_act_rows(((float *)c->y.data) + r0 * c->y.ld + c0, c->y.ld, acc, c->tile_n, c->a_zero + r0, c->a_scale + r0,
-                            c->w_sums + c0, c->w_scale + c0, c->bias ? c->bias + c0 : NULL, c->act,
-                            c->residual ? c->residual + r0 * c->y.ld + c0 : NULL, c->y.ld, r1 - r0, n);
 }
 
 /* Column tiling: at most TILE_N_MAX wide, and narrow enough that a few row
@@ -279,7 +293,6 @@ static void plan_columns(int8_call *c, int threads)
     if (want > units) want = units;
     c->units = units;
     c->tiles_n = want;
-    c->tile_n = (units + want - 1) / want * COL_UNIT;
 }
 
 void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor *w, const iv_tensor *b,
@@ -324,7 +337,7 @@ void iv_cpu_linear_int8(const iv_ops *ops, iv_view y, iv_view x, const iv_tensor
     const int64_t tiles = ((rows + TILE_M - 1) / TILE_M) * c.tiles_n;
 #pragma omp parallel if (par)
     {
-        int32_t *acc = iv_cpu_scratch((size_t)(TILE_M * c.tile_n) * sizeof(int32_t));
+        int32_t *acc = iv_cpu_scratch((size_t)(TILE_M * STRIP) * sizeof(int32_t));
         /* Dynamic: on a shared machine a descheduled thread must not hold
          * back the others; a tile is tens of microseconds of work. */
 #pragma omp for schedule(dynamic)
