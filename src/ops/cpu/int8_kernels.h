@@ -18,9 +18,11 @@ static inline int64_t iv_int8_padded_out(int64_t out) { return (out + 31) & ~(in
  * (1..IV_INT8_MR) and j < the kernel's cols. a_r starts a_stride bytes after
  * a_{r-1}; its elements are uint8 or, for `wide` kernels, uint16 (values
  * 0..255 either way). w is the first of cols / IV_INT8_PANEL consecutive
- * packed panels; kp = iv_int8_padded_in(in). */
+ * packed panels; kp = iv_int8_padded_in(in). pf, unless NULL, is the start
+ * of the cols * kp bytes of panels to prefetch while the tile computes
+ * (the next ones: int8_linear.c); the VNNI kernels ignore it. */
 typedef void (*iv_int8_tile_fn)(const void *a, size_t a_stride, int rows, const int8_t *w, int64_t kp,
-                                int32_t *c, int64_t ldc);
+                                int32_t *c, int64_t ldc, const int8_t *pf);
 
 typedef struct iv_int8_kernel_desc {
     const char *name;
