@@ -4,7 +4,6 @@
  * (cpu.cfs_quota_us / cpu.cfs_period_us) under a controller list beside
  * v2 (hybrid). */
 #include <stdio.h>
-#include <string.h>
 #include <sys/stat.h>
 
 #include "ops/cpu/cpu_quota.h"

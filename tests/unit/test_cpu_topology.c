@@ -4,7 +4,6 @@
  * without a topology file; and the team size that follows, with and
  * without a cgroup quota. */
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include "ops/cpu/cpu_topology.h"
 #include "test.h"

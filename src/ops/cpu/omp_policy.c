@@ -114,18 +114,19 @@ static cpu_set_t *cpus_to_run_on(size_t *size)
     return NULL;
 }
 
-/* How many CPUs, and on how many physical cores (0: unknown). */
+/* How many CPUs, and, unless cores is NULL, on how many physical cores
+ * (0: unknown; read from sysfs, one file per CPU). */
 static int count_cpus(int *cores)
 {
     size_t size;
     cpu_set_t *set = cpus_to_run_on(&size);
     if (!set) {
         const long n = sysconf(_SC_NPROCESSORS_ONLN);
-        *cores = 0;
+        if (cores) *cores = 0;
         return n > 0 ? (int)n : 1;
     }
     const int n = CPU_COUNT_S(size, set);
-    *cores = iv_cpu_physical_cores("/sys/devices/system/cpu", set, size);
+    if (cores) *cores = iv_cpu_physical_cores("/sys/devices/system/cpu", set, size);
     CPU_FREE(set);
     return n;
 }
@@ -134,8 +135,7 @@ int iv_omp_team_size(void) { return omp_get_max_threads(); }
 
 int iv_cpu_usable_cores(void)
 {
-    int cores;
-    const int n = count_cpus(&cores), quota = iv_cpu_quota_cores_self();
+    const int n = count_cpus(NULL), quota = iv_cpu_quota_cores_self();
     return quota > 0 && quota < n ? quota : n;
 }
 
