@@ -8,6 +8,10 @@
  * Everything else is float. */
 #include <assert.h>
 #include <math.h>
+#include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "ops/cpu/cpu_ops.h"
 
@@ -20,21 +24,68 @@ static const float *sum_residual(float *y, const float *x, const float *r, int64
     return y;
 }
 
+/* The sums run in four independent vectors of four doubles (with one
+ * accumulator, the omp simd reduction before, each pass waited on its add
+ * chain), still in double: only the order of the partial sums differs.
+ * One thread, rows in L2, core cycles per row before -> after: held to
+ * AVX2, 384 wide, LayerNorm with a residual 709 -> 574, without 571 ->
+ * 434, RMSNorm 358 -> 279; natively (AVX-512) 670 -> 562, 571 -> 417,
+ * 364 -> 277, and 768 wide 1370 -> 1145, 997 -> 777, 642 -> 505. */
+typedef float iv_f4 __attribute__((vector_size(16)));
+typedef double iv_d4 __attribute__((vector_size(32)));
+
+/* *d = four floats from p as doubles: one vcvtps2pd from memory on AVX
+ * (from the generic form GCC made two 2-float converts and an insert).
+ * Through pointers: a 32-byte vector returned by value would change the
+ * ABI of builds without AVX (-Wpsabi). */
+static inline void load_d4(iv_d4 *d, const float *p)
+{
+#if defined(__AVX__)
+    *d = (iv_d4)_mm256_cvtps_pd(_mm_loadu_ps(p));
+#else
+    iv_f4 v;
+    memcpy(&v, p, sizeof v);
+    *d = __builtin_convertvector(v, iv_d4);
+#endif
+}
+
+static double sum_d4(const iv_d4 a[4])
+{
+    const iv_d4 t = (a[0] + a[1]) + (a[2] + a[3]);
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
 static float row_mean(const float *z, int64_t n)
 {
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < n; c++) s += z[c];
+    iv_d4 a[4] = {{0}};
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        for (int k = 0; k < 4; k++) {
+            iv_d4 v;
+            load_d4(&v, z + c + 4 * k);
+            a[k] += v;
+        }
+    double s = sum_d4(a);
+    for (; c < n; c++) s += z[c];
     return (float)(s / (double)n);
 }
 
 /* mean((z - m)^2), or mean(z^2) with m = 0. */
 static float row_mean_sq_dev(const float *z, int64_t n, float m)
 {
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < n; c++) {
-        double d = (double)z[c] - m;
+    iv_d4 a[4] = {{0}};
+    const double md = m;
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        for (int k = 0; k < 4; k++) {
+            iv_d4 d;
+            load_d4(&d, z + c + 4 * k);
+            d -= md;
+            a[k] += d * d;
+        }
+    double s = sum_d4(a);
+    for (; c < n; c++) {
+        double d = (double)z[c] - md;
         s += d * d;
     }
     return (float)(s / (double)n);
