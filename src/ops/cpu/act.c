@@ -121,7 +121,7 @@ IV_VINLINE void dequant_act_rows(float *y, int64_t ldy, const int32_t *acc, int6
      * ms held to AVX2, natively 205.4 -> 199.7; natively 64 tokens 3.90 ->
      * 3.79, 8 tokens 0.659 -> 0.647. */
     const int64_t gw = DEQUANT_GROUP * IV_VL;
-    if (n % gw == 0) {
+    if (rows > 0 && n % gw == 0) {
         int32_t z = zero[0];
         float s = scale[0];
         for (int64_t st = 0, t = 0, i = 0; st < rows * (n / gw); st++) {

@@ -19,7 +19,10 @@
  *     buffer (iv_cpu_act_rows), or, for GELU on blocks of few rows, on y
  *     in place after a group of panels (DEFER_MAX_ROWS); either way a
  *     residual that is y itself is read before each element is written.
- * x is read in place (row stride x.ld): no copy of the activations either. */
+ * x is read in place (row stride x.ld): no copy of the activations either.
+ * The tiles ask for what comes next into cache ahead of use: the next piece
+ * of W (next_piece_share), on a block's first panel the next tile's rows of
+ * x (next_tile_rows), and the epilogue's lines of y (prefetch_epilogue). */
 #include "ops/cpu/gemm_panel.h"
 
 #include "ops/cpu/cpu_isa.h"
