@@ -215,6 +215,33 @@ TILE_INLINE void prefetch_rows(const float *xn, int64_t lda, int xr, int64_t k)
     for (int r = 0; r < xr; r++) _mm_prefetch((const char *)(xn + r * lda + k), _MM_HINT_T1);
 }
 
+/* The k loop of a tile over kn steps, shared by the kernels: the last
+ * argument is one step at k (the loop's counter) that also moves the row
+ * pointers on. The first steps ask for the next piece (plan pl, from pf:
+ * one or two lines per event), the next ones, on a block's first panel,
+ * for the next tile's rows of x (xr rows lda apart from xn, NULL: none), a
+ * line of each row every 16 steps; the rest run unrolled. */
+#define TILE_K_LOOP(kn, pl, pf, xn, xr, lda, ...)                              \
+    do {                                                                       \
+        int64_t k = 0;                                                         \
+        const float *p = (pf);                                                 \
+        for (int64_t ev = 0; ev < (pl).events; ev++, p += (pl).stride) {       \
+            prefetch_step(p, (pl).second);                                     \
+            __VA_ARGS__;                                                       \
+            k++;                                                               \
+            if ((pl).every == 2) {                                             \
+                __VA_ARGS__;                                                   \
+                k++;                                                           \
+            }                                                                  \
+        }                                                                      \
+        for (int64_t kx = 0; (xn) && kx < (kn); kx += 16) {                    \
+            prefetch_rows((xn), (lda), (xr), kx);                              \
+            const int64_t end = kx + 16 < (kn) ? kx + 16 : (kn);               \
+            _Pragma("GCC unroll 4") for (; k < end; k++) { __VA_ARGS__; }      \
+        }                                                                      \
+        _Pragma("GCC unroll 4") for (; k < (kn); k++) { __VA_ARGS__; }         \
+    } while (0)
+
 /* The epilogue's lines of y, and of a residual apart from y, for rows
  * [0, R) and columns [col, col + cols): asked for into L1 (y for writing)
  * when a tile of the last piece starts, a few thousand cycles before the
@@ -266,33 +293,8 @@ T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64
     const float *base[4] = {a, R > 3 ? a + 3 * lda : a, R > 6 ? a + 6 * lda : a, R > 9 ? a + 9 * lda : a};
     if (e) prefetch_epilogue(e, R, 0, NR);
     const pf_plan pl = plan_prefetch(kn, pf_lines);
-    int64_t k = 0;
-    const float *p = pf;
-    for (int64_t ev = 0; ev < pl.events; ev++, p += pl.stride) {
-        prefetch_step(p, pl.second);
-        step512(base, lda, bp + k * NR, c0, c1, R);
-        for (int i = 0; i < 4; i++) base[i]++;
-        k++;
-        if (pl.every == 2) {
-            step512(base, lda, bp + k * NR, c0, c1, R);
-            for (int i = 0; i < 4; i++) base[i]++;
-            k++;
-        }
-    }
-    for (int64_t kx = 0; xn && kx < kn; kx += 16) {
-        prefetch_rows(xn, lda, xr, kx);
-        const int64_t end = kx + 16 < kn ? kx + 16 : kn;
-#pragma GCC unroll 4
-        for (; k < end; k++) {
-            step512(base, lda, bp + k * NR, c0, c1, R);
-            for (int i = 0; i < 4; i++) base[i]++;
-        }
-    }
-#pragma GCC unroll 4
-    for (; k < kn; k++) {
-        step512(base, lda, bp + k * NR, c0, c1, R);
-        for (int i = 0; i < 4; i++) base[i]++;
-    }
+    TILE_K_LOOP(kn, pl, pf, xn, xr, lda, step512(base, lda, bp + k * NR, c0, c1, R);
+                for (int i = 0; i < 4; i++) base[i]++);
 #if TILE512_EPILOGUE
     if (e) {
         const uint32_t cols = e->ncols >= 32 ? 0xffffffffu : (1u << e->ncols) - 1;
@@ -442,33 +444,7 @@ T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64
     const float *base[2] = {a, R > 3 ? a + 3 * lda : a};
     if (e) prefetch_epilogue(e, R, col0, 16);
     const pf_plan pl = plan_prefetch(kn, pf_lines);
-    int64_t k = 0;
-    const float *p = pf;
-    for (int64_t ev = 0; ev < pl.events; ev++, p += pl.stride) {
-        prefetch_step(p, pl.second);
-        step256(base, lda, bp + k * NR, c0, c1, R);
-        base[0]++, base[1]++;
-        k++;
-        if (pl.every == 2) {
-            step256(base, lda, bp + k * NR, c0, c1, R);
-            base[0]++, base[1]++;
-            k++;
-        }
-    }
-    for (int64_t kx = 0; xn && kx < kn; kx += 16) {
-        prefetch_rows(xn, lda, xr, kx);
-        const int64_t end = kx + 16 < kn ? kx + 16 : kn;
-#pragma GCC unroll 4
-        for (; k < end; k++) {
-            step256(base, lda, bp + k * NR, c0, c1, R);
-            base[0]++, base[1]++;
-        }
-    }
-#pragma GCC unroll 4
-    for (; k < kn; k++) {
-        step256(base, lda, bp + k * NR, c0, c1, R);
-        base[0]++, base[1]++;
-    }
+    TILE_K_LOOP(kn, pl, pf, xn, xr, lda, step256(base, lda, bp + k * NR, c0, c1, R); base[0]++, base[1]++);
 #if TILE256_EPILOGUE
     if (e) {
 #pragma GCC unroll 6
