@@ -105,8 +105,10 @@ static int load_replicas(iv_server *s, iv_model_slot *m, const char *dir, iv_err
     for (int i = 0; i < devices.n; i++) {
         iv_engine_opts eo = s->o.engine;
         eo.device = devices.names[i];
-        if (n_cpu > 1 && !strcmp(devices.names[i], "cpu"))
-            eo.cpu_threads = iv_omp_team_size() / n_cpu > 0 ? iv_omp_team_size() / n_cpu : 1;
+        if (n_cpu > 1 && !strcmp(devices.names[i], "cpu")) {
+            const int share = iv_omp_team_size() / n_cpu;
+            eo.cpu_threads = share > 0 ? share : 1;
+        }
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         if (iv_engine_load(&m->replicas[i], dir, &eo, err))

@@ -182,6 +182,8 @@ static inline __attribute__((always_inline)) void score_tile(int R, int P, const
         for (int p = 0; p < P; p++) v16_store(st + r * ATT_BQ + p * 16, acc[r][p]);
 }
 
+/* Calls fn(R, P, ...) with R (1..6) a constant, so the tile's loops over
+ * R unroll; P (panels, or the block's panel count) is passed through. */
 #define ATT_SWITCH_R(fn, R, P, ...)          \
     switch (R) {                             \
     case 6: fn(6, P, __VA_ARGS__); break;    \
@@ -289,8 +291,11 @@ static void softmax_block(const iv_attn_args *a, att_scratch *w, int64_t nq, int
         for (int64_t jj = 0; jj < nk; jj++) {
             float *x = w->st + jj * ATT_BQ;
             int g = 0;
-            for (; g + 8 <= ng; g += 8) plain_exp_step(x, mx, sum, g, 8);
-            for (; g + 4 <= ng; g += 4) plain_exp_step(x, mx, sum, g, 4);
+            for (; g + ATT_EXP_GROUP <= ng; g += ATT_EXP_GROUP) plain_exp_step(x, mx, sum, g, ATT_EXP_GROUP);
+            /* Half groups: the 4-vector rows of AVX-512 builds, and the rest
+             * of a partial block's row on AVX2. */
+            const int half = ATT_EXP_GROUP / 2;
+            for (; g + half <= ng; g += half) plain_exp_step(x, mx, sum, g, half);
             for (; g < ng; g++) plain_exp_step(x, mx, sum, g, 1);
         }
         for (int g = 0; g < ng; g++) v_store(w->inv + g * IV_VL, 1.0f / sum[g]);
