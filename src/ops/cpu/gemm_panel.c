@@ -11,7 +11,7 @@
  *     in L1 while every row tile of the block passes over it;
  *   - a row tile is MR rows x 32 columns of accumulators in registers
  *     (AVX-512: 12 x 2 zmm; AVX2: 6 x 2 ymm per 16-column half), fed by one
- *     broadcast of x per row and the panel's row k;
+ *     broadcast of x per row and step k's line of each half of the panel;
  *   - on the last piece the epilogue (bias, activation, residual, store)
  *     runs on the accumulators in registers (the kernel of the build's
  *     vector width; the AVX2 one leaves GELU to the strip: panel_kernel),
@@ -42,6 +42,7 @@
 #endif
 
 #define NR IV_PANEL_COLS
+#define HALF IV_PANEL_HALF
 #define MR512 12   /* rows per AVX-512 tile: 24 accumulators + 2 panel vectors + broadcast */
 #define MR256 6    /* rows per AVX2 tile (per 16-column half): 12 + 2 + 1 of 16 ymm */
 #define MC_STEP 12 /* the L2 budget of a block is rounded to whole tiles of both heights */
@@ -54,23 +55,24 @@ size_t iv_cpu_panel_floats(int64_t out, int64_t in)
     return (size_t)((out + NR - 1) / NR) * NR * (size_t)in;
 }
 
-/* Panels in parallel; within one, blocks of 16 k steps so that the 32
- * source rows are read and the panel written a few cache lines at a time
- * (a column at a time wrote 32 strided floats per line). */
+/* Panels in parallel; within a half, blocks of 16 k steps so that the 16
+ * source rows are read and the half written a few cache lines at a time
+ * (a column at a time wrote 16 strided floats per line). */
 void iv_cpu_pack_panels(float *dst, const float *w, int64_t out, int64_t in)
 {
     const int64_t n_panels = (out + NR - 1) / NR;
 #pragma omp parallel for schedule(static) if (n_panels > 1 && out * in >= PANEL_PAR_MIN)
-    for (int64_t p = 0; p < n_panels; p++) {
-        float *panel = dst + p * in * NR;
-        for (int64_t k0 = 0; k0 < in; k0 += 16) {
-            const int64_t k1 = k0 + 16 < in ? k0 + 16 : in;
-            for (int j = 0; j < NR; j++) {
-                const int64_t n = p * NR + j;
-                for (int64_t k = k0; k < k1; k++) panel[k * NR + j] = n < out ? w[n * in + k] : 0.0f;
+    for (int64_t p = 0; p < n_panels; p++)
+        for (int h = 0; h < NR / HALF; h++) {
+            float *half = dst + p * in * NR + h * in * HALF;
+            for (int64_t k0 = 0; k0 < in; k0 += 16) {
+                const int64_t k1 = k0 + 16 < in ? k0 + 16 : in;
+                for (int j = 0; j < HALF; j++) {
+                    const int64_t n = p * NR + h * HALF + j;
+                    for (int64_t k = k0; k < k1; k++) half[k * HALF + j] = n < out ? w[n * in + k] : 0.0f;
+                }
             }
         }
-    }
 }
 
 iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in)
@@ -82,7 +84,7 @@ iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in)
 
 float iv_cpu_panel_at(const float *packed, int64_t in, int64_t n, int64_t k)
 {
-    return packed[(n / NR) * in * NR + k * NR + n % NR];
+    return packed[(n / NR) * in * NR + (n % NR / HALF) * in * HALF + k * HALF + n % HALF];
 }
 
 /* The epilogue of one strip: y = act(sum + bias) + res for columns
@@ -97,24 +99,30 @@ typedef struct panel_epi {
 } panel_epi;
 
 /* A tile function computes rows [0, rows) of one panel strip over kn steps
- * of k: ct[r][0..31] = (first ? 0 : ct[r][..]) + sum_k a[r][k] * bp[k][..],
- * one fmaf chain per element in k order. On the last k step the driver
+ * of k: ct[r][0..31] = (first ? 0 : ct[r][..]) + sum_k a[r][k] * W[k][..],
+ * one fmaf chain per element in k order, where bp is the piece's row k = 0
+ * in the panel's first half and the second half's is hs floats after it
+ * (hs = K * 16). next is the next piece's row 0 in its first half (the
+ * rest of the panel, or the next panel): the tiles ask for it into L2
+ * while they compute (next_piece_share). On the last k step the driver
  * passes the epilogue: a kernel that applies it from registers returns 1
  * (ct is then left stale), else 0 and the driver runs it from ct. x_cold
  * says these rows of x have not been read yet by this thread (the first
  * panel of its row block): see next_tile_rows. */
-typedef int (*tiles_fn)(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                        int rows, const panel_epi *e, int x_cold);
+typedef int (*tiles_fn)(const float *a, int64_t lda, const float *bp, int64_t hs, int64_t kn, const float *next,
+                        float *ct, int first, int rows, const panel_epi *e, int x_cold);
 
 /* Portable: the same chains with fmaf, for CPUs without AVX2/FMA. */
-static int tiles_portable(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                          int rows, const panel_epi *e, int x_cold)
+static int tiles_portable(const float *a, int64_t lda, const float *bp, int64_t hs, int64_t kn,
+                          const float *next, float *ct, int first, int rows, const panel_epi *e, int x_cold)
 {
+    (void)next;
     (void)x_cold;
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < NR; j++) {
+            const float *col = bp + (j / HALF) * hs + j % HALF;
             float acc = first ? 0.0f : ct[r * NR + j];
-            for (int64_t k = 0; k < kn; k++) acc = fmaf(a[r * lda + k], bp[k * NR + j], acc);
+            for (int64_t k = 0; k < kn; k++) acc = fmaf(a[r * lda + k], col[k * HALF], acc);
             ct[r * NR + j] = acc;
         }
     return 0;
@@ -160,10 +168,11 @@ T512 TILE_INLINE void epilogue512(const panel_epi *e, __m512 c0, __m512 c1, int 
  * from memory once per call, and the hardware prefetcher alone leaves the
  * kernel well below the memory bandwidth (BERT-base, 8 tokens, 2 threads:
  * 20.3 ms without, 14.1 ms with; prefetching only 4 KiB ahead: 16.6 ms).
- * A tile asks for pf_lines 64-byte lines from pf, one or two every step or
- * one every other step, from its first step on: the requests then reach
- * memory at a steady rate while the tiles compute. The AVX2 kernel's two
- * 16-column passes over a strip both take shares. Before, only the first
+ * A tile asks for pf_lines 64-byte lines from pf, one every step or one
+ * every other step, from its first step on (with the same lines of the
+ * other half where it reads both): the requests then reach memory at a
+ * steady rate while the tiles compute. The AVX2 kernel's two 16-column
+ * passes over a strip each take shares of their half. Before, only the first
  * pass prefetched, one line a step for as many steps as its share, which
  * left memory idle through most of the piece when few rows share it.
  * BERT-base through the engine, p50, old -> new, alternating run by run in
@@ -175,21 +184,20 @@ T512 TILE_INLINE void epilogue512(const panel_epi *e, __m512 c0, __m512 c1, int 
  * rows) cost 1.5% at 32 and 64 tokens: those steps ran outside the
  * unrolled loop, and compute-bound tiles gain nothing from it. */
 
-/* How a tile spreads its share over its k steps: `events` times, it asks
- * for 1 or 2 lines (a share is at most the 2 lines per step of the whole
- * next piece), `stride` floats after the last ones, the second `second`
- * floats after the first (0: the same line again, harmless), then runs
- * `every` (1 or 2) steps; the steps left over run without. */
+/* How a tile spreads its share (pf_lines <= kn lines of one half) over its
+ * k steps: `events` times, it asks for the share's next line and the line
+ * `second` floats after it (the other half's, for tiles that read both
+ * halves; 0: the same line again, harmless), `stride` floats after the
+ * last ones, then runs `every` (1 or 2) steps; the steps left over run
+ * without. */
 typedef struct pf_plan {
     int64_t events, every, stride, second;
 } pf_plan;
 
-static inline pf_plan plan_prefetch(int64_t kn, int64_t pf_lines)
+static inline pf_plan plan_prefetch(int64_t kn, int64_t pf_lines, int64_t second)
 {
     if (kn <= 0 || pf_lines <= 0) return (pf_plan){0, 1, 0, 0};
-    if (pf_lines < kn) return (pf_plan){pf_lines, kn / pf_lines < 2 ? 1 : 2, 16, 0};
-    const int64_t lps = (pf_lines + kn - 1) / kn;
-    return (pf_plan){(pf_lines + lps - 1) / lps, 1, lps * 16, lps > 1 ? 16 : 0};
+    return (pf_plan){pf_lines, kn < 2 * pf_lines ? 1 : 2, HALF, second};
 }
 
 TILE_INLINE void prefetch_step(const float *p, int64_t second)
@@ -198,13 +206,14 @@ TILE_INLINE void prefetch_step(const float *p, int64_t second)
     _mm_prefetch((const char *)(p + second), _MM_HINT_T1);
 }
 
-/* Tile t of n_tiles' share of the next piece (kn steps after bp). */
-static inline void next_piece_share(const float *bp, int64_t kn, int n_tiles, int t, const float **pf,
+/* Tile t of n_tiles' share of one half of the next piece: of its kn
+ * lines from next (one 64-byte line per step). */
+static inline void next_piece_share(const float *next, int64_t kn, int n_tiles, int t, const float **pf,
                                     int64_t *pf_lines)
 {
-    const int64_t lines = kn * NR / 16, share = (lines + n_tiles - 1) / n_tiles;
-    *pf = bp + kn * NR + t * share * 16;
-    *pf_lines = lines - t * share < share ? lines - t * share : share;
+    const int64_t share = (kn + n_tiles - 1) / n_tiles;
+    *pf = next + t * share * HALF;
+    *pf_lines = kn - t * share < share ? kn - t * share : share;
     if (*pf_lines < 0) *pf_lines = 0;
 }
 
@@ -268,10 +277,10 @@ TILE_INLINE void prefetch_epilogue(const panel_epi *e, int R, int col, int cols)
  * so that four pointers and one stride address all twelve rows (twelve
  * pointers do not fit the general registers, and the compiler reloaded
  * them from the stack on every step). */
-T512 TILE_INLINE void step512(const float *const base[4], int64_t lda, const float *bk, __m512 *c0, __m512 *c1,
-                              const int R)
+T512 TILE_INLINE void step512(const float *const base[4], int64_t lda, const float *bk, int64_t hs, __m512 *c0,
+                              __m512 *c1, const int R)
 {
-    const __m512 b0 = _mm512_load_ps(bk), b1 = _mm512_load_ps(bk + 16);
+    const __m512 b0 = _mm512_load_ps(bk), b1 = _mm512_load_ps(bk + hs);
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++) {
         const __m512 av = _mm512_set1_ps(base[r / 3][(r % 3) * lda]);
@@ -280,9 +289,9 @@ T512 TILE_INLINE void step512(const float *const base[4], int64_t lda, const flo
     }
 }
 
-T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                             const panel_epi *e, const float *pf, int64_t pf_lines, const float *xn, int xr,
-                             const int R)
+T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64_t hs, int64_t kn, float *ct,
+                             int first, const panel_epi *e, const float *pf, int64_t pf_lines, const float *xn,
+                             int xr, const int R)
 {
     __m512 c0[MR512], c1[MR512];
 #pragma GCC unroll 12
@@ -292,8 +301,8 @@ T512 TILE_INLINE int tile512(const float *a, int64_t lda, const float *bp, int64
     }
     const float *base[4] = {a, R > 3 ? a + 3 * lda : a, R > 6 ? a + 6 * lda : a, R > 9 ? a + 9 * lda : a};
     if (e) prefetch_epilogue(e, R, 0, NR);
-    const pf_plan pl = plan_prefetch(kn, pf_lines);
-    TILE_K_LOOP(kn, pl, pf, xn, xr, lda, step512(base, lda, bp + k * NR, c0, c1, R);
+    const pf_plan pl = plan_prefetch(kn, pf_lines, hs);
+    TILE_K_LOOP(kn, pl, pf, xn, xr, lda, step512(base, lda, bp + k * HALF, hs, c0, c1, R);
                 for (int i = 0; i < 4; i++) base[i]++);
 #if TILE512_EPILOGUE
     if (e) {
@@ -359,8 +368,8 @@ static inline panel_epi epi_from(const panel_epi *e, int r0)
     return s;
 }
 
-T512 static int tiles_avx512(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                             int rows, const panel_epi *e, int x_cold)
+T512 static int tiles_avx512(const float *a, int64_t lda, const float *bp, int64_t hs, int64_t kn,
+                             const float *next, float *ct, int first, int rows, const panel_epi *e, int x_cold)
 {
     const int n_tiles = (rows + MR512 - 1) / MR512;
     int done = 0;
@@ -371,12 +380,12 @@ T512 static int tiles_avx512(const float *a, int64_t lda, const float *bp, int64
         panel_epi es;
         const panel_epi *er = e ? (es = epi_from(e, r0), &es) : NULL;
         int64_t pf_lines;
-        next_piece_share(bp, kn, n_tiles, t, &pf, &pf_lines);
+        next_piece_share(next, kn, n_tiles, t, &pf, &pf_lines);
         const float *xn;
         int xr;
         next_tile_rows(a, lda, t, n_tiles, rows, x_cold, &xn, &xr);
 #define TILE512_CASE(R) \
-    case R: done = tile512(ar, lda, bp, kn, cr, first, er, pf, pf_lines, xn, xr, R); break;
+    case R: done = tile512(ar, lda, bp, hs, kn, cr, first, er, pf, pf_lines, xn, xr, R); break;
         switch (n) {
             TILE512_CASE(12) TILE512_CASE(11) TILE512_CASE(10) TILE512_CASE(9) TILE512_CASE(8) TILE512_CASE(7)
             TILE512_CASE(6) TILE512_CASE(5) TILE512_CASE(4) TILE512_CASE(3) TILE512_CASE(2) TILE512_CASE(1)
@@ -412,6 +421,36 @@ T256 TILE_INLINE void epilogue256(const panel_epi *e, __m256 c, int r, int col)
         v_store_part(y, v, n);
     }
 }
+
+/* The usual epilogue, no activation and all 16 columns there, of R rows:
+ * bias and residual, the same additions as epilogue256, so the same bits.
+ * epilogue256 went through v_act's switch once per vector and kept the
+ * accumulators on the stack meanwhile: ~110 cycles of a 2300-cycle tile
+ * at K = 384 (288 x 384 -> 1152, one thread, held to AVX2: 110.5 -> 113
+ * GFLOP/s). A form of epilogue256 taking the activation as a constant
+ * instead left the accumulators of the whole k loop on the stack. */
+T256 TILE_INLINE void epilogue256_plain(const panel_epi *e, const __m256 *c0, const __m256 *c1, int col0,
+                                        const int R)
+{
+    const __m256 b0 = e->bias ? _mm256_loadu_ps(e->bias + col0) : _mm256_setzero_ps();
+    const __m256 b1 = e->bias ? _mm256_loadu_ps(e->bias + col0 + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        __m256 v0 = c0[r], v1 = c1[r];
+        if (e->bias) {
+            v0 = _mm256_add_ps(v0, b0);
+            v1 = _mm256_add_ps(v1, b1);
+        }
+        float *y = e->y + r * e->ldy + col0;
+        if (e->res) {
+            const float *res = e->res + r * e->ldy + col0;
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
+            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+        }
+        _mm256_storeu_ps(y, v0);
+        _mm256_storeu_ps(y + 8, v1);
+    }
+}
 #else
 #define TILE256_EPILOGUE 0
 #endif
@@ -443,9 +482,13 @@ T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64
     }
     const float *base[2] = {a, R > 3 ? a + 3 * lda : a};
     if (e) prefetch_epilogue(e, R, col0, 16);
-    const pf_plan pl = plan_prefetch(kn, pf_lines);
-    TILE_K_LOOP(kn, pl, pf, xn, xr, lda, step256(base, lda, bp + k * NR, c0, c1, R); base[0]++, base[1]++);
+    const pf_plan pl = plan_prefetch(kn, pf_lines, 0);
+    TILE_K_LOOP(kn, pl, pf, xn, xr, lda, step256(base, lda, bp + k * HALF, c0, c1, R); base[0]++, base[1]++);
 #if TILE256_EPILOGUE
+    if (e && e->act == IV_ACT_NONE && e->ncols >= col0 + 16) {
+        epilogue256_plain(e, c0, c1, col0, R);
+        return 1;
+    }
     if (e) {
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
@@ -463,17 +506,16 @@ T256 TILE_INLINE int tile256(const float *a, int64_t lda, const float *bp, int64
     return 0;
 }
 
-T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t kn, float *ct, int first,
-                           int rows, const panel_epi *e, int x_cold)
+T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t hs, int64_t kn,
+                           const float *next, float *ct, int first, int rows, const panel_epi *e, int x_cold)
 {
-    /* Both halves read the whole next piece; their 2 x n_tiles passes each
-     * bring in a share of it, so that requests go out through the whole
-     * piece (the first half's tiles alone left memory idle in the second:
-     * see plan_prefetch). */
+    /* Each half's tiles bring in shares of that half of the next piece, so
+     * that requests go out through the whole piece (the first half's tiles
+     * alone left memory idle in the second: see plan_prefetch). */
     const int n_tiles = (rows + MR256 - 1) / MR256;
     int done = 0;
     for (int h = 0; h < 2; h++) {
-        const float *bh = bp + h * 16;
+        const float *bh = bp + h * hs;
         float *ch = ct + h * 16;
         for (int t = 0; t < n_tiles; t++) {
             const int r0 = tile_start(t, n_tiles, rows), n = tile_start(t + 1, n_tiles, rows) - r0;
@@ -482,7 +524,7 @@ T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t
             panel_epi es;
             const panel_epi *er = e ? (es = epi_from(e, r0), &es) : NULL;
             int64_t pf_lines;
-            next_piece_share(bp, kn, 2 * n_tiles, h * n_tiles + t, &pf, &pf_lines);
+            next_piece_share(next + h * hs, kn, n_tiles, t, &pf, &pf_lines);
             const float *xn;
             int xr;
             next_tile_rows(a, lda, t, n_tiles, rows, x_cold && h == 0, &xn, &xr);
@@ -501,13 +543,20 @@ T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t
 #endif
 
 /* A kernel and the k of its L1-resident piece of a panel. The AVX-512
- * tiles read whole 128-byte panel rows: 256 steps are 32 KiB. Each of the
- * AVX2 kernel's two 16-column passes reads half of every row, so 384 steps
- * keep its 24 KiB in L1 as well and save a third of the pieces (their
- * accumulator reloads and tile calls): 384 against 256, alternating run by
- * run in one process (2 threads, Zen 4 held to AVX2), p50: MiniLM-L6 32 x
- * 128 516 -> 508 and 515 -> 504 ms, 64 tokens 8.45 -> 8.31 ms; BERT-base
- * 32 x 128 3591 -> 3573 ms, 8 and 64 tokens unchanged. */
+ * tiles read a line of both halves of the panel a step: 256 steps are 32
+ * KiB. Each of the AVX2 kernel's two 16-column passes reads one half, so
+ * 384 steps keep its 24 KiB in L1 as well and save a third of the pieces
+ * (their accumulator reloads and tile calls): 384 against 256, alternating
+ * run by run in one process (2 threads, Zen 4 held to AVX2), p50:
+ * MiniLM-L6 32 x 128 516 -> 508 and 515 -> 504 ms, 64 tokens 8.45 -> 8.31
+ * ms; BERT-base 32 x 128 3591 -> 3573 ms, 8 and 64 tokens unchanged. With
+ * panels stored as [in][32] those 24 KiB took only the even sets of L1
+ * (the lines of a half 128 bytes apart), 12 lines to each 8-way set, and
+ * were read from L2 again by every tile; stored in halves (gemm_panel.h),
+ * one thread, held to AVX2, GFLOP/s: 288 x 1536 -> 384 113.1 -> 114.0,
+ * 4096 x 384 -> 1536 109.7 -> 111.5 (110.5 at 288 x 384 -> 1152, where the
+ * epilogue's cost hid it, 113.6 -> 114.2 once that was fixed:
+ * epilogue256_plain). */
 typedef struct panel_kernel {
     tiles_fn tiles;
     const char *name;
@@ -694,7 +743,7 @@ static void run_panel(const panel_call *c, int64_t u, int64_t p, float *strip, i
 {
     const int64_t m0 = unit_m0(c, u), K = c->K, N = c->N;
     const int rows = unit_rows(c, u);
-    const float *a = ((const float *)c->x.data) + m0 * c->x.ld, *bp = c->packed + p * K * NR;
+    const float *a = ((const float *)c->x.data) + m0 * c->x.ld, *panel = c->packed + p * K * NR;
     const int64_t n0 = p * NR, off = m0 * c->y.ld + n0;
     const float *res = c->defer ? NULL : c->residual;
     const panel_epi e = {((float *)c->y.data) + off, c->bias ? c->bias + n0 : NULL, res ? res + off : NULL, c->y.ld,
@@ -704,7 +753,9 @@ static void run_panel(const panel_call *c, int64_t u, int64_t p, float *strip, i
     if (K == 0) memset(strip, 0, (size_t)rows * NR * sizeof(float));
     for (int64_t k0 = 0; k0 < K; k0 += c->kc) {
         const int64_t kn = K - k0 < c->kc ? K - k0 : c->kc;
-        done = c->kern->tiles(a + k0, c->x.ld, bp + k0 * NR, kn, strip, k0 == 0, rows,
+        /* The next piece: the rest of this panel, or the next panel's first. */
+        const float *next = k0 + kn < K ? panel + (k0 + kn) * HALF : panel + K * NR;
+        done = c->kern->tiles(a + k0, c->x.ld, panel + k0 * HALF, K * HALF, kn, next, strip, k0 == 0, rows,
                               k0 + kn == K && in_tile ? &e : NULL, x_cold);
     }
     if (!done) iv_cpu_act_rows(e.y, e.ldy, strip, NR, e.bias, e.act, e.res, e.ldy, rows, e.ncols);

@@ -2,9 +2,13 @@
  *
  * A weight W [out, in] (PyTorch layout) is repacked once into panels of
  * IV_PANEL_COLS output columns: panel p holds columns p*32 .. p*32+31 as
- * [in][32] floats, so step k of the product reads one contiguous 128-byte
- * row of the panel (zeros past `out`). The kernel then never repacks W per
- * call the way sgemm must, and streams it in the order it computes.
+ * two halves of 16 columns, each [in][16] floats (zeros past `out`), so
+ * step k of the product reads one 64-byte line of each half. The kernel
+ * then never repacks W per call the way sgemm must, and streams it in the
+ * order it computes. Halves rather than [in][32] rows: the AVX2 kernel
+ * runs a panel one 16-column half at a time, and with rows 128 bytes long
+ * the lines of one half fell in only the even sets of L1, half of it, where
+ * a 384-step piece (24 KiB) could not stay (gemm_panel.c, kernel_avx2).
  *
  * Every output element is one fused multiply-add chain over k in order,
  * whatever the row count, the tile it falls in, the thread that computes
@@ -20,6 +24,7 @@
 #include "ops/cpu/cpu_ops.h"
 
 #define IV_PANEL_COLS 32
+#define IV_PANEL_HALF 16 /* columns per half of a panel */
 /* Row-major weights up to this many floats (256 KiB) are packed per call by
  * the linear op rather than sent to sgemm. */
 #define IV_CPU_PACK_PER_CALL_MAX (1 << 16)

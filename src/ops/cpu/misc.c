@@ -37,17 +37,20 @@ void iv_cpu_scale(const iv_ops *ops, iv_view y, iv_view x, float s)
 
 /* A table may be in the linear kernel's panel layout: a tied MLM decoder
  * packed at load (models/pack_weights.h) is also the word embedding table,
- * stored once. Row id is then column id % 32 of its panel, 32 floats apart. */
+ * stored once. Row id is then column id % 16 of its half of a panel, 16
+ * floats apart (ops/cpu/gemm_panel.h). */
 void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const int32_t *ids, int accumulate)
 {
     assert(table->dtype == IV_F32 && iv_tensor_cols(table) == y.cols);
     const int64_t h = y.cols;
-    const int64_t stride = table->layout == IV_LAYOUT_CPU_PANELS ? IV_PANEL_COLS : 1;
+    const int64_t stride = table->layout == IV_LAYOUT_CPU_PANELS ? IV_PANEL_HALF : 1;
 #pragma omp parallel for schedule(static) if (y.rows * y.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < y.rows; t++) {
         const int64_t id = ids[t];
         const float *src = stride == 1 ? iv_f32(table) + id * h
-                                       : iv_f32(table) + (id / IV_PANEL_COLS) * h * IV_PANEL_COLS + id % IV_PANEL_COLS;
+                                       : iv_f32(table) + (id / IV_PANEL_COLS) * h * IV_PANEL_COLS +
+                                             (id % IV_PANEL_COLS / IV_PANEL_HALF) * h * IV_PANEL_HALF +
+                                             id % IV_PANEL_HALF;
         float *dst = ((float *)y.data) + t * y.ld;
         if (stride > 1 && accumulate) {
             for (int64_t c = 0; c < h; c++) dst[c] += src[c * stride];
