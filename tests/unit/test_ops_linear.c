@@ -172,7 +172,8 @@ TEST(ops_linear_mid_rows)
 
 /* Weights packed in panels (gemm_panel.c), with each kernel this CPU can
  * run: widths around the 32-column panels, row counts around the 12- and
- * 6-row tiles, inputs past the 256-step k blocks, every epilogue. */
+ * 6-row tiles, inputs past the kernels' k pieces (768 steps on AVX-512,
+ * 1536 on AVX2), every epilogue. */
 TEST(ops_linear_panels)
 {
     const char *kernels[] = {"avx512", "avx2", "portable"};
@@ -194,6 +195,9 @@ TEST(ops_linear_panels)
         check_linear(&r, (lin_case){1000, 96, 130, 1, 2, IV_ACT_NONE, 1});
         check_linear(&r, (lin_case){64, 768, 771, 1, 2, IV_ACT_GELU, 1});
         check_linear(&r, (lin_case){40, 1536, 385, 0, 1, IV_ACT_NONE, 1});
+        /* Two and three k pieces on every kernel. */
+        check_linear(&r, (lin_case){9, 2000, 97, 1, 2, IV_ACT_GELU, 1});
+        check_linear(&r, (lin_case){40, 3100, 33, 1, 1, IV_ACT_NONE, 1});
     }
     CHECK(ran >= 1);
     CHECK_EQ_INT(iv_cpu_panel_use("auto"), 0);

@@ -7,8 +7,9 @@
  *     unit of thread work, its owner going through its panels in order
  *     while threads with no unit left take panels from its other end;
  *   - within a unit, for each panel, k runs in equal pieces of at most the
- *     kernel's kc so that what a tile reads of the piece (<= 32 KiB) stays
- *     in L1 while every row tile of the block passes over it;
+ *     kernel's kc (96 KiB of the panel a pass), which every row tile of
+ *     the block reads in order, 64-byte line after line, from L2 through
+ *     L1's stream prefetcher;
  *   - a row tile is MR rows x 32 columns of accumulators in registers
  *     (AVX-512: 12 x 2 zmm; AVX2: 6 x 2 ymm per 16-column half), fed by one
  *     broadcast of x per row and step k's line of each half of the panel;
@@ -542,21 +543,24 @@ T256 static int tiles_avx2(const float *a, int64_t lda, const float *bp, int64_t
 
 #endif
 
-/* A kernel and the k of its L1-resident piece of a panel. The AVX-512
- * tiles read a line of both halves of the panel a step: 256 steps are 32
- * KiB. Each of the AVX2 kernel's two 16-column passes reads one half, so
- * 384 steps keep its 24 KiB in L1 as well and save a third of the pieces
- * (their accumulator reloads and tile calls): 384 against 256, alternating
- * run by run in one process (2 threads, Zen 4 held to AVX2), p50:
- * MiniLM-L6 32 x 128 516 -> 508 and 515 -> 504 ms, 64 tokens 8.45 -> 8.31
- * ms; BERT-base 32 x 128 3591 -> 3573 ms, 8 and 64 tokens unchanged. With
- * panels stored as [in][32] those 24 KiB took only the even sets of L1
- * (the lines of a half 128 bytes apart), 12 lines to each 8-way set, and
- * were read from L2 again by every tile; stored in halves (gemm_panel.h),
- * one thread, held to AVX2, GFLOP/s: 288 x 1536 -> 384 113.1 -> 114.0,
- * 4096 x 384 -> 1536 109.7 -> 111.5 (110.5 at 288 x 384 -> 1152, where the
- * epilogue's cost hid it, 113.6 -> 114.2 once that was fixed:
- * epilogue256_plain). */
+/* A kernel and the k of its pieces of a panel: 96 KiB a pass, the AVX-512
+ * tiles reading a line of both halves of the panel a step, each of the
+ * AVX2 kernel's two 16-column passes one half. Pieces once had to stay in
+ * L1 (32 KiB: k = 256 and 384), when a panel was stored as [in][32]: one
+ * half's lines were then 128 bytes apart and fell in only the even sets of
+ * L1, 12 lines to each 8-way set at k = 384, and were read from L2 again
+ * by every tile. Stored in halves (gemm_panel.h) a pass reads consecutive
+ * lines, which L1's stream prefetcher brings from L2 ahead of the tile, so
+ * longer pieces lose nothing and save their accumulator reloads and tile
+ * calls. Held to AVX2, 2 threads, 4096 rows, GFLOP/s, k 384 -> 1536:
+ * 768 -> 3072 216.3 -> 220.0 and 215.4 -> 219.2, 3072 -> 768 218.9 ->
+ * 220.2 and 217.6 -> 225.5, 1536 -> 384 219.5 -> 223.3 and 222.0 -> 225.4;
+ * 8 and 64 rows 1-2% more; BERT-base 32 x 128 through the engine, p10,
+ * alternating processes: 3610 -> 3484 and 3663 -> 3316 ms. AVX-512, k 256
+ * -> 768: 768 -> 3072 218.8 -> 221.9, 3072 -> 768 195.2 -> 198.0, 384 ->
+ * 1152 216.4 -> 221.6, 64 x 3072 -> 768 210.5 -> 213.8. The halves alone
+ * at the old k, one thread, held to AVX2: 288 x 1536 -> 384 113.1 ->
+ * 114.0, 4096 x 384 -> 1536 109.7 -> 111.5. */
 typedef struct panel_kernel {
     tiles_fn tiles;
     const char *name;
@@ -576,8 +580,8 @@ typedef struct panel_kernel {
 
 static const panel_kernel kernel_portable = {tiles_portable, "portable", 256, 0};
 #ifdef PANEL_X86
-static const panel_kernel kernel_avx2 = {tiles_avx2, "avx2", 384, 0};
-static const panel_kernel kernel_avx512 = {tiles_avx512, "avx512", 256, 1};
+static const panel_kernel kernel_avx2 = {tiles_avx2, "avx2", 1536, 0};
+static const panel_kernel kernel_avx512 = {tiles_avx512, "avx512", 768, 1};
 #endif
 
 static const panel_kernel *pick_kernel(void)
@@ -850,8 +854,8 @@ void iv_cpu_linear_panels(iv_view y, iv_view x, const float *packed, const float
         n_pg = n_mb == 1 ? threads : (2 * threads + n_mb - 1) / n_mb;
         if (n_pg > n_panels) n_pg = n_panels;
     }
-    /* Pieces of at most the kernel's kc, all about the same size (384 =
-     * 192 + 192, not 256 + 128), so each one fills L1 the same. */
+    /* Pieces of at most the kernel's kc, all about the same size (2000 =
+     * 1000 + 1000 on AVX2, not 1536 + 464). */
     const int64_t n_kc = (K + kern->kc - 1) / kern->kc;
     panel_call c = {
         .y = y, .x = x, .packed = packed, .bias = bias, .residual = residual, .act = act, .kern = kern,
