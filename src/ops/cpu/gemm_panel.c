@@ -254,7 +254,7 @@ TILE_INLINE void prefetch_rows(const float *xn, int64_t lda, int xr, int64_t k)
 
 /* The epilogue's lines of y, and of a residual apart from y, for rows
  * [0, R) and columns [col, col + cols): asked for into L1 (y for writing)
- * when a tile of the last piece starts, a few thousand cycles before the
+ * when a tile of the last piece starts, thousands of cycles before the
  * epilogue uses them. Rows of y lie a whole layer width apart, the lines
  * are cold, and the epilogue's stores, or its loads of the residual,
  * otherwise stalled the tile. In-process A/B, 4096 rows, 2 threads, Zen 4
