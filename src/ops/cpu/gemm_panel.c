@@ -85,7 +85,7 @@ iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in)
 
 float iv_cpu_panel_at(const float *packed, int64_t in, int64_t n, int64_t k)
 {
-    return packed[(n / NR) * in * NR + (n % NR / HALF) * in * HALF + k * HALF + n % HALF];
+    return packed[iv_cpu_panel_index(in, n, k)];
 }
 
 /* The epilogue of one strip: y = act(sum + bias) + res for columns
@@ -185,20 +185,19 @@ T512 TILE_INLINE void epilogue512(const panel_epi *e, __m512 c0, __m512 c1, int 
  * rows) cost 1.5% at 32 and 64 tokens: those steps ran outside the
  * unrolled loop, and compute-bound tiles gain nothing from it. */
 
-/* How a tile spreads its share (pf_lines <= kn lines of one half) over its
- * k steps: `events` times, it asks for the share's next line and the line
- * `second` floats after it (the other half's, for tiles that read both
- * halves; 0: the same line again, harmless), `stride` floats after the
- * last ones, then runs `every` (1 or 2) steps; the steps left over run
- * without. */
+/* How a tile spreads its share (pf_lines <= kn consecutive lines of one
+ * half) over its k steps: `events` times, it asks for the share's next
+ * line and the line `second` floats after it (the other half's, for tiles
+ * that read both halves; 0: the same line again, harmless), then runs
+ * `every` (1 or 2) steps; the steps left over run without. */
 typedef struct pf_plan {
-    int64_t events, every, stride, second;
+    int64_t events, every, second;
 } pf_plan;
 
 static inline pf_plan plan_prefetch(int64_t kn, int64_t pf_lines, int64_t second)
 {
-    if (kn <= 0 || pf_lines <= 0) return (pf_plan){0, 1, 0, 0};
-    return (pf_plan){pf_lines, kn < 2 * pf_lines ? 1 : 2, HALF, second};
+    if (kn <= 0 || pf_lines <= 0) return (pf_plan){0, 1, 0};
+    return (pf_plan){pf_lines, kn < 2 * pf_lines ? 1 : 2, second};
 }
 
 TILE_INLINE void prefetch_step(const float *p, int64_t second)
@@ -235,7 +234,7 @@ TILE_INLINE void prefetch_rows(const float *xn, int64_t lda, int xr, int64_t k)
     do {                                                                       \
         int64_t k = 0;                                                         \
         const float *p = (pf);                                                 \
-        for (int64_t ev = 0; ev < (pl).events; ev++, p += (pl).stride) {       \
+        for (int64_t ev = 0; ev < (pl).events; ev++, p += HALF) {              \
             prefetch_step(p, (pl).second);                                     \
             __VA_ARGS__;                                                       \
             k++;                                                               \

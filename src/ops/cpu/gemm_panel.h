@@ -35,6 +35,14 @@ size_t iv_cpu_panel_floats(int64_t out, int64_t in);
 void iv_cpu_pack_panels(float *dst, const float *w, int64_t out, int64_t in);
 /* The tensor the linear op takes for a packed [out, in] weight. */
 iv_tensor iv_cpu_panel_tensor(float *packed, int64_t out, int64_t in);
+/* Where element (n, k) of a packed [out, in] weight lies: panel n / 32,
+ * half n % 32 / 16, row k of that half; (n, k + 1) is IV_PANEL_HALF floats
+ * further on. */
+static inline int64_t iv_cpu_panel_index(int64_t in, int64_t n, int64_t k)
+{
+    return (n / IV_PANEL_COLS) * in * IV_PANEL_COLS + (n % IV_PANEL_COLS / IV_PANEL_HALF) * in * IV_PANEL_HALF +
+           k * IV_PANEL_HALF + n % IV_PANEL_HALF;
+}
 /* Element (n, k) of a packed weight, for tests. */
 float iv_cpu_panel_at(const float *packed, int64_t in, int64_t n, int64_t k);
 

@@ -47,10 +47,7 @@ void iv_cpu_embed(const iv_ops *ops, iv_view y, const iv_tensor *table, const in
 #pragma omp parallel for schedule(static) if (y.rows * y.cols >= IV_CPU_PAR_MIN)
     for (int64_t t = 0; t < y.rows; t++) {
         const int64_t id = ids[t];
-        const float *src = stride == 1 ? iv_f32(table) + id * h
-                                       : iv_f32(table) + (id / IV_PANEL_COLS) * h * IV_PANEL_COLS +
-                                             (id % IV_PANEL_COLS / IV_PANEL_HALF) * h * IV_PANEL_HALF +
-                                             id % IV_PANEL_HALF;
+        const float *src = iv_f32(table) + (stride == 1 ? id * h : iv_cpu_panel_index(h, id, 0));
         float *dst = ((float *)y.data) + t * y.ld;
         if (stride > 1 && accumulate) {
             for (int64_t c = 0; c < h; c++) dst[c] += src[c * stride];

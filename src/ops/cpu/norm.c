@@ -15,13 +15,6 @@
 
 #include "ops/cpu/cpu_ops.h"
 
-/* The sums run in four independent vectors of four doubles (with one
- * accumulator, the omp simd reduction before, each pass waited on its add
- * chain), still in double: only the order of the partial sums differs.
- * One thread, rows in L2, core cycles per row before -> after: held to
- * AVX2, 384 wide, LayerNorm with a residual 709 -> 574, without 571 ->
- * 434, RMSNorm 358 -> 279; natively (AVX-512) 670 -> 562, 571 -> 417,
- * 364 -> 277, and 768 wide 1370 -> 1145, 997 -> 777, 642 -> 505. */
 /* Row functions are inlined into the row loops: called per row, they cost
  * a few percent of a 384-wide LayerNorm. */
 #define ROW_INLINE static inline __attribute__((always_inline))
@@ -56,12 +49,19 @@ static double sum_d4(const iv_d4 a[4])
 }
 
 /* The sum over a row of z (squares = 0) or of (z - m)^2 (squares = 1),
- * where z is x, or x + r written into y on the way when r is given: the
- * residual costs no pass of its own, and RMSNorm makes one pass fewer.
- * Same sums in the same order, same bits. One thread, rows in L2, 384
- * wide, core cycles per row: LayerNorm + residual 574 -> 525 held to
- * AVX2, 562 -> 491 natively; RMSNorm 277 -> 240 and 275 -> 230 (768
- * wide, natively: 496 -> 403); LayerNorm alone unchanged (432, 414). */
+ * where z is x, or x + r written into y on the way when r is given.
+ * The sums run in four independent vectors of four doubles (with one
+ * accumulator, the omp simd reduction before, each pass waited on its add
+ * chain), still in double: only the order of the partial sums differs.
+ * One thread, rows in L2, core cycles per row before -> after: held to
+ * AVX2, 384 wide, LayerNorm with a residual 709 -> 574, without 571 ->
+ * 434, RMSNorm 358 -> 279; natively (AVX-512) 670 -> 562, 571 -> 417,
+ * 364 -> 277, and 768 wide 1370 -> 1145, 997 -> 777, 642 -> 505.
+ * Adding the residual here costs it no pass of its own, and RMSNorm makes
+ * one pass fewer (same sums in the same order, same bits): LayerNorm +
+ * residual 574 -> 525 held to AVX2, 562 -> 491 natively; RMSNorm 277 ->
+ * 240 and 275 -> 230 (768 wide, natively: 496 -> 403); LayerNorm alone
+ * unchanged (432, 414). */
 ROW_INLINE double row_sum(float *y, const float *x, const float *r, int64_t n, double m, const int squares)
 {
     iv_d4 a[4] = {{0}};
